@@ -1,0 +1,412 @@
+"""The write protocol: stage on executors, then one commit-and-publish on the driver.
+
+Values, not calls (house style: a commit is a value):
+- ``WriteTarget``: where and how a table is staged; made on the driver, pickled to executors.
+- ``StagedTable``: what an executor task wrote (uncommitted fragments + stats); its commit message.
+- ``commit_load``: under the commit lease, re-read the snapshot, check drift, validate, then
+  sidecar -> one Lance commit per table -> manifest publish (CAS) -> commit row -> sidecar delete.
+
+Invariants upheld here are numbered in docs/invariants.md (I1..I12) and cited inline.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import lance
+import pyarrow as pa
+from lance.fragment import FragmentMetadata
+
+from ..errors import (CommitRebasedError, ConflictError, ExpectedVersionMismatchError, OptionError,
+                      RecoveryPendingError, StorageError, TableDriftError)
+from . import branches as _branches
+from . import commits as _commits
+from . import failpoints
+from . import lease as _lease
+from . import manifest as _manifest
+from . import recovery as _recovery
+from . import sidecar as _sidecar
+from . import tables as _tables
+from .fs import RootStorage
+from .layout import MAIN, RootPaths, join
+
+log = logging.getLogger(__name__)
+
+MODES = ("append", "merge", "overwrite")
+OP_PROP = "omnigraph-spark.operation_id"
+TXN_APP_PROP = "omnigraph-spark.txn_app_id"
+TXN_VER_PROP = "omnigraph-spark.txn_version"
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where executors stage one table's rows. Made on the driver (``prepare_target``)."""
+
+    root: str
+    table_key: str
+    mode: str
+    branch: str
+    base_uri: str  # root/<path>
+    lance_branch: Optional[str]  # Lance branch the commit lands on (None = main)
+    base_version: int  # the manifest pin when the job was planned
+    schema: pa.Schema  # the dataset's Arrow schema (exact column order and types)
+    storage_options: Optional[Dict[str, str]] = None
+    max_rows_per_file: int = 1024 * 1024
+    max_bytes_per_file: Optional[int] = None
+
+    def open_for_staging(self) -> lance.LanceDataset:
+        return _tables.open_dataset(self.base_uri, branch=self.lance_branch, version=self.base_version,
+                                    storage_options=self.storage_options)
+
+    @property
+    def stage_uri(self) -> str:
+        return self.open_for_staging().uri
+
+
+@dataclass(frozen=True)
+class StagedTable:
+    """Uncommitted fragments one or more tasks wrote for one table, plus small statistics."""
+
+    table_key: str
+    mode: str
+    stage_uri: str
+    base_version: int
+    fragments: Tuple[FragmentMetadata, ...]
+    rows: int
+    bytes: int
+
+    @staticmethod
+    def merge(parts: Sequence["StagedTable"]) -> "StagedTable":
+        first = parts[0]
+        return StagedTable(first.table_key, first.mode, first.stage_uri, first.base_version,
+                           tuple(f for p in parts for f in p.fragments), sum(p.rows for p in parts),
+                           sum(p.bytes for p in parts))
+
+
+@dataclass(frozen=True)
+class TableResult:
+    table_key: str
+    from_version: int
+    to_version: int
+    rows_written: int
+    row_count: int
+    fragments: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What one committed load did. ``skipped`` is True for an idempotent re-run (txn token)."""
+
+    graph_commit_id: Optional[str]
+    manifest_version: int
+    branch: str
+    tables: Tuple[TableResult, ...]
+    operation_id: Optional[str]
+    skipped: bool = False
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class TxnToken:
+    """Delta-style idempotency: (app id, monotonically increasing version)."""
+
+    app_id: str
+    version: int
+
+
+def prepare_target(graph, branch: str, table_key: str, mode: str, *, max_rows_per_file: int = 1024 * 1024,
+                   max_bytes_per_file: Optional[int] = None) -> WriteTarget:
+    """Driver, at planning: pin the table and fork it on the branch if needed (§J.4), so executors
+    stage their files where the commit will land."""
+    if mode not in MODES:
+        raise OptionError(f"write mode '{mode}' is not one of {MODES}", option="writeMode", value=mode)
+    snap = graph.snapshot(branch)
+    t = snap.table(table_key)
+    entry = _manifest.TableEntry(t.table_key, t.table_path, t.version,
+                                 None if t.branch == MAIN else t.branch, t.row_count, "")
+    ds = _branches.ensure_fork(graph.root, entry, snap.branch, graph.storage_options)
+    _tables.check_no_auto_cleanup(ds, table_key)
+    return WriteTarget(graph.root, table_key, mode, snap.branch, t.base_path,
+                       None if snap.branch == MAIN else snap.branch, t.version, ds.schema,
+                       graph.storage_options, max_rows_per_file, max_bytes_per_file)
+
+
+def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable:
+    """Executor: write ``batches`` (already in ``target.schema``) as uncommitted fragments.
+
+    Streams: lance consumes the iterator batch by batch, so memory stays bounded (I11).
+    """
+    ds = target.open_for_staging()
+    counter = {"rows": 0}
+
+    def gen():
+        for b in batches:
+            counter["rows"] += b.num_rows
+            yield b
+
+    reader = pa.RecordBatchReader.from_batches(target.schema, gen())
+    frags = _tables.stage_fragments(ds, reader, target.schema, max_rows_per_file=target.max_rows_per_file,
+                                    max_bytes_per_file=target.max_bytes_per_file)
+    nbytes = sum(df.file_size_bytes or 0 for f in frags for df in f.files)
+    return StagedTable(target.table_key, target.mode, ds.uri, target.base_version, tuple(frags),
+                       counter["rows"], nbytes)
+
+
+def abort(staged: Iterable[StagedTable], storage_options: Optional[Dict[str, str]] = None) -> int:
+    """Delete the uncommitted files of a failed job, best effort (I10). Returns files removed."""
+    n = 0
+    for s in staged:
+        n += _tables.delete_data_files(s.stage_uri, s.fragments, storage_options)
+    return n
+
+
+# -- idempotency ---------------------------------------------------------------------------
+
+def _txn_path(root: str, app_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else f"%{ord(c):02x}" for c in app_id)
+    return join(RootPaths(root).spark_dir, "txn", f"{safe}.json")
+
+
+def _txn_landed(graph, rec: dict) -> bool:
+    """A txn record counts only if every table version it names is published on its branch and
+    was produced by its operation (the id is stored in the Lance transaction: I12)."""
+    try:
+        snap_state = _manifest.read_state(_manifest.open_manifest(graph.root, rec["branch"],
+                                                                  storage_options=graph.storage_options),
+                                          rec["branch"])
+    except Exception:
+        return False
+    for key, ver in rec["tables"].items():
+        if (key, ver) not in snap_state.existing_versions:
+            return False
+        e = snap_state.entries.get(key)
+        base = f"{graph.root}/{snap_state.locations[key]}"
+        lb = rec["branch"] if rec["branch"] != MAIN else None
+        try:
+            ds = _tables.open_dataset(base, branch=lb, storage_options=graph.storage_options)
+            tx = ds.read_transaction(ver)
+        except Exception:
+            return False
+        if tx is None or (tx.transaction_properties or {}).get(OP_PROP) != rec["operation_id"]:
+            return False
+        del e
+    return True
+
+
+def already_applied(graph, txn: TxnToken) -> Optional[dict]:
+    try:
+        rec = json.loads(graph.storage.read_text(_txn_path(graph.root, txn.app_id)))
+    except FileNotFoundError:
+        return None
+    if rec.get("version", -1) >= txn.version and _txn_landed(graph, rec):
+        return rec
+    return None
+
+
+# -- the commit ------------------------------------------------------------------------------
+
+def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_options) -> lance.LanceOperation.Update:
+    """Upsert on ``id`` as one Update: delete matched existing rows, add the staged fragments."""
+    import pyarrow.compute as pc
+
+    incoming = _tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
+    updated: List[FragmentMetadata] = []
+    removed: List[int] = []
+    if incoming is not None and incoming.num_rows and ds.count_rows():
+        ids = pc.unique(incoming.column("id").combine_chunks())
+        for frag in ds.get_fragments():
+            existing = frag.to_table(columns=["id"]).column("id")
+            hits = pc.filter(existing, pc.is_in(existing, value_set=ids)).to_pylist()
+            if not hits:
+                continue
+            pred = "id IN (" + ", ".join(quote_sql_string(h) for h in hits) + ")"
+            new_meta = frag.delete(pred)
+            if new_meta is None:
+                removed.append(frag.fragment_id)
+            else:
+                updated.append(new_meta)
+    return lance.LanceOperation.Update(removed_fragment_ids=removed, updated_fragments=updated,
+                                       new_fragments=list(staged.fragments))
+
+
+def quote_sql_string(v: str) -> str:
+    """A SQL string literal for Lance filters: single quotes doubled, nothing else special."""
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def _operation(ds: lance.LanceDataset, staged: StagedTable, storage_options):
+    if staged.mode == "append":
+        return lance.LanceOperation.Append(list(staged.fragments))
+    if staged.mode == "overwrite":
+        return lance.LanceOperation.Overwrite(ds.schema, list(staged.fragments))
+    return _merge_operation(ds, staged, storage_options)
+
+
+Validator = Callable[[object, Mapping[str, StagedTable]], None]
+
+
+def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Optional[str] = None,
+                validate: Optional[Validator] = None, txn: Optional[TxnToken] = None,
+                lease_timeout_s: float = 300.0, max_attempts: int = 8) -> LoadResult:
+    """Driver: commit staged tables as ONE graph commit on ``branch`` (all or nothing, I1).
+
+    ``validate(snapshot, staged_by_key)`` runs load-wide checks against the fresh snapshot,
+    inside the lease, before anything is written; raising aborts with the graph unchanged.
+    On a drift caused by another writer mid-commit it waits and retries from the already
+    staged fragments (no data is rewritten). Overwrite is strict: a moved pin is a conflict.
+    """
+    by_key: Dict[str, StagedTable] = {}
+    for s in staged:
+        by_key[s.table_key] = StagedTable.merge([by_key[s.table_key], s]) if s.table_key in by_key else s
+    attempts = 0
+    with _lease.hold(graph.storage, graph.root, timeout_s=lease_timeout_s, owner=actor or ""):
+        if txn is not None:
+            rec = already_applied(graph, txn)
+            if rec is not None:
+                log.info("txn %s v%d already applied by operation %s: skipping", txn.app_id, txn.version,
+                         rec["operation_id"])
+                return LoadResult(rec.get("graph_commit_id"), rec.get("manifest_version", 0), branch, (),
+                                  rec["operation_id"], skipped=True, attempts=0)
+        _heal(graph)
+        while True:
+            attempts += 1
+            try:
+                return _commit_once(graph, branch, by_key, actor, validate, txn, attempts)
+            except TableDriftError as e:
+                if attempts >= max_attempts:
+                    raise
+                pending = graph.pending_sidecars()
+                if pending:
+                    # drift explained by a crashed write: resolve it, then retry on top
+                    _heal(graph)
+                log.info("commit attempt %d drifted (%s); retrying from staged fragments", attempts, e)
+                time.sleep(min(0.1 * 2 ** attempts, 2.0))
+
+
+def _heal(graph) -> None:
+    """Roll forward what can be rolled forward before writing (the engine's RollForwardOnly
+    heal). Anything that needs a rollback or operator review blocks the write."""
+    outcomes = _recovery.sweep(graph.root, graph.storage, mode="roll_forward_only",
+                               storage_options=graph.storage_options)
+    deferred = [o for o in outcomes if o.action == "Deferred"]
+    if deferred:
+        raise RecoveryPendingError(
+            f"graph '{graph.root}' has pending recovery sidecars that need a rollback or review: "
+            f"{[o.operation_id for o in deferred]}; run graph.recover() (or `omnigraph-spark recover`)",
+            sidecars=[o.operation_id for o in deferred])
+
+
+def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, validate, txn,
+                 attempt: int) -> LoadResult:
+    storage_options = graph.storage_options
+    _manifest.check_not_locked(graph.root, storage_options)
+    snap = graph.snapshot(branch)
+    # I7: pins and heads agree for every table we touch (fresh, under the lease)
+    heads: Dict[str, lance.LanceDataset] = {}
+    for key, s in by_key.items():
+        t = snap.table(key)
+        if s.mode == "overwrite" and t.version != s.base_version:
+            raise ExpectedVersionMismatchError(
+                f"overwrite of '{key}' was planned on version {s.base_version} but the manifest now pins "
+                f"{t.version}; another writer changed it — re-run the overwrite", table=key,
+                expected=s.base_version, actual=t.version)
+        lb = None if branch == MAIN else branch
+        if lb is not None and t.branch != branch:
+            entry = _manifest.TableEntry(key, t.table_path, t.version, t.lance_branch, t.row_count, "")
+            ds = _branches.ensure_fork(graph.root, entry, branch, storage_options)
+        else:
+            ds = _tables.open_dataset(t.base_path, branch=lb, storage_options=storage_options)
+        _tables.check_head(ds, t.version, key)
+        _tables.check_no_auto_cleanup(ds, key)
+        _tables.check_fragment_fields(ds, s.fragments, key)  # I5
+        heads[key] = ds
+    if validate is not None:
+        validate(snap, by_key)
+    ops = {key: _operation(heads[key], s, storage_options) for key, s in by_key.items()}
+
+    pins = [_sidecar.SidecarPin(key, snap.table(key).base_path, snap.table(key).version,
+                                snap.table(key).version + 1, None, None if branch == MAIN else branch)
+            for key in sorted(by_key)]
+    sc = _sidecar.Sidecar.new(branch, actor, "Load", pins)
+    props = {OP_PROP: sc.operation_id}
+    if txn is not None:
+        props.update({TXN_APP_PROP: txn.app_id, TXN_VER_PROP: str(txn.version)})
+    failpoints.hit("before_sidecar")
+    _sidecar.write(graph.storage, graph.root, sc)  # I2: intent is durable before any commit
+    failpoints.hit("after_sidecar")
+    if txn is not None:
+        graph.storage.write_text(_txn_path(graph.root, txn.app_id), json.dumps({
+            "app_id": txn.app_id, "version": txn.version, "operation_id": sc.operation_id, "branch": branch,
+            "tables": {p.table_key: p.post_commit_pin for p in pins}}))
+    results: List[TableResult] = []
+    updates: List[_manifest.TableUpdate] = []
+    committed = 0
+    try:
+        for i, pin in enumerate(pins, start=1):
+            s = by_key[pin.table_key]
+            res = _tables.commit_operation(heads[pin.table_key], ops[pin.table_key], pin.expected_version,
+                                           pin.table_key, props)  # I6
+            committed += 1
+            t = snap.table(pin.table_key)
+            loc = _tables.open_dataset(t.base_path, branch=pin.table_branch, version=res.version,
+                                       storage_options=storage_options).uri
+            updates.append(_manifest.TableUpdate(pin.table_key, res.version, pin.table_branch, res.row_count,
+                                                 _tables.version_metadata_json(loc, res.version, t.table_path,
+                                                                               storage_options)))
+            results.append(TableResult(pin.table_key, pin.expected_version, res.version, s.rows, res.row_count,
+                                       len(s.fragments), s.bytes))
+            failpoints.hit("after_table_commit", i)
+    except TableDriftError:
+        if committed == 0:
+            # Nothing landed (Lance refused the first commit): the sidecar is ours to remove.
+            _sidecar.delete(graph.storage, graph.root, sc.operation_id)
+        else:
+            _resolve_now(graph, sc)
+        raise
+    except CommitRebasedError:
+        # A commit landed on top of another writer's: never publish it; roll back now.
+        _resolve_now(graph, sc)
+        raise
+    failpoints.hit("after_all_commits")
+    expected = {p.table_key: p.expected_version for p in pins}
+    try:
+        new_state = _manifest.publish(graph.root, branch, updates, expected, storage_options)  # I3
+    except ExpectedVersionMismatchError:
+        fresh = _manifest.read_state(_manifest.open_manifest(graph.root, branch, storage_options=storage_options),
+                                     branch)
+        if all(fresh.entries.get(u.table_key) and fresh.entries[u.table_key].version == u.version
+               and fresh.entries[u.table_key].table_branch == u.table_branch for u in updates):
+            # Someone (an engine heal) rolled our sidecar forward: our write IS published (§H.5).
+            log.info("publish converged: another process rolled operation %s forward", sc.operation_id)
+            _sidecar.delete(graph.storage, graph.root, sc.operation_id)
+            return LoadResult(None, fresh.version, branch, tuple(results), sc.operation_id, attempts=attempt)
+        _resolve_now(graph, sc)
+        raise
+    failpoints.hit("after_publish")
+    c = _commits.append(graph.root, branch, new_state.version, actor, storage_options)  # I4
+    failpoints.hit("after_commit_row")
+    failpoints.hit("before_sidecar_delete")
+    _sidecar.delete(graph.storage, graph.root, sc.operation_id)
+    if txn is not None:
+        graph.storage.write_text(_txn_path(graph.root, txn.app_id), json.dumps({
+            "app_id": txn.app_id, "version": txn.version, "operation_id": sc.operation_id, "branch": branch,
+            "tables": {p.table_key: p.post_commit_pin for p in pins}, "graph_commit_id": c.graph_commit_id,
+            "manifest_version": new_state.version}))
+    total_rows = sum(r.rows_written for r in results)
+    log.info("omnigraph commit %s on %s: manifest v%d, %d rows, %d bytes, %d fragments, tables %s",
+             c.graph_commit_id, branch, new_state.version, total_rows, sum(r.bytes for r in results),
+             sum(r.fragments for r in results), {r.table_key: (r.from_version, r.to_version) for r in results})
+    return LoadResult(c.graph_commit_id, new_state.version, branch, tuple(results), sc.operation_id,
+                      attempts=attempt)
+
+
+def _resolve_now(graph, sc: _sidecar.Sidecar) -> None:
+    """After a partial failure, run recovery for our own sidecar so the graph is whole again."""
+    try:
+        _recovery.resolve_one(graph.root, graph.storage, sc, mode="full", storage_options=graph.storage_options)
+    except Exception as e:  # the sidecar stays; the next open's sweep resolves it
+        log.error("could not resolve sidecar %s in place (%s); it stays for the next recovery", sc.operation_id, e)

@@ -1,0 +1,46 @@
+"""omnigraph-spark: move graph data between Apache Spark and Omnigraph 0.7.
+
+Every dependency names the range CI tests (see docs/compatibility.md).
+"""
+from setuptools import find_packages, setup
+
+setup(
+    name="omnigraph-spark",
+    version="0.1.0",
+    description="PySpark connector (Python DataSource API) for Omnigraph 0.7 graphs stored as Lance datasets",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10,<3.14",
+    packages=find_packages(include=["omnigraph_spark", "omnigraph_spark.*"]),
+    py_modules=["pyspark_omnigraph"],
+    package_data={"omnigraph_spark.schema": ["*.lark"], "omnigraph_spark": ["data/*"]},
+    include_package_data=True,
+    install_requires=[
+        # Spark 4.0 brought the Python DataSource API with the Arrow writer; delta-spark 4.4 caps at 4.2.0.
+        "pyspark>=4.0.1,<=4.2.0",
+        # The engine (Omnigraph 0.7.2) pins Lance 7.0.0: stay on the same Lance line.
+        "pylance>=7.0.0,<7.1",
+        "pyarrow>=26.0.0,<27",
+        "py4j>=0.10.9.7,<0.10.10",
+        "pandas>=2.2,<4",  # pyspark's Arrow/Python worker path imports it
+        "numpy>=1.26,<3",
+        "python-ulid>=4.1,<5",
+        "lark>=1.2,<2",
+        "tqdm>=4.66,<5",
+    ],
+    extras_require={
+        "delta": ["delta-spark>=4.0.1,<=4.4.1"],
+        "test": [
+            "pytest>=8.3,<10",
+            "chispa>=0.10,<0.13",
+            "hypothesis>=6.100,<7",
+            "delta-spark>=4.0.1,<=4.4.1",
+            "nbformat>=5.9,<6",
+            "nbclient>=0.10,<0.11",
+            "ipykernel>=6.29,<8",
+            "matplotlib>=3.8,<4",
+        ],
+    },
+    entry_points={"console_scripts": ["omnigraph-spark=omnigraph_spark.cli.main:main"]},
+    classifiers=["Programming Language :: Python :: 3", "Framework :: Apache Spark"],
+)
