@@ -1,0 +1,38 @@
+"""omnigraph-spark: move graph data between Apache Spark and Omnigraph 0.7.
+
+Public names only. Spark-dependent helpers are imported lazily so the store layer works
+without pyspark installed.
+"""
+from . import errors
+from .graph import Graph, Snapshot, TableInfo
+
+__all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "load_jsonl", "read_graph"]
+__version__ = "0.1.0"
+
+
+def register(spark) -> None:
+    """Register the ``omnigraph`` data source on ``spark`` (auto-registration also works)."""
+    from .spark import register as _register
+
+    _register(spark)
+
+
+def write_graph(uri, frames, **kwargs):
+    """Write several DataFrames (node and edge types) as ONE graph commit. See docs/api.md."""
+    from .spark.graph_io import write_graph as _w
+
+    return _w(uri, frames, **kwargs)
+
+
+def load_jsonl(spark, uri, path, **kwargs):
+    """Load files in the engine's JSONL envelope format through Spark, as one graph commit."""
+    from .spark.graph_io import load_jsonl as _l
+
+    return _l(spark, uri, path, **kwargs)
+
+
+def read_graph(spark, uri, **kwargs):
+    """All node and edge tables of one snapshot as DataFrames (vertices/edges views too)."""
+    from .spark.graph_io import read_graph as _r
+
+    return _r(spark, uri, **kwargs)

@@ -1,0 +1,63 @@
+"""Shared fixtures: one local SparkSession per test session, and fresh graph roots."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "omnigraph-0.7.2"
+if not FIXTURES.exists():  # CI clones the repo next to a copy of shared/
+    FIXTURES = Path(os.environ.get("OMNIGRAPH_FIXTURES", "../shared/fixtures/omnigraph-0.7.2")).resolve()
+
+# Spark's Python workers must import THIS interpreter (and this package).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    assert FIXTURES.exists(), f"shared fixtures not found at {FIXTURES}"
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def test_schema_text(fixtures_dir) -> str:
+    return (fixtures_dir / "test.pg").read_text()
+
+
+@pytest.fixture
+def graph_uri(tmp_path) -> str:
+    return str(tmp_path / "graph")
+
+
+@pytest.fixture
+def test_graph(graph_uri, test_schema_text):
+    """A fresh graph initialised with the engine's test schema (Person, Company, Knows, WorksAt)."""
+    from omnigraph_spark import Graph
+
+    return Graph.init(graph_uri, test_schema_text)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession of the test run: local[2], UI off, Python data source
+    filter pushdown on (tests that need it off use the `pushdown_off` fixture)."""
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName("omnigraph-spark-tests")
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "4")
+         .config("spark.default.parallelism", "2")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.memory", "2g")
+         .config("spark.sql.python.filterPushdown.enabled", "true")
+         .config("spark.python.worker.reuse", "true")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    from omnigraph_spark.spark import register
+
+    register(s)
+    yield s
+    s.stop()
