@@ -33,6 +33,6 @@ def load_jsonl(spark, uri, path, **kwargs):
 
 def read_graph(spark, uri, **kwargs):
     """All node and edge tables of one snapshot as DataFrames (vertices/edges views too)."""
-    from .spark.graph_io import read_graph as _r
+    from .spark.read_graph import read_graph as _r
 
     return _r(spark, uri, **kwargs)

@@ -80,6 +80,10 @@ class Property:
     prop_id: int
     type: PropType
     annotations: Tuple[Tuple[str, Optional[str]], ...] = ()
+    # From `@embed("source", model="...")`: the text property a vector is embedded from, and
+    # the recorded model (the annotation's only kwarg). None when absent.
+    embed_source: Optional[str] = None
+    embed_model: Optional[str] = None
 
     def annotation(self, name: str) -> Optional[Tuple[str, Optional[str]]]:
         for a in self.annotations:
@@ -124,6 +128,7 @@ class TypeDef:
     to_type: Optional[str] = None
     cardinality: Cardinality = field(default_factory=Cardinality)
     annotations: Tuple[Tuple[str, Optional[str]], ...] = ()
+    implements: Tuple[str, ...] = ()
 
     @property
     def table_key(self) -> str:
@@ -189,9 +194,20 @@ def _annotations(ir_list: List[Any]) -> Tuple[Tuple[str, Optional[str]], ...]:
     return tuple((a["name"], a.get("value")) for a in ir_list)
 
 
+def _embed(ir_annotations: List[Any]) -> Tuple[Optional[str], Optional[str]]:
+    """The first @embed annotation's source and model (as the engine's catalog takes it)."""
+    for a in ir_annotations:
+        if a["name"] == "embed":
+            if a.get("value") is None:
+                return None, None
+            return a["value"], (a.get("kwargs") or {}).get("model")
+    return None, None
+
+
 def _properties(ir_list: List[Any]) -> Tuple[Property, ...]:
     return tuple(Property(p["name"], int(p["prop_id"]), PropType.from_ir(p["prop_type"]),
-                          _annotations(p.get("annotations", []))) for p in ir_list)
+                          _annotations(p.get("annotations", [])),
+                          *_embed(p.get("annotations", []))) for p in ir_list)
 
 
 @dataclass(frozen=True)
@@ -207,7 +223,8 @@ class Catalog:
         for n in ir["nodes"]:
             k, u, i, r, c = _constraints(n.get("constraints", []))
             nodes[n["name"]] = TypeDef("node", n["name"], int(n["type_id"]), _properties(n["properties"]),
-                                       k, u, i, r, c, annotations=_annotations(n.get("annotations", [])))
+                                       k, u, i, r, c, annotations=_annotations(n.get("annotations", [])),
+                                       implements=tuple(n.get("implements", [])))
         edges: Dict[str, TypeDef] = {}
         for e in ir["edges"]:
             k, u, i, r, c = _constraints(e.get("constraints", []))
