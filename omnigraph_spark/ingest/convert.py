@@ -1,0 +1,264 @@
+"""RowConverter: one input RecordBatch -> one batch in exactly a graph table's schema.
+
+Why per batch: a bulk load streams partitions of unbounded size; the converter keeps no state
+between calls (its fields are derived from the catalog once), so memory is one batch. All
+checks are ``pyarrow.compute`` kernels; Python loops run only to word an error and to mint
+ULIDs for rows without an id (python-ulid, one call per such row).
+
+Input columns:
+
+* nodes: the type's properties, plus an optional ``id``;
+* edges: ``from``/``to`` (or ``src``/``dst``, not both spellings of one end), optional ``id``,
+  then properties.
+
+Ids follow the engine (``build_node_batch`` / ``build_edge_batch``): with @key the id is the key
+property's value as text (an explicit ``id`` must equal it); without, the given ``id`` or a fresh
+ULID. See :mod:`.policy` for where and why we are stricter than the engine.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+from ulid import ULID
+
+from ..errors import (ConstraintViolationError, CorruptGraphError, DuplicateColumnError,
+                      KeyIdMismatchError, MissingColumnError, NullViolationError,
+                      UnknownColumnError, UnsupportedValueError)
+from ..schema.catalog import Property, TypeDef
+from . import rules
+from .casts import Ctx, cast_lossless, first_true
+from .pattern import translate
+
+#: input spellings of the edge endpoint columns -> the stored column
+EDGE_ENDPOINTS = {"from": "src", "src": "src", "to": "dst", "dst": "dst"}
+_KEY_SCALARS = ("String", "I32", "I64", "U32", "U64", "Bool")
+
+
+def fresh_ids(n: int) -> pa.Array:
+    """``n`` new ULID strings (the engine's id for rows without one)."""
+    return pa.array([str(ULID()) for _ in range(n)], pa.string())
+
+
+def fill_missing_ids(ids: pa.Array) -> pa.Array:
+    """Replace null ids with fresh ULIDs (absent id -> generated, as the engine)."""
+    if not ids.null_count:
+        return ids
+    mask = ids.is_null()
+    return pc.replace_with_mask(ids, mask, fresh_ids(ids.null_count))
+
+
+class RowConverter:
+    """Converts input batches for one node or edge type into its table schema.
+
+    ``table_schema`` is the live dataset's schema when known (it decides the exact output
+    types); it defaults to the catalog's. ``exact_vectors=True`` refuses to round float64
+    vector components to float32."""
+
+    def __init__(self, typedef: TypeDef, table_schema: Optional[pa.Schema] = None, *,
+                 exact_vectors: bool = False) -> None:
+        self.typedef = typedef
+        self.schema = table_schema if table_schema is not None else typedef.arrow_schema()
+        self.exact_vectors = exact_vectors
+        self.label = f"{typedef.kind} {typedef.name}"
+        expected = list(typedef.system_columns) + [p.name for p in typedef.properties]
+        if self.schema.names != expected:
+            raise CorruptGraphError(
+                f"{self.label}: table columns {self.schema.names} do not match the catalog's "
+                f"{expected}", table=typedef.table_key)
+        self.allowed: Tuple[str, ...] = (
+            ("id", "from", "to", "src", "dst") if typedef.is_edge else ("id",)
+        ) + tuple(p.name for p in typedef.properties)
+        self.patterns: Dict[str, List[Tuple[str, str]]] = {}
+        for c in typedef.checks:
+            owner = f"{typedef.name}.{c.property}"
+            self.patterns.setdefault(c.property, []).append((c.pattern, translate(c.pattern, owner)))
+        self.ranges = {r.property: [] for r in typedef.ranges}
+        for r in typedef.ranges:
+            self.ranges[r.property].append((r.min, r.max))
+        key = typedef.key_property
+        if key is not None:
+            kp = typedef.prop(key)
+            if kp is None or kp.type.list or kp.type.scalar not in _KEY_SCALARS:
+                raise UnsupportedValueError(
+                    f"{self.label}: @key on '{key}' of type "
+                    f"{kp.type.describe() if kp else '?'} is not supported: the engine does not "
+                    f"define the id text of such a key", table=typedef.table_key, column=key)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _ctx(self, column: str, target: str, row_offset: int, where: str) -> Ctx:
+        return Ctx(self.label, column, target, row_offset, where)
+
+    def _columns(self, batch: pa.RecordBatch) -> Dict[str, pa.Array]:
+        names = batch.schema.names
+        seen: Dict[str, pa.Array] = {}
+        for name, col in zip(names, batch.columns):
+            if name in seen:
+                raise DuplicateColumnError(f"{self.label}: input has column '{name}' twice",
+                                           table=self.typedef.table_key, column=name)
+            seen[name] = col
+        unknown = [n for n in names if n not in self.allowed]
+        if unknown:
+            raise UnknownColumnError(
+                f"{self.label}: unknown column(s) {', '.join(repr(u) for u in unknown)}; "
+                f"allowed: {', '.join(self.allowed)}",
+                table=self.typedef.table_key, column=unknown[0], allowed=list(self.allowed))
+        if self.typedef.is_edge:
+            for a, b in (("from", "src"), ("to", "dst")):
+                if a in seen and b in seen:
+                    raise DuplicateColumnError(
+                        f"{self.label}: both '{a}' and '{b}' given; they name the same endpoint",
+                        table=self.typedef.table_key, column=b)
+        return seen
+
+    def _string_column(self, col: pa.Array, name: str, row_offset: int, where: str,
+                       nullable: bool) -> pa.Array:
+        ctx = self._ctx(name, "String" + ("?" if nullable else ""), row_offset, where)
+        out = cast_lossless(col, pa.string(), ctx)
+        if not nullable:
+            rules.check_not_null(out, ctx)
+        return out
+
+    def _vector(self, col: pa.Array, prop: Property, target: pa.DataType, ctx: Ctx) -> pa.Array:
+        dim = prop.type.vector_dim or target.list_size
+        src = col.type
+        if pt.is_dictionary(src):
+            col, src = col.dictionary_decode(), col.dictionary_decode().type
+        if pt.is_null(src):
+            return pa.nulls(len(col), target)
+        if not (pt.is_list(src) or pt.is_large_list(src) or pt.is_fixed_size_list(src)) or not (
+                pt.is_floating(src.value_type) or pt.is_integer(src.value_type)):
+            raise ctx.mismatch(src, target, "a vector needs a list of float or double")
+        lengths = pc.list_value_length(col)
+        i = first_true(pc.not_equal(lengths, dim))
+        if i >= 0:
+            row = ctx.row(i)
+            got = lengths[i].as_py()
+            raise ConstraintViolationError(
+                f"{ctx.table} column '{ctx.column}' row {row}: vector property '{ctx.column}' "
+                f"expects {dim} dimensions, got {got}{ctx.suffix()}",
+                **ctx.context(row=row, expected=dim, got=got))
+        flat = pc.list_flatten(col)
+        parents = pc.list_parent_indices(col)
+        ectx = Ctx(ctx.table, ctx.column, ctx.target, ctx.row_offset, ctx.where, parents)
+        if flat.null_count:
+            j = first_true(flat.is_null())
+            row = ectx.row(j)
+            raise NullViolationError(
+                f"{ctx.table} column '{ctx.column}' row {row}: vector has a null component"
+                f"{ctx.suffix()}", **ctx.context(row=row))
+        item = target.value_type
+        if pt.is_float64(flat.type) and pt.is_float32(item) and not self.exact_vectors:
+            values = pc.cast(flat, item, safe=False)
+            j = first_true(pc.and_(pc.is_inf(values), pc.invert(pc.is_inf(flat))))
+            if j >= 0:
+                raise ectx.bad_value(j, flat[j].as_py(), flat.type, "overflows float32")
+        else:
+            values = cast_lossless(flat, item, ectx)
+        if col.null_count:
+            # null rows contribute no values; give each a run of `dim` null placeholders
+            placeholder = pa.scalar([None] * dim, pa.list_(item))
+            as_list = pa.ListArray.from_arrays(
+                pa.concat_arrays([pa.array([0], pa.int32()),
+                                  pc.cast(pc.cumulative_sum(pc.fill_null(lengths, 0)), pa.int32())]),
+                values)
+            filled = pc.if_else(col.is_valid(), as_list, placeholder)
+            values = pc.list_flatten(filled)
+        return pa.FixedSizeListArray.from_arrays(values, type=target,
+                                                 mask=col.is_null() if col.null_count else None)
+
+    def _property(self, col: Optional[pa.Array], prop: Property, field: pa.Field, n: int,
+                  row_offset: int, where: str) -> pa.Array:
+        ctx = self._ctx(prop.name, prop.type.describe(), row_offset, where)
+        if col is None:
+            if not prop.type.nullable:
+                raise MissingColumnError(
+                    f"{self.label}: missing column '{prop.name}' (non-nullable "
+                    f"{prop.type.describe()}){ctx.suffix()}", **ctx.context())
+            return pa.nulls(n, field.type)
+        if prop.type.scalar == "Blob":
+            raise UnsupportedValueError(
+                f"{self.label} column '{prop.name}': Blob values are not supported by the "
+                f"connector yet{ctx.suffix()}", **ctx.context())
+        if prop.type.scalar == "Vector":
+            out = self._vector(col, prop, field.type, ctx)
+        else:
+            out = cast_lossless(col, field.type, ctx)
+        if not prop.type.nullable:
+            rules.check_not_null(out, ctx)
+        if prop.type.enum_values is not None:
+            rules.check_enum(out, prop.type.enum_values, ctx, self.typedef.name)
+        for lo, hi in self.ranges.get(prop.name, ()):
+            rules.check_range(out, lo, hi, ctx, self.typedef.name)
+        for pattern, translated in self.patterns.get(prop.name, ()):
+            rules.check_pattern(out, pattern, translated, ctx, self.typedef.name)
+        return out
+
+    def _node_ids(self, cols: Dict[str, pa.Array], props: Dict[str, pa.Array], n: int,
+                  row_offset: int, where: str) -> pa.Array:
+        explicit = cols.get("id")
+        if explicit is not None:
+            explicit = self._string_column(explicit, "id", row_offset, where, nullable=True)
+        key = self.typedef.key_property
+        if key is None:
+            return fill_missing_ids(explicit if explicit is not None else pa.nulls(n, pa.string()))
+        derived = props[key]
+        derived = pc.cast(derived, pa.string())  # integers: decimal text; Bool: "true"/"false"
+        if derived.null_count:  # only if the catalog marks the key nullable, which it must not
+            rules.check_not_null(derived, self._ctx(key, "@key", row_offset, where))
+        if explicit is not None:
+            differs = pc.and_(explicit.is_valid(), pc.not_equal(explicit, derived))
+            i = first_true(differs)
+            if i >= 0:
+                row = row_offset + i
+                raise KeyIdMismatchError(
+                    f"{self.label} row {row}: explicit id {explicit[i].as_py()!r} does not match "
+                    f"@key property '{key}' value {derived[i].as_py()!r}"
+                    f"{f' ({where})' if where else ''}",
+                    table=self.typedef.table_key, column="id", row=row,
+                    value=explicit[i].as_py(), key_value=derived[i].as_py())
+        return derived
+
+    # -- public ----------------------------------------------------------------------------
+
+    def convert(self, batch: pa.RecordBatch, *, row_offset: int = 0, where: str = "") -> pa.RecordBatch:
+        """Convert one batch. ``row_offset`` is added to row numbers in errors (rows are
+        0-based across the load); ``where`` is appended to messages (e.g. a file name)."""
+        cols = self._columns(batch)
+        n = batch.num_rows
+        props: Dict[str, pa.Array] = {}
+        for field in self.schema:
+            prop = self.typedef.prop(field.name)
+            if prop is None:
+                continue
+            props[prop.name] = self._property(cols.get(prop.name), prop, field, n, row_offset, where)
+        out: Dict[str, pa.Array] = {}
+        if self.typedef.is_edge:
+            for end, stored in (("from", "src"), ("to", "dst")):
+                col = cols.get(end, cols.get(stored))
+                if col is None:
+                    raise MissingColumnError(
+                        f"{self.label}: missing endpoint column '{end}' (or '{stored}')"
+                        f"{f' ({where})' if where else ''}",
+                        table=self.typedef.table_key, column=end)
+                out[stored] = self._string_column(col, stored, row_offset, where, nullable=False)
+            given = cols.get("id")
+            ids = (self._string_column(given, "id", row_offset, where, nullable=True)
+                   if given is not None else pa.nulls(n, pa.string()))
+            out["id"] = fill_missing_ids(ids)
+        else:
+            out["id"] = self._node_ids(cols, props, n, row_offset, where)
+        out.update(props)
+        arrays = []
+        for field in self.schema:
+            arr = out[field.name]
+            if arr.type != field.type:
+                arr = pc.cast(arr, field.type)  # only string <-> large_string remain here
+            arrays.append(arr)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+__all__ = ["RowConverter", "EDGE_ENDPOINTS", "fresh_ids", "fill_missing_ids"]
