@@ -1,0 +1,171 @@
+"""The write protocol without Spark: modes, versions, commit rows, guards (docs/invariants.md)."""
+from __future__ import annotations
+
+import os
+import threading
+
+import lance
+import pyarrow as pa
+import pytest
+
+from omnigraph_spark import Graph
+from omnigraph_spark.errors import (CommitRebasedError, CorruptGraphError, ExpectedVersionMismatchError,
+                                    TableDriftError)
+from omnigraph_spark.store import tables, writes
+
+from .helpers import people, rows_of, stage_rows, write_rows
+
+
+def test_append_publishes_one_version_and_commit_row(test_graph):  # I1, I4
+    r = write_rows(test_graph, "node:Person", people("alice", "bob"), actor="etl")
+    assert r.manifest_version == 4
+    assert [(t.table_key, t.from_version, t.to_version, t.row_count) for t in r.tables] == [("node:Person", 1, 2, 2)]
+    snap = test_graph.snapshot()
+    assert snap.tables["node:Person"].version == 2 and snap.tables["node:Person"].row_count == 2
+    assert snap.tables["node:Company"].version == 1
+    log = test_graph.log()
+    assert [c.manifest_version for c in log] == [3, 4]
+    assert log[1].parent_commit_id == log[0].graph_commit_id and log[1].actor_id == "etl"
+    assert log[1].graph_commit_id == r.graph_commit_id
+    assert rows_of(test_graph, "node:Person") == people("alice", "bob")
+    assert test_graph.pending_sidecars() == []
+
+
+def test_merge_upserts_by_id(test_graph):
+    write_rows(test_graph, "node:Person", people("alice", "bob", age=1))
+    write_rows(test_graph, "node:Person", people("bob", "carol", age=2), mode="merge")
+    assert rows_of(test_graph, "node:Person") == (people("alice", age=1) + people("bob", "carol", age=2))
+    assert test_graph.snapshot().tables["node:Person"].row_count == 3
+
+
+def test_merge_with_quotes_in_ids(test_graph):
+    hostile = ["O'Brien", "x' OR '1'='1", "back\\slash"]
+    write_rows(test_graph, "node:Person", people(*hostile, age=1))
+    write_rows(test_graph, "node:Person", people(*hostile, age=2), mode="merge")
+    assert rows_of(test_graph, "node:Person") == people(*sorted(hostile), age=2)
+
+
+def test_overwrite_replaces_only_that_table(test_graph):
+    write_rows(test_graph, "node:Person", people("alice", "bob"))
+    write_rows(test_graph, "node:Company", [{"id": "acme", "name": "acme"}])
+    write_rows(test_graph, "node:Person", people("zed"), mode="overwrite")
+    assert rows_of(test_graph, "node:Person") == people("zed")
+    assert rows_of(test_graph, "node:Company") == [{"id": "acme", "name": "acme"}]
+    assert test_graph.open_table("node:Person").has_stable_row_ids
+
+
+def test_multi_table_load_is_one_commit(test_graph):  # I1
+    s1 = stage_rows(test_graph, "node:Person", people("a", "b"))
+    s2 = stage_rows(test_graph, "edge:Knows", [{"id": "k1", "src": "a", "dst": "b", "since": None}])
+    r = writes.commit_load(test_graph, "main", [s1, s2])
+    assert len(test_graph.log()) == 2
+    assert {t.table_key: t.to_version for t in r.tables} == {"node:Person": 2, "edge:Knows": 2}
+
+
+def test_staged_parts_of_one_table_merge_into_one_commit(test_graph):
+    parts = [stage_rows(test_graph, "node:Person", people(n)) for n in ("a", "b", "c")]
+    r = writes.commit_load(test_graph, "main", parts)
+    assert r.tables[0].to_version == 2 and r.tables[0].fragments == 3
+    assert len(rows_of(test_graph, "node:Person")) == 3
+
+
+def test_empty_overwrite_empties_table(test_graph):
+    write_rows(test_graph, "node:Person", people("a"))
+    write_rows(test_graph, "node:Person", [], mode="overwrite")
+    assert rows_of(test_graph, "node:Person") == []
+
+
+def test_overwrite_is_strict_about_pins(test_graph):
+    staged = stage_rows(test_graph, "node:Person", people("x"), mode="overwrite")
+    write_rows(test_graph, "node:Person", people("a"))
+    before = test_graph.snapshot().version
+    with pytest.raises(ExpectedVersionMismatchError) as e:
+        writes.commit_load(test_graph, "main", [staged])
+    assert e.value.code == "EXPECTED_VERSION_MISMATCH"
+    assert test_graph.snapshot().version == before
+    assert rows_of(test_graph, "node:Person") == people("a")
+
+
+def test_append_retargets_after_concurrent_publish(test_graph):
+    """An append staged on v1 commits on top of a load that published meanwhile."""
+    staged = stage_rows(test_graph, "node:Person", people("late"))
+    write_rows(test_graph, "node:Person", people("early"))
+    r = writes.commit_load(test_graph, "main", [staged])
+    assert r.tables[0].from_version == 2 and r.tables[0].to_version == 3
+    assert rows_of(test_graph, "node:Person") == people("early", "late")
+
+
+def test_guard_rejects_fragments_with_foreign_field_ids(test_graph):  # I5
+    ds = test_graph.open_table("node:Person")
+    other = pa.schema([pa.field("x", pa.string(), False), pa.field("id", pa.string(), False)])
+    tmp = lance.write_dataset(pa.table({"x": ["1"], "id": ["1"]}, schema=other), test_graph.root + "/../scratch")
+    frags = lance.fragment.write_fragments(pa.table({"x": ["q"], "id": ["q"]}, schema=other), tmp, mode="append")
+    bad = [f for f in frags]
+    for f in bad:
+        for df in f.files:
+            df.fields = [0, 1, 2, 99]
+    with pytest.raises(CorruptGraphError):
+        tables.check_fragment_fields(ds, bad, "node:Person")
+
+
+def test_guard_rejects_rebased_commit(test_graph):  # I6
+    ds1 = test_graph.open_table("node:Person")
+    f1 = tables.stage_fragments(ds1, pa.Table.from_pylist(people("a"), schema=ds1.schema), ds1.schema)
+    f2 = tables.stage_fragments(ds1, pa.Table.from_pylist(people("b"), schema=ds1.schema), ds1.schema)
+    tables.commit_operation(ds1, lance.LanceOperation.Append(f1), 1, "node:Person")
+    stale = lance.dataset(ds1.uri, version=1)
+    with pytest.raises(CommitRebasedError) as e:
+        tables.commit_operation(stale, lance.LanceOperation.Append(f2), 1, "node:Person")
+    assert e.value.context["actual"] == 3
+
+
+def test_drift_detected_before_commit(test_graph):  # I7
+    ds = test_graph.open_table("node:Person")
+    lance.write_dataset(pa.Table.from_pylist(people("sneaky"), schema=ds.schema), ds.uri, mode="append")
+    with pytest.raises(TableDriftError) as e:
+        tables.check_head(lance.dataset(ds.uri), 1, "node:Person")
+    assert e.value.retryable
+
+
+def test_abort_removes_staged_files(test_graph):  # I10
+    data_dir = f"{test_graph.root}/nodes/40d76f1f51639ec0/data"
+    before = set(os.listdir(data_dir)) if os.path.isdir(data_dir) else set()
+    staged = stage_rows(test_graph, "node:Person", people("a", "b"))
+    assert set(os.listdir(data_dir)) - before
+    assert writes.abort([staged]) == 1
+    assert set(os.listdir(data_dir)) == before
+    assert test_graph.snapshot().tables["node:Person"].version == 1
+
+
+def test_txn_token_makes_rerun_a_noop(test_graph):  # I12
+    tok = writes.TxnToken("nightly-load", 7)
+    r1 = write_rows(test_graph, "node:Person", people("a"), txn=tok)
+    r2 = write_rows(test_graph, "node:Person", people("a"), txn=tok)
+    assert not r1.skipped and r2.skipped
+    assert r2.operation_id == r1.operation_id
+    assert rows_of(test_graph, "node:Person") == people("a")
+    r3 = write_rows(test_graph, "node:Person", people("b"), txn=writes.TxnToken("nightly-load", 8))
+    assert not r3.skipped
+    tx = test_graph.open_table("node:Person").read_transaction(r3.tables[0].to_version)
+    assert tx.transaction_properties["omnigraph-spark.txn_version"] == "8"
+
+
+def test_concurrent_appends_both_land(test_graph):  # I14
+    staged = [stage_rows(test_graph, "node:Person", people(f"p{i}")) for i in range(4)]
+    errors = []
+
+    def run(s):
+        try:
+            writes.commit_load(Graph.open(test_graph.root), "main", [s])
+        except Exception as e:  # pragma: no cover - the assertion below reports it
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in staged]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert errors == []
+    assert [r["id"] for r in rows_of(test_graph, "node:Person")] == ["p0", "p1", "p2", "p3"]
+    assert test_graph.snapshot().tables["node:Person"].version == 5
+    log = test_graph.log()
+    assert len(log) == 5
+    assert all(log[i].parent_commit_id == log[i - 1].graph_commit_id for i in range(1, 5))
