@@ -285,3 +285,9 @@ class CheckPatternError(DataError):
     semantics, or that the engine itself would reject."""
 
     code = "CHECK_PATTERN_INVALID"
+
+
+class InvalidRecordError(DataError):
+    """A JSONL record is not valid JSON or not one of the two record forms."""
+
+    code = "INVALID_RECORD"

@@ -1,0 +1,181 @@
+"""Load-wide checks that need more than one batch: uniqueness, edge endpoints, @card.
+
+Driver-side and vectorised (``group_by``/``is_in``/``value_counts``). The caller gathers only
+the columns involved (ids, key columns, src) — never whole rows.
+
+Semantics follow the engine (``enforce_unique_constraints_intra_batch``,
+``collect_node_ids_with_pending``, ``count_src_per_edge`` + ``enforce_cardinality_bounds``):
+
+* uniqueness is within the load only; rows with a null in the group are exempt; the groups
+  are every @unique plus the @key tuple (see :func:`unique_groups`);
+* endpoint ids are the endpoint type's pending ids plus (unless that node type is being
+  overwritten) its committed ids; building that set is the caller's job;
+* @card counts edges per ``src`` as committed + pending. Merge shadows committed rows whose
+  id is pending and collapses pending rows sharing an id to the last; overwrite counts pending
+  only. Only sources with at least one edge are checked (so ``min`` never fires for a node
+  with no edges).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import CardinalityViolationError, DanglingEdgeError, UniqueViolationError
+from ..schema.catalog import TypeDef
+
+ArrayLike = Union[pa.Array, pa.ChunkedArray]
+_IDX = "__omnigraph_idx"
+
+
+def _combine(a: ArrayLike) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _fmt_tuple(items: Sequence[object]) -> str:
+    return str(items[0]) if len(items) == 1 else "(" + ", ".join(str(i) for i in items) + ")"
+
+
+def unique_groups(typedef: TypeDef) -> List[Tuple[Tuple[str, ...], str]]:
+    """``(columns, what)`` for every uniqueness rule of a type: each @unique group, then the
+    @key tuple unless an identical @unique exists (as the engine builds them)."""
+    groups = [(tuple(u), "@unique") for u in typedef.uniques]
+    for k in typedef.keys:
+        if tuple(k) not in [g for g, _ in groups]:
+            groups.append((tuple(k), "@key"))
+    return groups
+
+
+def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, what: str,
+                 positions: Optional[ArrayLike] = None) -> None:
+    """Raise :class:`UniqueViolationError` if two rows of ``table`` share a value tuple over
+    ``columns`` (rows with any null there are exempt). ``positions`` (aligned with the table)
+    gives the load-wide row numbers to report; otherwise table indices are reported."""
+    columns = list(columns)
+    sub = table.select(columns)
+    n = sub.num_rows
+    if n < 2:
+        return
+    sub = sub.append_column(_IDX, pa.array(range(n), pa.int64()))
+    keep = None
+    for c in columns:
+        valid = pc.is_valid(sub[c])
+        keep = valid if keep is None else pc.and_(keep, valid)
+    if keep is not None:
+        sub = sub.filter(keep)
+    counts = sub.group_by(columns, use_threads=False).aggregate([(_IDX, "count"), (_IDX, "min")])
+    dup = counts.filter(pc.greater(counts[f"{_IDX}_count"], 1))
+    if dup.num_rows == 0:
+        return
+    first = pc.index(dup[f"{_IDX}_min"], pc.min(dup[f"{_IDX}_min"])).as_py()
+    values = [dup[c][first].as_py() for c in columns]
+    match = None
+    for c, v in zip(columns, values):
+        eq = pc.equal(sub[c], pa.scalar(v, sub.schema.field(c).type))
+        match = eq if match is None else pc.and_(match, eq)
+    rows = sub.filter(match)[_IDX].to_pylist()[:2]
+    if positions is not None:
+        pos = _combine(positions)
+        rows = [pos[r].as_py() for r in rows]
+    label = f"{typedef.name}.{_fmt_tuple(columns)}"
+    raise UniqueViolationError(
+        f"{what} violation on {label}: value '{_fmt_tuple(values)}' appears in rows "
+        f"{rows[0]} and {rows[1]} ({dup.num_rows} duplicated value(s) in total)",
+        table=typedef.table_key, columns=columns, value=values, rows=rows,
+        duplicates=dup.num_rows)
+
+
+def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_ids: ArrayLike,
+                    to_ids: ArrayLike, *, positions: Optional[ArrayLike] = None,
+                    limit: int = 5) -> None:
+    """Raise :class:`DanglingEdgeError` if an edge's ``src`` is not an id of its from-type or
+    its ``dst`` not an id of its to-type. Names the first ``limit`` offenders and the count."""
+    src, dst = _combine(src), _combine(dst)
+    bad_src = pc.invert(pc.fill_null(pc.is_in(src, value_set=_combine(from_ids)), False))
+    bad_dst = pc.invert(pc.fill_null(pc.is_in(dst, value_set=_combine(to_ids)), False))
+    n_src = pc.sum(pc.cast(bad_src, pa.int64())).as_py() or 0
+    n_dst = pc.sum(pc.cast(bad_dst, pa.int64())).as_py() or 0
+    if not n_src and not n_dst:
+        return
+    pos = _combine(positions) if positions is not None else None
+    rows = pc.indices_nonzero(pc.or_(bad_src, bad_dst)).to_pylist()[:limit]
+    lines = []
+    for i in rows:
+        r = pos[i].as_py() if pos is not None else i
+        if bad_src[i].as_py():
+            lines.append(f"edge {edge_typedef.name} row {r}: src '{src[i].as_py()}' not found "
+                         f"in {edge_typedef.from_type}")
+        if bad_dst[i].as_py():
+            lines.append(f"edge {edge_typedef.name} row {r}: dst '{dst[i].as_py()}' not found "
+                         f"in {edge_typedef.to_type}")
+    total = n_src + n_dst
+    more = f" (and {total - len(lines)} more)" if total > len(lines) else ""
+    raise DanglingEdgeError(
+        "; ".join(lines) + more + f" [{n_src} dangling src, {n_dst} dangling dst]",
+        table=edge_typedef.table_key, dangling_src=n_src, dangling_dst=n_dst)
+
+
+def src_counts(src: ArrayLike) -> pa.Table:
+    """Edges per source as a table ``(src: string, count: int64)``."""
+    vc = pc.value_counts(_combine(src).drop_null())  # the engine skips null src
+    return pa.table({"src": vc.field("values"), "count": pc.cast(vc.field("counts"), pa.int64())})
+
+
+def shadowed_src_counts(committed_ids: ArrayLike, committed_src: ArrayLike,
+                        pending_ids: ArrayLike) -> pa.Table:
+    """Per source, how many committed edges a merge replaces (committed id also pending)."""
+    shadow = pc.is_in(_combine(committed_ids), value_set=_combine(pending_ids))
+    return src_counts(pc.filter(_combine(committed_src), pc.fill_null(shadow, False)))
+
+
+def _last_per_id(pending_src: pa.Array, pending_ids: pa.Array) -> pa.Array:
+    """Merge collapses pending rows sharing an id to the last one; null ids all count."""
+    t = pa.table({"id": pending_ids, "src": pending_src,
+                  _IDX: pa.array(range(len(pending_src)), pa.int64())})
+    with_id = t.filter(pc.is_valid(t["id"]))
+    last = with_id.group_by("id", use_threads=False).aggregate([(_IDX, "max")])
+    keep = pc.is_in(t[_IDX], value_set=last[f"{_IDX}_max"])
+    keep = pc.or_(keep, pc.is_null(t["id"]))
+    return _combine(t.filter(keep)["src"])
+
+
+def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
+                      committed_src_counts: Optional[pa.Table] = None, *, overwrite: bool = False,
+                      shadowed_committed: Optional[pa.Table] = None,
+                      pending_ids: Optional[ArrayLike] = None, limit: int = 5) -> None:
+    """Apply ``@card(min..max)`` to committed + pending edges per source.
+
+    ``committed_src_counts`` and ``shadowed_committed`` are ``(src, count)`` tables (see
+    :func:`src_counts`, :func:`shadowed_src_counts`); both are ignored when ``overwrite``.
+    Pass ``pending_ids`` in merge mode to collapse pending rows sharing an id."""
+    card = edge_typedef.cardinality
+    if card.min == 0 and card.max is None:
+        return
+    pending = _combine(pending_src)
+    if pending_ids is not None:
+        pending = _last_per_id(pending, _combine(pending_ids))
+    parts = [src_counts(pending)]
+    if not overwrite:
+        if committed_src_counts is not None:
+            parts.append(committed_src_counts.select(["src", "count"]).cast(parts[0].schema))
+        if shadowed_committed is not None:
+            neg = shadowed_committed.select(["src", "count"]).cast(parts[0].schema)
+            parts.append(neg.set_column(1, "count", pc.negate(neg["count"])))
+    totals = pa.concat_tables(parts).group_by("src", use_threads=False).aggregate([("count", "sum")])
+    totals = totals.filter(pc.greater_equal(totals["count_sum"], 1))
+    over = pc.greater(totals["count_sum"], card.max) if card.max is not None else None
+    under = pc.less(totals["count_sum"], card.min)
+    bad = pc.or_(over, under) if over is not None else under
+    offenders = totals.filter(bad).sort_by("src")
+    if offenders.num_rows == 0:
+        return
+    lines = []
+    for src, n in zip(offenders["src"].to_pylist()[:limit], offenders["count_sum"].to_pylist()[:limit]):
+        bound = f"max {card.max}" if card.max is not None and n > card.max else f"min {card.min}"
+        lines.append(f"source '{src}' has {n} edges ({bound})")
+    more = f" (and {offenders.num_rows - len(lines)} more)" if offenders.num_rows > len(lines) else ""
+    raise CardinalityViolationError(
+        f"@card violation on edge {edge_typedef.name}: " + "; ".join(lines) + more,
+        table=edge_typedef.table_key, violations=offenders.num_rows,
+        first_source=offenders["src"][0].as_py())
