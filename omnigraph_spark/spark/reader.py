@@ -1,0 +1,323 @@
+"""The Spark read path: ``spark.read.format("omnigraph").option("type", "Person").load(uri)``.
+
+Where things run (Python DataSource API, Spark 4):
+
+- ``read_schema`` runs in Spark's data-source-creation Python worker on the driver.
+- ``make_reader`` / ``OmnigraphReader.__init__``, ``pushFilters`` and ``partitions`` run in
+  Spark's planning Python worker on the driver. The reader resolves ONE snapshot there and pins
+  every partition to that snapshot's table version, so a writer committing while the query
+  runs never changes what it returns (time travel needs pinned versions to stay on disk, which
+  Omnigraph guarantees: writers never GC versions the manifest pins, §D.5).
+- ``OmnigraphReader.read`` runs on executors, once per partition: it opens the dataset at the
+  pinned version and streams converted ``RecordBatch``es (memory bounded by the batch size).
+
+Reads never write: no recovery sweep runs here (a pending sidecar is only logged as a WARNING;
+the data read is exactly what the snapshot's manifest publishes).
+
+Filter pushdown: Spark >= 4.1 calls ``pushFilters`` on readers that define it, and refuses to
+plan (``DATA_SOURCE_PUSHDOWN_DISABLED``) a reader that defines it while
+``spark.sql.python.filterPushdown.enabled`` is false. So there are two reader classes and
+``make_reader`` picks the pushdown one only when the running pyspark supports it AND the
+conf is on for this query AND the ``pushdown`` option is true (see ``pushdown_active``).
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructField, StructType
+
+from ..errors import OptionError, UnknownColumnError
+from ..schema.catalog import TypeDef
+from . import filters as _filters
+from . import types as _types
+
+log = logging.getLogger(__name__)
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+DEFAULT_MAX_ROWS_PER_PARTITION = 1_000_000
+READ_BATCH_SIZE = 8192
+_ROWADDR_FRAGMENT_SHIFT = 32  # Lance row address = fragment_id << 32 | physical offset
+
+SUPPORTS_PUSHDOWN = hasattr(DataSourceReader, "pushFilters")
+
+
+def _read_options(options: Any):
+    """A ``ReadOptions`` from either a ``ReadOptions`` or Spark's raw option map."""
+    from .options import ReadOptions
+
+    if isinstance(options, ReadOptions):
+        return options
+    if isinstance(options, Mapping) or hasattr(options, "items"):
+        return ReadOptions.from_options(dict(options.items()))
+    raise OptionError(f"expected read options, got {type(options).__name__}", option="options")
+
+
+def _open_graph(opts):
+    from ..graph import Graph
+
+    return Graph.open(opts.path, opts.storage_options)
+
+
+def _resolve_snapshot(graph, opts):
+    """Driver: the ONE snapshot this read returns (head, version, commit or timestampAsOf)."""
+    if opts.commit is not None:
+        return graph.snapshot(commit=opts.commit)
+    if opts.timestamp_as_of is not None:
+        return graph.snapshot(opts.branch, timestamp=opts.timestamp_as_of)
+    return graph.snapshot(opts.branch, opts.version)
+
+
+def read_schema(options: Any) -> StructType:
+    """Driver (data-source-creation worker): the Spark schema of ``options.type``, or of the
+    ``columns`` it selects, from the graph's catalog.
+
+    Raises:
+        OptionError, UnknownTypeError, UnknownColumnError, GraphNotFoundError.
+    """
+    opts = _read_options(options)
+    graph = _open_graph(opts)
+    typedef = graph.catalog.resolve(opts.type)
+    return _types.spark_schema(typedef, opts.columns)
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What executors need to read one table at one pinned version. Small and picklable."""
+
+    base_uri: str  # root/<table_path>: the dataset's main location
+    lance_branch: Optional[str]  # None = main lineage
+    version: int
+    columns: Tuple[str, ...]  # stored columns to scan (those present at the pinned version)
+    storage_options: Optional[Tuple[Tuple[str, str], ...]] = None
+
+
+class OmnigraphPartition(InputPartition):
+    """One read task: whole fragments (``fragment_ids``), or one physical row range
+    ``row_range`` = [start, end) of a single fragment, plus the pushed filter. Picklable."""
+
+    def __init__(self, index: int, fragment_ids: Tuple[int, ...] = (),
+                 row_range: Optional[Tuple[int, int]] = None, filter: Optional[str] = None) -> None:
+        super().__init__(index)
+        self.index = index
+        self.fragment_ids = tuple(fragment_ids)
+        self.row_range = row_range
+        self.filter = filter
+
+
+def plan_partitions(fragments: Sequence[Tuple[int, int, int]], max_rows: int) -> List[Tuple[Tuple[int, ...],
+                                                                                           Optional[Tuple[int, int]]]]:
+    """Group fragments into read tasks. Pure (tested without Spark).
+
+    Args:
+        fragments: (fragment id, live rows, physical rows) in dataset order.
+        max_rows: target rows per task.
+
+    Returns:
+        A list of (fragment ids, row range or None). A fragment with more than ``max_rows`` live
+        rows is split into ``ceil(live / max_rows)`` equal physical ranges; consecutive smaller
+        ones are merged while their live rows fit in ``max_rows``. Fragments with no live rows
+        are skipped. No fragments -> one empty task (so an empty table reads as 0 rows).
+    """
+    out: List[Tuple[Tuple[int, ...], Optional[Tuple[int, int]]]] = []
+    group: List[int] = []
+    group_rows = 0
+    for fid, live, physical in fragments:
+        if live <= 0:
+            continue
+        if live > max_rows:
+            if group:
+                out.append((tuple(group), None))
+                group, group_rows = [], 0
+            n = -(-live // max_rows)
+            step = -(-physical // n)
+            for start in range(0, physical, step):
+                out.append(((fid,), (start, min(start + step, physical))))
+            continue
+        if group and group_rows + live > max_rows:
+            out.append((tuple(group), None))
+            group, group_rows = [], 0
+        group.append(fid)
+        group_rows += live
+    if group:
+        out.append((tuple(group), None))
+    return out or [((), None)]
+
+
+def _range_filter(fid: int, rng: Tuple[int, int]) -> str:
+    base = fid << _ROWADDR_FRAGMENT_SHIFT
+    return f"(_rowaddr >= {base + rng[0]} AND _rowaddr < {base + rng[1]})"
+
+
+def column_kinds(typedef: TypeDef) -> Dict[str, _filters.ColumnKind]:
+    """Column name -> what filter translation needs to know about it."""
+    kinds = {c: _filters.ColumnKind("system") for c in typedef.system_columns}
+    for p in typedef.properties:
+        kinds[p.name] = _filters.ColumnKind(p.type.scalar, p.type.list or p.type.scalar == "Vector")
+    return kinds
+
+
+class OmnigraphReader(DataSourceReader):
+    """Reads one node or edge table of one pinned snapshot.
+
+    ``__init__`` and ``partitions`` run on the driver (planning worker); ``read`` on executors.
+    The instance is pickled to executors with the read function: it holds only plain values.
+    """
+
+    def __init__(self, options: Any, schema: StructType) -> None:
+        opts = _read_options(options)
+        graph = _open_graph(opts)
+        for path in graph.pending_sidecars():
+            log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only "
+                        "(reads never recover; run graph.recover() or `omnigraph-spark recover`)",
+                        graph.root, path)
+        typedef = graph.catalog.resolve(opts.type)
+        snap = _resolve_snapshot(graph, opts)
+        table = snap.table(typedef.table_key)
+        self.graph_root = graph.root
+        self.type_name = typedef.name
+        self.table_key = typedef.table_key
+        self.snapshot_branch = snap.branch
+        self.snapshot_version = snap.version
+        self.commit_id = snap.commit_id
+        self.max_rows = opts.max_rows_per_partition or DEFAULT_MAX_ROWS_PER_PARTITION
+        self.schema = self._check_schema(typedef, schema)
+        self.target = _types.arrow_target_schema(self.schema)
+        self.kinds = column_kinds(typedef)
+        self.pushed: List[str] = []
+        ds = graph.open_table(typedef.table_key, snap)
+        stored = ds.schema
+        wanted = list(self.schema.names)
+        _types.check_readable(typedef, stored, wanted)
+        absent = [c for c in wanted if c not in stored.names]
+        if absent:
+            log.info("columns %s are not stored in %s v%d (older schema): they read as nulls", absent,
+                     typedef.table_key, table.version)
+        self.plan = ReadPlan(table.base_path, table.lance_branch, table.version,
+                             tuple(c for c in wanted if c in stored.names),
+                             tuple(sorted((opts.storage_options or {}).items())) or None)
+        self._fragments = [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
+        log.info("omnigraph read %s on %s: manifest v%d (commit %s), table version %d, %d fragments",
+                 typedef.table_key, snap.branch, snap.version, snap.commit_id, table.version, len(self._fragments))
+
+    @staticmethod
+    def _check_schema(typedef: TypeDef, schema: Optional[StructType]) -> StructType:
+        """Accept the schema Spark hands us (ours, or a user-given one naming a subset of the
+        type's columns, in any order); the types must be ours."""
+        if schema is None:
+            return _types.spark_schema(typedef)
+        ours = _types.spark_schema(typedef, list(schema.names))
+        for mine, theirs in zip(ours.fields, schema.fields):
+            if mine.dataType != theirs.dataType:
+                raise UnknownColumnError(
+                    f"column '{theirs.name}' of '{typedef.name}' reads as {mine.dataType.simpleString()}, not "
+                    f"{theirs.dataType.simpleString()}; drop the user schema or cast after loading",
+                    type=typedef.name, column=theirs.name)
+        return StructType([StructField(t.name, m.dataType, t.nullable) for m, t in zip(ours.fields, schema.fields)])
+
+    @property
+    def filter_sql(self) -> Optional[str]:
+        return _filters.combine(self.pushed)
+
+    def partitions(self) -> List[InputPartition]:
+        """Driver: one task per group of small fragments or per row range of a large one."""
+        groups = plan_partitions(self._fragments, self.max_rows)
+        parts: List[InputPartition] = [OmnigraphPartition(i, ids, rng, self.filter_sql)
+                                       for i, (ids, rng) in enumerate(groups)]
+        log.debug("omnigraph read %s: %d partitions, filter %r", self.table_key, len(parts), self.filter_sql)
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Executor: stream the partition's rows at the pinned version, converted to Spark's
+        Arrow schema."""
+        assert isinstance(partition, OmnigraphPartition), type(partition)
+        if not partition.fragment_ids:
+            return iter(())
+        return _read_batches(self.plan, partition, self.target)
+
+
+def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Executor: open the dataset at the pinned version and stream converted batches."""
+    from ..store.tables import open_dataset
+
+    ds = open_dataset(plan.base_uri, branch=plan.lance_branch, version=plan.version,
+                      storage_options=dict(plan.storage_options) if plan.storage_options else None)
+    conds = []
+    if partition.row_range is not None:
+        conds.append(_range_filter(partition.fragment_ids[0], partition.row_range))
+    if partition.filter:
+        conds.append(f"({partition.filter})")
+    frags = [ds.get_fragment(i) for i in partition.fragment_ids]
+    columns = list(plan.columns)
+    scanner = ds.scanner(columns=columns, filter=" AND ".join(conds) or None, fragments=frags,
+                         batch_size=READ_BATCH_SIZE, scan_in_order=True)
+    for batch in scanner.to_batches():
+        if batch.num_rows:
+            yield _types.convert_batch(batch, target)
+
+
+class OmnigraphPushdownReader(OmnigraphReader):
+    """An :class:`OmnigraphReader` that also takes filters (Spark >= 4.1 with
+    ``spark.sql.python.filterPushdown.enabled``). ``pushFilters`` runs on the driver."""
+
+    def pushFilters(self, filters: List[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+        pushed, kept = _filters.split_filters(filters, {c: self.kinds[c] for c in self.kinds})
+        self.pushed.extend(pushed)
+        if pushed:
+            log.info("omnigraph read %s: pushed filter %s", self.table_key, _filters.combine(pushed))
+        return iter(kept)
+
+
+def _conf_from_planning_worker() -> Optional[bool]:
+    """Whether Spark enabled filter pushdown for the query being planned, read from the
+    planning worker that is calling us, or None if we are not under one.
+
+    Why the call stack: ``DataSource.reader`` runs in a Python worker with no SparkSession;
+    ``pyspark.sql.worker.data_source_pushdown_filters`` is only used when the conf is on, and
+    ``plan_data_source_read`` receives the conf as its local ``enable_pushdown``.
+    """
+    f = sys._getframe(1)
+    while f is not None:
+        fname = f.f_code.co_filename.replace("\\", "/")
+        if fname.endswith("pyspark/sql/worker/data_source_pushdown_filters.py"):
+            return True
+        if fname.endswith("pyspark/sql/worker/plan_data_source_read.py") and "enable_pushdown" in f.f_locals:
+            return bool(f.f_locals["enable_pushdown"])
+        f = f.f_back
+    return None
+
+
+def _conf_from_session() -> Optional[bool]:
+    try:
+        from pyspark.sql import SparkSession
+
+        s = SparkSession.getActiveSession()
+        if s is None:
+            return None
+        return str(s.conf.get(PUSHDOWN_CONF, "false")).strip().lower() == "true"
+    except Exception:  # no JVM here (executor-like process): unknown
+        return None
+
+
+def pushdown_active(option: bool = True) -> bool:
+    """Driver: whether the reader may define ``pushFilters`` for this query: the running
+    pyspark must support it, the ``pushdown`` option must be on, and Spark's conf must be on
+    (the calling planning worker says, else the active session; unknown means off, which is
+    always safe: Spark then applies every filter itself)."""
+    if not (SUPPORTS_PUSHDOWN and option):
+        return False
+    on = _conf_from_planning_worker()
+    if on is None:
+        on = _conf_from_session()
+    return bool(on)
+
+
+def make_reader(options: Any, schema: StructType) -> DataSourceReader:
+    """Driver (planning worker): the reader for one query, pinned to one snapshot."""
+    opts = _read_options(options)
+    cls = OmnigraphPushdownReader if pushdown_active(opts.pushdown) else OmnigraphReader
+    return cls(opts, schema)
