@@ -2,14 +2,14 @@
 
 Why not ``json.dumps``: the schema hash is a sha256 of serde_json's compact output, so every
 byte counts. ``json.dumps`` matches serde for strings, ints, bools and null, but not for
-floats (serde uses ryu: ``1e20``, ``0.00001``; Python writes ``1e+20``, ``1e-05``) nor for
-non-finite floats (serde writes ``null``). The constraint sort key also needs Rust's ``{:?}``
+floats (serde_json 1.0.149 formats with zmij: ``0.00001``, ``1e-6``; Python writes ``1e-05``,
+``1e-06``) nor for non-finite floats (serde writes ``null``). The constraint sort key also needs Rust's ``{:?}``
 rendering of f64, which differs from both.
 """
 from __future__ import annotations
 
 import math
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any, List, Tuple
 
 _INDENT = "  "
@@ -28,8 +28,26 @@ def _shortest_digits(x: float) -> Tuple[str, int]:
     return stripped or "0", k
 
 
-def ryu_f64(x: float) -> str:
-    """The text serde_json writes for an f64 (ryu's ``format64``); non-finite -> ``null``."""
+def _rust_shortest_digits(x: float) -> Tuple[str, int]:
+    """Like :func:`_shortest_digits`, but breaking an exact tie between two shortest
+    candidates upwards, as Rust's ``flt2dec`` does (Python and zmij round half to even)."""
+    digits, k = _shortest_digits(x)
+    exact = Decimal(abs(x))
+    rounded = Context(prec=len(digits), rounding=ROUND_HALF_UP).plus(exact)
+    if float(rounded) == abs(x):
+        _, dig, exp = rounded.as_tuple()
+        d = "".join(str(i) for i in dig)
+        stripped = d.rstrip("0") or "0"
+        return stripped, int(exp) + len(d) - len(stripped)
+    return digits, k
+
+
+def serde_f64(x: float) -> str:
+    """The text serde_json 1.0.149 (the engine's lockfile) writes for an f64. That version
+    formats with the ``zmij`` crate, not ryu: shortest digits; plain decimal when the
+    scientific exponent e satisfies -5 <= e <= 15 (always with a fraction, ``100.0``,
+    ``0.00001``); otherwise ``d.ddde+N`` / ``de-N`` with an explicit sign and no zero padding
+    (``1e+20``, ``1.5e-7``). Non-finite values are written as ``null``."""
     if not math.isfinite(x):
         return "null"
     sign = "-" if math.copysign(1.0, x) < 0 else ""
@@ -37,17 +55,17 @@ def ryu_f64(x: float) -> str:
         return sign + "0.0"
     digits, k = _shortest_digits(x)
     n = len(digits)
-    kk = n + k
-    if 0 <= k and kk <= 16:
-        body = digits + "0" * k + ".0"
-    elif 0 < kk <= 16:
-        body = digits[:kk] + "." + digits[kk:]
-    elif -5 < kk <= 0:
-        body = "0." + "0" * (-kk) + digits
-    elif n == 1:
-        body = f"{digits}e{kk - 1}"
+    e = n + k - 1  # exponent of the first digit
+    if -5 <= e <= 15:
+        if n - 1 <= e:
+            body = digits + "0" * (e - n + 1) + ".0"
+        elif e >= 0:
+            body = digits[:e + 1] + "." + digits[e + 1:]
+        else:
+            body = "0." + "0" * (-e - 1) + digits
     else:
-        body = f"{digits[0]}.{digits[1:]}e{kk - 1}"
+        mant = digits if n == 1 else f"{digits[0]}.{digits[1:]}"
+        body = f"{mant}e{'+' if e >= 0 else '-'}{abs(e)}"
     return sign + body
 
 
@@ -61,7 +79,7 @@ def rust_debug_f64(x: float) -> str:
         return sign + "inf"
     if x == 0:
         return sign + "0.0"
-    digits, k = _shortest_digits(x)
+    digits, k = _rust_shortest_digits(x)
     n = len(digits)
     ax = abs(x)
     if ax < 1e-4 or ax >= 1e16:
@@ -105,7 +123,7 @@ def _scalar(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        return ryu_f64(v)
+        return serde_f64(v)
     if isinstance(v, str):
         return _escape(v)
     raise TypeError(f"cannot serialise {type(v).__name__} as JSON")
