@@ -1,0 +1,280 @@
+"""Connector options: parsed once, on the driver, into frozen dataclasses.
+
+Why one parser: Spark hands a data source its options as strings in a case-insensitive map
+(keys arrive lower-cased), and every later stage (planning, executors, commit) must agree on
+what they mean. ``WriteOptions.from_options`` / ``ReadOptions.from_options`` validate them up
+front, so a typo fails before any Spark job runs, with an :class:`OptionError` naming the key
+and the allowed ones.
+
+``OPTIONS`` is the single documented table of every option (docs and a test check it).
+This module does not import pyspark (the option objects are pickled to executors).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional, Tuple
+
+from ..errors import OptionError
+from ..store.layout import MAIN, normalize_branch
+
+WRITE_MODES = ("append", "merge", "overwrite")
+STORAGE_PREFIX = "storage."
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+DEFAULT_LEASE_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One documented option. ``scope`` is "read", "write" or "read/write"."""
+
+    name: str
+    scope: str
+    default: Optional[str]
+    description: str
+
+
+#: Every option the connector accepts. Keys are matched case-insensitively.
+OPTIONS: Tuple[OptionSpec, ...] = (
+    OptionSpec("path", "read/write", None,
+               "Graph root URI (the argument of save()/load()). Required."),
+    OptionSpec("type", "read/write", None,
+               "Node or edge type name (or table key node:X / edge:Y). Edge names match exactly, "
+               "then case-insensitively. Required."),
+    OptionSpec("branch", "read/write", "main", "Graph branch to read from or commit to."),
+    OptionSpec("writeMode", "write", "append",
+               "append | merge (upsert on id) | overwrite (replace the type's rows). Spark's "
+               "mode('overwrite') means overwrite; combining it with writeMode append/merge is an error."),
+    OptionSpec("actor", "write", None, "Actor recorded on the graph commit (_graph_commit_actors)."),
+    OptionSpec("txnAppId", "write", None,
+               "Idempotency token application id; with txnVersion, a re-run of an applied "
+               "(txnAppId, txnVersion) is a no-op. Both or neither."),
+    OptionSpec("txnVersion", "write", None, "Idempotency token version: an integer >= 0."),
+    OptionSpec("maxRowsPerFile", "write", str(DEFAULT_MAX_ROWS_PER_FILE),
+               "Maximum rows per staged Lance data file."),
+    OptionSpec("maxBytesPerFile", "write", None, "Maximum bytes per staged Lance data file (Lance default)."),
+    OptionSpec("commitLeaseTimeout", "write", str(int(DEFAULT_LEASE_TIMEOUT_S)),
+               "Seconds to wait for the graph's commit lease (serialises concurrent writers)."),
+    OptionSpec("version", "read", None,
+               "Read the branch at this manifest (graph) version. Excludes commit/timestampAsOf."),
+    OptionSpec("commit", "read", None, "Read at this graph commit id. Excludes version/timestampAsOf."),
+    OptionSpec("timestampAsOf", "read", None,
+               "Read the latest commit at or before this ISO-8601 timestamp. Excludes version/commit."),
+    OptionSpec("columns", "read", None, "Comma-separated columns to read (default: all)."),
+    OptionSpec("maxRowsPerPartition", "read", None, "Split fragments into partitions of at most this many rows."),
+    OptionSpec("pushdown", "read", "true", "Push filters down to Lance (true/false)."),
+    OptionSpec("storage.<key>", "read/write", None,
+               "Passed through to Lance/object-store storage options as <key> (e.g. storage.aws_region)."),
+)
+
+
+def _names(scope: str) -> Dict[str, str]:
+    """lower-cased key -> documented spelling, for one scope."""
+    return {o.name.lower(): o.name for o in OPTIONS if scope in o.scope and not o.name.startswith(STORAGE_PREFIX)}
+
+
+def _split(options: Mapping[str, str], scope: str) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """Lower-case the keys, peel off ``storage.*``, and refuse unknown keys."""
+    allowed = _names(scope)
+    plain: Dict[str, str] = {}
+    storage: Dict[str, str] = {}
+    for key, value in dict(options).items():
+        low = str(key).lower()
+        if low.startswith(STORAGE_PREFIX):
+            sub = str(key)[len(STORAGE_PREFIX):]
+            if not sub:
+                raise OptionError("option 'storage.' needs a key after the prefix, e.g. storage.aws_region",
+                                  option=key)
+            storage[sub] = "" if value is None else str(value)
+            continue
+        if low not in allowed:
+            raise OptionError(
+                f"unknown {scope} option '{key}'; allowed: {', '.join(sorted(allowed.values()))}, storage.<key>",
+                option=key, allowed=sorted(allowed.values()))
+        if low in plain:
+            raise OptionError(f"option '{key}' given twice (keys are case-insensitive)", option=key)
+        plain[low] = value
+    return plain, storage
+
+
+def _str(plain: Mapping[str, str], key: str) -> Optional[str]:
+    v = plain.get(key.lower())
+    if v is None:
+        return None
+    v = str(v).strip()
+    return v or None
+
+
+def _required(plain: Mapping[str, str], key: str) -> str:
+    v = _str(plain, key)
+    if v is None:
+        raise OptionError(f"option '{key}' is required", option=key)
+    return v
+
+
+def _int(plain: Mapping[str, str], key: str, *, minimum: int) -> Optional[int]:
+    v = _str(plain, key)
+    if v is None:
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        raise OptionError(f"option '{key}' must be an integer, got {v!r}", option=key, value=v) from None
+    if n < minimum:
+        raise OptionError(f"option '{key}' must be >= {minimum}, got {n}", option=key, value=v)
+    return n
+
+
+def _float(plain: Mapping[str, str], key: str, *, positive: bool = True) -> Optional[float]:
+    v = _str(plain, key)
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except ValueError:
+        raise OptionError(f"option '{key}' must be a number of seconds, got {v!r}", option=key, value=v) from None
+    if positive and not f > 0:
+        raise OptionError(f"option '{key}' must be > 0, got {v!r}", option=key, value=v)
+    return f
+
+
+def _bool(plain: Mapping[str, str], key: str, default: bool) -> bool:
+    v = _str(plain, key)
+    if v is None:
+        return default
+    low = v.lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option '{key}' must be true or false, got {v!r}", option=key, value=v)
+
+
+def _branch(plain: Mapping[str, str]) -> str:
+    raw = plain.get("branch")
+    if raw is None:
+        return MAIN
+    try:
+        return normalize_branch(str(raw))
+    except Exception as e:  # BranchError for empty / reserved names: report as an option error
+        raise OptionError(f"option 'branch' is invalid: {e}", option="branch", value=raw) from e
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Options of one write job. Built on the driver, pickled to executors."""
+
+    path: str
+    type: Optional[str]
+    branch: str = MAIN
+    write_mode: str = "append"
+    actor: Optional[str] = None
+    txn_app_id: Optional[str] = None
+    txn_version: Optional[int] = None
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+    max_bytes_per_file: Optional[int] = None
+    commit_lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
+    storage: Tuple[Tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], *, overwrite: bool = False,
+                     require_type: bool = True) -> "WriteOptions":
+        """Parse Spark's option map. ``overwrite`` is Spark's ``mode("overwrite")`` flag (the
+        ``overwrite`` argument of ``DataSource.writer``). Driver only."""
+        plain, storage = _split(options, "write")
+        path = _required(plain, "path")
+        type_name = _required(plain, "type") if require_type else _str(plain, "type")
+        mode_raw = _str(plain, "writeMode")
+        if mode_raw is not None:
+            mode = mode_raw.lower()
+            if mode not in WRITE_MODES:
+                raise OptionError(f"option 'writeMode' must be one of {', '.join(WRITE_MODES)}, got {mode_raw!r}",
+                                  option="writeMode", value=mode_raw)
+            if overwrite and mode != "overwrite":
+                raise OptionError(
+                    f"Spark save mode 'overwrite' contradicts writeMode={mode!r}; drop one of them "
+                    "(mode('overwrite') alone means writeMode=overwrite)", option="writeMode", value=mode_raw)
+        else:
+            mode = "overwrite" if overwrite else "append"
+        app = _str(plain, "txnAppId")
+        ver = _int(plain, "txnVersion", minimum=0)
+        if (app is None) != (ver is None):
+            raise OptionError("options 'txnAppId' and 'txnVersion' go together: give both or neither",
+                              option="txnAppId" if app is None else "txnVersion")
+        rows = _int(plain, "maxRowsPerFile", minimum=1)
+        nbytes = _int(plain, "maxBytesPerFile", minimum=1)
+        lease = _float(plain, "commitLeaseTimeout")
+        return cls(path=path, type=type_name, branch=_branch(plain), write_mode=mode, actor=_str(plain, "actor"),
+                   txn_app_id=app, txn_version=ver,
+                   max_rows_per_file=rows if rows is not None else DEFAULT_MAX_ROWS_PER_FILE,
+                   max_bytes_per_file=nbytes,
+                   commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
+                   storage=tuple(sorted(storage.items())))
+
+    @property
+    def storage_options(self) -> Optional[Dict[str, str]]:
+        """Lance storage options (None when there are none)."""
+        return dict(self.storage) or None
+
+    @property
+    def txn(self):
+        """The idempotency token, or None."""
+        from ..store.writes import TxnToken
+
+        if self.txn_app_id is None or self.txn_version is None:
+            return None
+        return TxnToken(self.txn_app_id, self.txn_version)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Options of one read. Built on the driver (the reader pickles what it needs)."""
+
+    path: str
+    type: str
+    branch: str = MAIN
+    version: Optional[int] = None
+    commit: Optional[str] = None
+    timestamp_as_of: Optional[str] = None
+    columns: Optional[Tuple[str, ...]] = None
+    max_rows_per_partition: Optional[int] = None
+    pushdown: bool = True
+    storage: Tuple[Tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> "ReadOptions":
+        """Parse Spark's option map for a read. Driver only."""
+        plain, storage = _split(options, "read")
+        version = _int(plain, "version", minimum=1)
+        commit = _str(plain, "commit")
+        ts = _str(plain, "timestampAsOf")
+        given = [k for k, v in (("version", version), ("commit", commit), ("timestampAsOf", ts)) if v is not None]
+        if len(given) > 1:
+            raise OptionError(f"options {', '.join(given)} are mutually exclusive: give at most one",
+                              option=given[1])
+        if ts is not None:
+            try:
+                dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+            except ValueError:
+                raise OptionError(f"option 'timestampAsOf' must be an ISO-8601 timestamp, got {ts!r}",
+                                  option="timestampAsOf", value=ts) from None
+        cols_raw = _str(plain, "columns")
+        columns = None
+        if cols_raw is not None:
+            columns = tuple(c.strip() for c in cols_raw.split(",") if c.strip())
+            if not columns:
+                raise OptionError("option 'columns' names no column", option="columns", value=cols_raw)
+            dup = sorted({c for c in columns if columns.count(c) > 1})
+            if dup:
+                raise OptionError(f"option 'columns' names {dup} twice", option="columns", value=cols_raw)
+        return cls(path=_required(plain, "path"), type=_required(plain, "type"), branch=_branch(plain),
+                   version=version, commit=commit, timestamp_as_of=ts, columns=columns,
+                   max_rows_per_partition=_int(plain, "maxRowsPerPartition", minimum=1),
+                   pushdown=_bool(plain, "pushdown", True), storage=tuple(sorted(storage.items())))
+
+    @property
+    def storage_options(self) -> Optional[Dict[str, str]]:
+        return dict(self.storage) or None
+
+
+__all__ = ["OPTIONS", "OptionSpec", "WriteOptions", "ReadOptions", "WRITE_MODES"]

@@ -1,0 +1,41 @@
+"""The ``omnigraph`` Spark data source (Python DataSource API, Spark 4).
+
+``format("omnigraph")`` resolves through :func:`omnigraph_spark.spark.register` or, with the
+package installed, through the top-level ``pyspark_omnigraph`` module's ``DefaultSource``.
+Reads delegate to :mod:`.reader` (imported lazily: it is another module's job and pulls in
+more than a write needs); writes go to :class:`.writer.OmnigraphWriter`.
+"""
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.types import StructType
+
+
+class OmnigraphDataSource(DataSource):
+    """Reads and writes one node or edge type of an Omnigraph 0.7 graph. Instantiated by Spark
+    on the driver with the (case-insensitive) option map."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "omnigraph"
+
+    def schema(self) -> StructType:
+        """Driver: the table's Spark schema (reads)."""
+        from .reader import read_schema
+
+        return read_schema(self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """Driver: a reader for the resolved schema."""
+        from .reader import make_reader
+
+        return make_reader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """Driver: plan a write job (one graph commit). ``overwrite`` is Spark's save mode."""
+        from .writer import OmnigraphWriter
+
+        return OmnigraphWriter(self.options, schema, overwrite)
+
+
+__all__ = ["OmnigraphDataSource"]

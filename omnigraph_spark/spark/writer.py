@@ -1,0 +1,309 @@
+"""The Spark write path: ``df.write.format("omnigraph")`` -> ONE graph commit per Spark job.
+
+Protocol (built on :mod:`omnigraph_spark.store.writes`):
+
+* driver, planning (``OmnigraphWriter.__init__``): parse options, open the graph, resolve the
+  type, ``prepare_target`` (forks the table on a branch), and check the DataFrame's columns
+  against the type before any task runs;
+* executors (``write``): convert each Arrow batch with :class:`RowConverter` and stream it into
+  ``stage`` (uncommitted Lance fragments); the commit message is the :class:`StagedTable`;
+* driver (``commit``): merge the messages Spark hands over — only those; files of failed or
+  speculative attempts are never referenced — validate load-wide rules against a fresh
+  snapshot inside the commit lease, then ``commit_load``;
+* driver (``abort``): delete the staged files of the messages Spark hands over.
+
+Errors crossing the JVM lose their Python class; every :class:`OmnigraphError` raised here
+therefore carries its code as a message prefix (``[DANGLING_EDGE] ...``) and
+:func:`unwrap_error` turns a Spark exception back into the typed error.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from .. import errors as _errors
+from ..errors import OmnigraphError, OptionError
+from ..graph import Graph, Snapshot
+from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_unique, shadowed_src_counts,
+                      src_counts, unique_groups)
+from ..schema.catalog import Catalog, TypeDef
+from ..store import tables as _tables
+from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, commit_load, prepare_target, stage
+from .options import WriteOptions
+
+log = logging.getLogger(__name__)
+
+
+# -- errors across the JVM ----------------------------------------------------------------------
+
+def tag_error(e: BaseException) -> BaseException:
+    """Prefix an OmnigraphError's message with ``[CODE] `` (idempotent), so the code survives
+    Spark's exception wrapping. Runs wherever the error is raised (executor or driver)."""
+    if isinstance(e, OmnigraphError):
+        prefix = f"[{e.code}] "
+        msg = str(e)
+        if not msg.startswith(prefix):
+            e.args = (prefix + msg,)
+            e.message = prefix + e.message if not e.message.startswith(prefix) else e.message
+            if hasattr(e, "detail") and isinstance(getattr(e, "detail"), str) and not e.detail.startswith(prefix):
+                e.detail = prefix + e.detail  # SchemaError pickles its detail
+    return e
+
+
+def _error_classes() -> Dict[str, Type[OmnigraphError]]:
+    out: Dict[str, Type[OmnigraphError]] = {}
+    for name in dir(_errors):
+        obj = getattr(_errors, name)
+        if isinstance(obj, type) and issubclass(obj, OmnigraphError):
+            out[name] = obj
+    return out
+
+
+_TAGGED = re.compile(r"(?:omnigraph_spark\.errors\.)?(\w+): \[([A-Z0-9_]+)\] ([^\n]*)")
+
+
+def unwrap_error(exc: BaseException) -> Optional[OmnigraphError]:
+    """The typed OmnigraphError a (Spark-wrapped) exception carries, or None.
+
+    Runs on the driver. The original is returned when ``exc`` already is one; otherwise the
+    first ``ClassName: [CODE] message`` line of the Python traceback Spark embeds is parsed."""
+    if isinstance(exc, OmnigraphError):
+        return exc
+    classes = _error_classes()
+    for m in _TAGGED.finditer(str(exc)):
+        cls = classes.get(m.group(1))
+        if cls is None or cls.code != m.group(2):
+            by_code = [c for c in classes.values() if c.code == m.group(2)]
+            if not by_code:
+                continue
+            cls = by_code[0]
+        err = cls.__new__(cls)
+        message = f"[{m.group(2)}] {m.group(3)}"
+        Exception.__init__(err, message)
+        err.message = message
+        err.context = {}
+        return err
+    return None
+
+
+# -- commit messages -------------------------------------------------------------------------
+
+@dataclass
+class StagedMessage(WriterCommitMessage):
+    """What one task attempt staged: one StagedTable per table it wrote (usually one)."""
+
+    staged: Tuple[StagedTable, ...]
+    partition_id: int
+    attempt: int
+
+
+def _task_ids() -> Tuple[int, int]:
+    """(partition id, attempt number) of the running task; (0, 0) outside Spark (tests)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, 0
+    return ctx.partitionId(), ctx.attemptNumber()
+
+
+def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
+                      where: str) -> StagedTable:
+    """Executor: stream user batches through RowConverter into ``stage`` (bounded memory).
+
+    Rows are numbered from 0 within the task; ``where`` names the task (e.g. "partition 3")."""
+    conv = RowConverter(typedef, target.schema)
+    state = {"offset": 0}
+
+    def converted() -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            out = conv.convert(b, row_offset=state["offset"], where=where)
+            state["offset"] += b.num_rows
+            yield out
+
+    return stage(target, converted())
+
+
+def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: Optional[pa.Schema]) -> None:
+    """Driver: run the converter over an empty batch of the input schema, so unknown, missing
+    or unconvertible columns fail at planning time instead of in every task."""
+    if arrow_schema is None:
+        return
+    empty = pa.RecordBatch.from_pylist([], schema=arrow_schema)
+    RowConverter(typedef, table_schema).convert(empty, where="input schema")
+
+
+def spark_to_arrow_schema(schema: Optional[StructType]) -> Optional[pa.Schema]:
+    """The Arrow schema Spark will send for ``schema`` (None when it cannot be derived)."""
+    if schema is None:
+        return None
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(schema)
+    except Exception as e:  # exotic types: the executors' converter still checks every batch
+        log.debug("cannot derive the Arrow schema of %s: %s", schema, e)
+        return None
+
+
+# -- load-wide validation (driver, inside the commit lease) --------------------------------
+
+def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable]], None]:
+    """A ``validate(snapshot, staged_by_key)`` callback for ``commit_load``.
+
+    Runs on the driver, under the commit lease, against the fresh snapshot; it reads only the
+    columns involved (ids, key/unique columns, src/dst) of the uncommitted fragments:
+
+    * id and every @key / @unique group are unique within the load (merge: a duplicate id is an
+      error, never last-wins);
+    * edge endpoints exist in the snapshot's node table (committed; not when that node type is
+      overwritten by this load) or among the load's staged nodes;
+    * @card per source over committed + pending (merge shadows by id, overwrite counts pending).
+    """
+    catalog: Catalog = graph.catalog
+    so = graph.storage_options
+
+    def validate(snap: Snapshot, staged: Mapping[str, StagedTable]) -> None:
+        pending: Dict[Tuple[str, Tuple[str, ...]], pa.Table] = {}
+
+        def staged_cols(key: str, cols: Sequence[str]) -> pa.Table:
+            ck = (key, tuple(cols))
+            if ck not in pending:
+                s = staged[key]
+                t = _tables.read_staged_columns(s.stage_uri, s.fragments, list(cols), so) if s.fragments else None
+                if t is None:
+                    schema = graph.open_table(key, snap).schema
+                    t = pa.Table.from_batches([], schema=pa.schema([schema.field(c) for c in cols]))
+                pending[ck] = t
+            return pending[ck]
+
+        def committed(key: str, cols: Sequence[str]) -> pa.Table:
+            return graph.open_table(key, snap).to_table(columns=list(cols))
+
+        def node_ids(type_name: str) -> pa.ChunkedArray:
+            key = f"node:{type_name}"
+            parts: List[pa.ChunkedArray] = []
+            if key in staged:
+                parts.append(staged_cols(key, ["id"]).column("id"))
+            if not (key in staged and staged[key].mode == "overwrite"):
+                parts.append(committed(key, ["id"]).column("id"))
+            chunks = [c for p in parts for c in p.chunks]
+            return pa.chunked_array(chunks, pa.string())
+
+        for key in sorted(staged):
+            s = staged[key]
+            td = catalog.by_table_key(key)
+            for cols, what in unique_groups(td):
+                check_unique(td, staged_cols(key, cols), cols, what=what)
+            check_unique(td, staged_cols(key, ["id"]), ["id"],
+                         what="duplicate id in one load (merge never picks a winner)" if s.mode == "merge"
+                         else "id")
+            if not td.is_edge:
+                continue
+            ends = staged_cols(key, ["id", "src", "dst"])
+            check_endpoints(td, ends.column("src"), ends.column("dst"), node_ids(td.from_type or ""),
+                            node_ids(td.to_type or ""))
+            card = td.cardinality
+            if card.min > 0 or card.max is not None:
+                committed_counts = shadowed = None
+                if s.mode != "overwrite":
+                    old = committed(key, ["id", "src"])
+                    committed_counts = src_counts(old.column("src"))
+                    if s.mode == "merge":
+                        shadowed = shadowed_src_counts(old.column("id"), old.column("src"), ends.column("id"))
+                check_cardinality(td, ends.column("src"), committed_counts, overwrite=s.mode == "overwrite",
+                                  shadowed_committed=shadowed,
+                                  pending_ids=ends.column("id") if s.mode == "merge" else None)
+
+    return validate
+
+
+def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions) -> LoadResult:
+    """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure."""
+    try:
+        result = commit_load(graph, branch, staged, actor=opts.actor, validate=make_validator(graph), txn=opts.txn,
+                             lease_timeout_s=opts.commit_lease_timeout)
+    except BaseException as e:
+        n = abort(staged, graph.storage_options)
+        log.info("commit failed (%s); removed %d staged files", e, n)
+        raise tag_error(e)
+    if result.skipped:
+        n = abort(staged, graph.storage_options)
+        log.info("txn (%s, %s) already applied: nothing committed, %d staged files removed",
+                 opts.txn_app_id, opts.txn_version, n)
+    else:
+        log.info("omnigraph write committed %s on %s: manifest v%d, %d rows, %d bytes, %d fragments",
+                 result.graph_commit_id, result.branch, result.manifest_version,
+                 sum(t.rows_written for t in result.tables), sum(t.bytes for t in result.tables),
+                 sum(t.fragments for t in result.tables))
+    return result
+
+
+# -- the DataSource writer ----------------------------------------------------------------------
+
+class OmnigraphWriter(DataSourceArrowWriter):
+    """``DataSourceArrowWriter`` for one node or edge type. Constructed on the driver,
+    pickled to executors (it holds only options, the type and the WriteTarget)."""
+
+    def __init__(self, options: Mapping[str, str], schema: Optional[StructType], overwrite: bool) -> None:
+        try:
+            self.opts = WriteOptions.from_options(options, overwrite=overwrite)
+            graph = Graph.open(self.opts.path, self.opts.storage_options)
+            self.typedef = graph.catalog.resolve(self.opts.type or "")
+            self.target = prepare_target(graph, self.opts.branch, self.typedef.table_key, self.opts.write_mode,
+                                         max_rows_per_file=self.opts.max_rows_per_file,
+                                         max_bytes_per_file=self.opts.max_bytes_per_file)
+            precheck_columns(self.typedef, self.target.schema, spark_to_arrow_schema(schema))
+        except OmnigraphError as e:
+            raise tag_error(e)
+        log.info("omnigraph write planned: %s on %s (%s), base version %d", self.typedef.table_key,
+                 self.opts.branch, self.opts.write_mode, self.target.base_version)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedMessage:
+        """Executor: convert and stage one partition; the message is the StagedTable."""
+        pid, attempt = _task_ids()
+        try:
+            staged = convert_and_stage(self.target, self.typedef, iterator, f"partition {pid}")
+        except OmnigraphError as e:
+            raise tag_error(e)
+        log.info("partition %d attempt %d staged %d rows in %d fragments for %s", pid, attempt, staged.rows,
+                 len(staged.fragments), staged.table_key)
+        return StagedMessage((staged,), pid, attempt)
+
+    @staticmethod
+    def _staged(messages: Sequence[Optional[WriterCommitMessage]]) -> List[StagedTable]:
+        out: List[StagedTable] = []
+        for m in messages:
+            if isinstance(m, StagedMessage):
+                out.extend(m.staged)
+        return out
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        """Driver: one graph commit from exactly the messages Spark passes (one per partition)."""
+        staged = self._staged(messages)
+        if not staged:  # no partitions at all: still one (empty) commit, so overwrite empties the table
+            staged = [StagedTable(self.target.table_key, self.target.mode, self.target.stage_uri,
+                                  self.target.base_version, (), 0, 0)]
+        try:
+            graph = Graph.open(self.opts.path, self.opts.storage_options)
+        except OmnigraphError as e:
+            abort(staged, self.opts.storage_options)
+            raise tag_error(e)
+        commit_staged(graph, self.opts.branch, staged, self.opts)
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        """Driver: delete the files of the staged messages (failed job; best effort)."""
+        n = abort(self._staged(messages), self.opts.storage_options)
+        log.info("omnigraph write of %s aborted: removed %d staged files", self.typedef.table_key, n)
+
+
+__all__ = ["OmnigraphWriter", "StagedMessage", "make_validator", "commit_staged", "convert_and_stage",
+           "tag_error", "unwrap_error", "precheck_columns"]
