@@ -110,6 +110,14 @@ def _translate(source: str, err: UnexpectedInput) -> SchemaSyntaxError:
             pos, found = _end_pos(source), "end of input"
         else:
             pos, found = _tok_pos(tok), repr(str(tok))
+            start = tok.start_pos or 0
+            for kw in ("true", "false"):
+                if tok.type == "IDENT" and source[max(0, start - len(kw)):start] == kw:
+                    # PEG quirk: in an argument list the engine reads the literal first, so
+                    # an identifier like `true_x` can never be an argument there.
+                    return _syntax_error(
+                        f"'{kw}{tok}' cannot be used as an argument: an identifier starting "
+                        f"with '{kw}' is read as the literal {kw}", Pos(pos.line, pos.column - len(kw)))
         return _syntax_error(f"unexpected {found}; expected {_describe_expected(sorted(err.expected))}",
                              pos)
     if isinstance(err, UnexpectedEOF):
