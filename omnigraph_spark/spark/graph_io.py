@@ -1,0 +1,370 @@
+"""Multi-type loads as ONE graph commit: ``write_graph`` (DataFrames) and ``load_jsonl``.
+
+Why not ``df.write`` per type: each ``save()`` is its own graph commit, so edges could be
+committed without their nodes. Here every DataFrame is staged in its own Spark job
+(``mapInArrow`` emitting one pickled :class:`StagedTable` per task, collected on the driver),
+then a single ``commit_load`` validates all of it together (edges against nodes of the same
+load) and publishes it atomically.
+
+Staging journal: a ``mapInArrow`` job that fails hands the driver no results, so the files of
+its successful tasks would be orphaned. Each task therefore records what it staged under
+``_spark/staging/<job id>/`` before returning; the driver deletes every journaled file that
+is not committed (failed jobs, failed or speculative task attempts) and then the journal.
+A task that dies *while* writing can still leave an unreferenced (invisible) file behind.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import pickle
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import pyarrow as pa
+
+from ..errors import DataError, InvalidRecordError, OmnigraphError, OptionError
+from ..graph import Graph
+from ..ingest import parse_record, records_to_batch
+from ..schema.catalog import Catalog, TypeDef
+from ..store import tables as _tables
+from ..store.fs import RootStorage
+from ..store.layout import MAIN, RootPaths, join
+from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, prepare_target, stage
+from .options import WriteOptions
+from .writer import (_task_ids, commit_staged, convert_and_stage, precheck_columns, spark_to_arrow_schema,
+                     tag_error, unwrap_error)
+
+log = logging.getLogger(__name__)
+
+_PAYLOAD_SCHEMA = pa.schema([pa.field("staged", pa.binary(), False)])
+DEFAULT_JSONL_CHUNK_ROWS = 50_000
+
+
+# -- staging journal ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Journal:
+    """Where the tasks of one load record their staged files. Picklable (sent to executors)."""
+
+    root: str
+    directory: str
+    storage: Tuple[Tuple[str, str], ...] = ()
+
+    @classmethod
+    def new(cls, graph: Graph) -> "_Journal":
+        d = join(RootPaths(graph.root).spark_dir, "staging", uuid.uuid4().hex)
+        return cls(graph.root, d, tuple(sorted((graph.storage_options or {}).items())))
+
+    def _fs(self) -> RootStorage:
+        return RootStorage(self.root, dict(self.storage) or None)
+
+    def record(self, name: str, staged: Sequence[StagedTable]) -> None:
+        """Executor: durably note the staged tables of one task attempt."""
+        self._fs().write_text(join(self.directory, f"{name}-{uuid.uuid4().hex[:8]}.pkl.b64"),
+                              base64.b64encode(pickle.dumps(list(staged))).decode("ascii"))
+
+    def entries(self) -> List[StagedTable]:
+        """Driver: everything journaled so far."""
+        fs = self._fs()
+        out: List[StagedTable] = []
+        for name in fs.list_dir(self.directory):
+            try:
+                out.extend(pickle.loads(base64.b64decode(fs.read_text(join(self.directory, name)))))
+            except Exception as e:  # a half-written entry: its files are caught by cleanup
+                log.warning("unreadable staging journal entry %s: %s", name, e)
+        return out
+
+    def clean(self, keep: Sequence[StagedTable]) -> int:
+        """Driver: delete journaled files not in ``keep``, then the journal. Returns files removed."""
+        kept = {u for s in keep for u in _tables.data_file_uris(s.stage_uri, s.fragments)}
+        n = 0
+        for s in self.entries():
+            frags = tuple(f for f in s.fragments
+                          if not set(_tables.data_file_uris(s.stage_uri, [f])) & kept)
+            if frags:
+                n += abort([StagedTable(s.table_key, s.mode, s.stage_uri, s.base_version, frags, 0, 0)],
+                           dict(self.storage) or None)
+        fs = self._fs()
+        for name in fs.list_dir(self.directory):
+            fs.delete(join(self.directory, name))
+        try:
+            import os
+
+            if not ("://" in self.directory) and os.path.isdir(self.directory):
+                os.rmdir(self.directory)
+        except OSError:
+            pass
+        return n
+
+
+def _collect(df, fn) -> List[StagedTable]:
+    """Driver: run ``fn`` over ``df`` with mapInArrow; each task yields pickled StagedTables."""
+    out: List[StagedTable] = []
+    for row in df.mapInArrow(fn, "staged binary").collect():
+        out.extend(pickle.loads(row["staged"]))
+    return out
+
+
+def _payload(staged: Sequence[StagedTable]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([{"staged": pickle.dumps(list(staged))}], schema=_PAYLOAD_SCHEMA)
+
+
+# -- options -------------------------------------------------------------------------------------
+
+def _write_options(uri: str, mode: str, branch: str, actor: Optional[str],
+                   options: Optional[Mapping[str, Any]]) -> WriteOptions:
+    base: Dict[str, Any] = {"path": uri, "branch": branch, "writeMode": mode}
+    if actor is not None:
+        base["actor"] = actor
+    reserved = {k.lower() for k in base} | {"type", "path", "branch", "writemode", "actor"}
+    for k, v in (options or {}).items():
+        if str(k).lower() in reserved:
+            raise OptionError(f"option '{k}' is a parameter of this call (or meaningless for a multi-type load); "
+                              "pass it as an argument instead", option=k)
+        base[k] = v if isinstance(v, str) else str(v)
+    return WriteOptions.from_options(base, require_type=False)
+
+
+def _targets(graph: Graph, opts: WriteOptions, keys: Sequence[str]) -> Dict[str, WriteTarget]:
+    return {k: prepare_target(graph, opts.branch, k, opts.write_mode, max_rows_per_file=opts.max_rows_per_file,
+                              max_bytes_per_file=opts.max_bytes_per_file) for k in keys}
+
+
+def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run) -> LoadResult:
+    """Driver: run the staging jobs (``run`` returns the staged tables), commit once, and clean
+    up the journal; any failure leaves the graph unchanged and removes every staged file."""
+    staged: List[StagedTable] = []
+    try:
+        staged = run()
+        result = commit_staged(graph, opts.branch, staged, opts)
+    except BaseException as e:
+        n = journal.clean(keep=())
+        n += abort(staged, graph.storage_options)
+        log.info("load failed (%s); removed %d staged files", str(e).splitlines()[0][:300], n)
+        typed = unwrap_error(e)
+        if typed is not None and typed is not e:
+            raise typed from e
+        raise tag_error(e)
+    journal.clean(keep=staged if not result.skipped else ())
+    return result
+
+
+# -- write_graph -------------------------------------------------------------------------------
+
+def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branch: str = MAIN,
+                actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None) -> LoadResult:
+    """Write several DataFrames (``{"Person": df, "Knows": df2}``) as ONE graph commit.
+
+    Driver. Each DataFrame is staged by its own Spark job; edges are validated against the
+    committed nodes plus the nodes of this load. ``options`` takes the write options that are
+    not parameters here (txnAppId/txnVersion, maxRowsPerFile, maxBytesPerFile,
+    commitLeaseTimeout, storage.*). Raises the typed OmnigraphError (unwrapped from Spark)."""
+    opts = _write_options(uri, mode, branch, actor, options)
+    graph = Graph.open(opts.path, opts.storage_options)
+    resolved: Dict[str, Tuple[TypeDef, Any]] = {}
+    for name, df in frames.items():
+        td = graph.catalog.resolve(name)
+        if td.table_key in resolved:
+            raise OptionError(f"type '{name}' given twice (as {td.table_key})", option="frames", type=name)
+        resolved[td.table_key] = (td, df)
+    if not resolved:
+        raise OptionError("write_graph needs at least one DataFrame", option="frames")
+    order = sorted(resolved, key=lambda k: (not k.startswith("node:"), k))
+    targets = _targets(graph, opts, order)
+    for key in order:
+        td, df = resolved[key]
+        precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
+    journal = _Journal.new(graph)
+
+    def run() -> List[StagedTable]:
+        out: List[StagedTable] = []
+        for key in order:
+            td, df = resolved[key]
+            target = targets[key]
+
+            def stage_partition(batches: Iterator[pa.RecordBatch], target=target, td=td) -> Iterator[pa.RecordBatch]:
+                pid, attempt = _task_ids()
+                try:
+                    st = convert_and_stage(target, td, batches, f"{td.name} partition {pid}")
+                except OmnigraphError as e:
+                    raise tag_error(e)
+                journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
+                yield _payload([st])
+
+            got = _collect(df, stage_partition)
+            if not got:  # no partitions: an empty load of this type (overwrite empties the table)
+                got = [StagedTable(key, target.mode, target.stage_uri, target.base_version, (), 0, 0)]
+            log.info("staged %s: %d rows in %d fragments from %d tasks", key, sum(s.rows for s in got),
+                     sum(len(s.fragments) for s in got), len(got))
+            out.extend(got)
+        return out
+
+    return _finish(graph, opts, journal, run)
+
+
+# -- load_jsonl -------------------------------------------------------------------------------
+
+def iter_json_values(text: str) -> Iterator[Tuple[int, int, Any]]:
+    """(record number from 1, line number from 1, value) for a stream of JSON values separated
+    by any whitespace (the engine's reader: pretty-printed JSON works). Invalid JSON raises
+    InvalidRecordError naming the record and line."""
+    dec = json.JSONDecoder()
+    i, n, line, rec = 0, len(text), 1, 0
+    ws = " \t\r\n"
+    while True:
+        j = i
+        while j < n and text[j] in ws:
+            j += 1
+        line += text.count("\n", i, j)
+        i = j
+        if i >= n:
+            return
+        rec += 1
+        try:
+            value, end = dec.raw_decode(text, i)
+        except ValueError as e:
+            raise InvalidRecordError(f"invalid JSON at record {rec} (line {line}): {e}", record=rec, line=line) from e
+        yield rec, line, value
+        line += text.count("\n", i, end)
+        i = end
+
+
+@dataclass
+class _Buffer:
+    records: List[dict]
+    where: List[Tuple[str, int, int]]  # (file, line, record) per record
+
+
+def _locate(e: OmnigraphError, buf: Optional[_Buffer], file: str, line: int, rec: int) -> OmnigraphError:
+    """Prefix an error with the file and line of the offending record (executor)."""
+    if buf is not None:
+        row = e.context.get("row") if isinstance(getattr(e, "context", None), dict) else None
+        if isinstance(row, int) and 0 <= row < len(buf.where):
+            file, line, rec = buf.where[row]
+        elif buf.where:
+            file, line, rec = buf.where[0]
+    loc = f"{file}:{line} (record {rec}): "
+    e.args = (loc + str(e),)
+    e.message = loc + e.message
+    return e
+
+
+def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows: int, journal: Optional[_Journal]):
+    """The per-partition function of load_jsonl (runs on executors)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pid, attempt = _task_ids()
+        buffers: Dict[str, _Buffer] = {}
+        staged: Dict[str, List[StagedTable]] = {}
+
+        def flush(key: str) -> None:
+            buf = buffers.pop(key, None)
+            if not buf or not buf.records:
+                return
+            td = catalog.by_table_key(key)
+            try:
+                batch = records_to_batch(td, buf.records, targets[key].schema, first_record_no=0)
+            except OmnigraphError as e:
+                raise tag_error(_locate(e, buf, "", 0, 0))
+            staged.setdefault(key, []).append(stage(targets[key], [batch]))
+
+        try:
+            for b in batches:
+                for text, file in zip(b.column("value").to_pylist(), b.column("file").to_pylist()):
+                    try:
+                        for rec, line, value in iter_json_values(text or ""):
+                            try:
+                                td, record = parse_record(value, catalog, rec)
+                            except OmnigraphError as e:
+                                raise tag_error(_locate(e, None, file, line, rec))
+                            if td.table_key not in targets:
+                                raise tag_error(DataError(
+                                    f"{file}:{line} (record {rec}): type {td.table_key} was not found by the "
+                                    "planning pass (input changed while loading?)", table=td.table_key))
+                            buf = buffers.setdefault(td.table_key, _Buffer([], []))
+                            buf.records.append(record)
+                            buf.where.append((file, line, rec))
+                            if len(buf.records) >= chunk_rows:
+                                flush(td.table_key)
+                    except InvalidRecordError as e:
+                        if not str(e).startswith("["):
+                            raise tag_error(_locate(e, None, file, e.context.get("line", 0), e.context.get("record", 0)))
+                        raise
+            for key in list(buffers):
+                flush(key)
+        except BaseException:
+            abort([s for v in staged.values() for s in v], dict(journal.storage) or None if journal else None)
+            raise
+        merged = [StagedTable.merge(v) for v in staged.values()]
+        if journal is not None:
+            journal.record(f"jsonl-p{pid}-a{attempt}", merged)
+        yield _payload(merged)
+
+    return run
+
+
+def _types_touched(text_df, catalog: Catalog) -> List[str]:
+    """Driver: a planning pass listing the table keys the input touches (used on branches, so
+    only those tables are forked). It also surfaces malformed records before any staging."""
+
+    def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        keys = set()
+        for b in batches:
+            for text, file in zip(b.column("value").to_pylist(), b.column("file").to_pylist()):
+                for rec, line, value in iter_json_values(text or ""):
+                    try:
+                        td, _ = parse_record(value, catalog, rec)
+                    except OmnigraphError as e:
+                        raise tag_error(_locate(e, None, file, line, rec))
+                    keys.add(td.table_key)
+        yield pa.RecordBatch.from_pylist([{"key": k} for k in sorted(keys)], schema=pa.schema([("key", pa.string())]))
+
+    return sorted({r["key"] for r in text_df.mapInArrow(scan, "key string").collect()})
+
+
+def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = MAIN, actor: Optional[str] = None,
+               options: Optional[Mapping[str, Any]] = None, chunk_rows: int = DEFAULT_JSONL_CHUNK_ROWS) -> LoadResult:
+    """Load files in the engine's JSONL envelope (a path, glob or list of them) as ONE commit.
+
+    Driver. Files are read with ``spark.read.text(wholetext=True)`` — one file per task, so
+    records separated by any whitespace (pretty-printed JSON) work as in the engine and errors
+    name ``file:line (record N)``; a single file must fit in a task's memory. Only the types
+    present in the input are written (an overwrite replaces just those tables)."""
+    from pyspark.sql import functions as F
+
+    opts = _write_options(uri, mode, branch, actor, options)
+    graph = Graph.open(opts.path, opts.storage_options)
+    paths = [path] if isinstance(path, str) else list(path)
+    text_df = (spark.read.text(paths, wholetext=True)
+               .select(F.col("value"), F.col("_metadata.file_path").alias("file")))
+    if opts.branch == MAIN:
+        keys = graph.catalog.table_keys()  # pinning a table on main has no side effect
+    else:
+        try:
+            keys = _types_touched(text_df, graph.catalog)
+        except Exception as e:
+            typed = unwrap_error(e)
+            if typed is not None and typed is not e:
+                raise typed from e
+            raise
+    if not keys:
+        raise OptionError(f"no JSONL records found in {paths}", option="path")
+    targets = _targets(graph, opts, keys)
+    journal = _Journal.new(graph)
+
+    def run() -> List[StagedTable]:
+        got = _collect(text_df, _jsonl_task(graph.catalog, targets, chunk_rows, journal))
+        by_key: Dict[str, List[StagedTable]] = {}
+        for s in got:
+            by_key.setdefault(s.table_key, []).append(s)
+        if not by_key:
+            raise OptionError(f"no JSONL records found in {paths}", option="path")
+        log.info("staged JSONL load: %s", {k: sum(s.rows for s in v) for k, v in by_key.items()})
+        return [StagedTable.merge(v) for v in by_key.values()]
+
+    return _finish(graph, opts, journal, run)
+
+
+__all__ = ["write_graph", "load_jsonl", "iter_json_values"]
