@@ -22,6 +22,7 @@ conf is on for this query AND the ``pushdown`` option is true (see ``pushdown_ac
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
-from ..errors import OptionError, UnknownColumnError
+from ..errors import OmnigraphError, OptionError, UnknownColumnError
 from ..schema.catalog import TypeDef
 from . import filters as _filters
 from . import types as _types
@@ -72,6 +73,18 @@ def _resolve_snapshot(graph, opts):
     return graph.snapshot(opts.branch, opts.version)
 
 
+@contextlib.contextmanager
+def _tagged() -> Iterator[None]:
+    """Prefix our errors with ``[CODE]`` so ``unwrap_error`` finds the code after Spark wraps
+    the Python traceback into a JVM exception."""
+    try:
+        yield
+    except OmnigraphError as e:
+        from .writer import tag_error
+
+        raise tag_error(e)
+
+
 def read_schema(options: Any) -> StructType:
     """Driver (data-source-creation worker): the Spark schema of ``options.type``, or of the
     ``columns`` it selects, from the graph's catalog.
@@ -79,10 +92,11 @@ def read_schema(options: Any) -> StructType:
     Raises:
         OptionError, UnknownTypeError, UnknownColumnError, GraphNotFoundError.
     """
-    opts = _read_options(options)
-    graph = _open_graph(opts)
-    typedef = graph.catalog.resolve(opts.type)
-    return _types.spark_schema(typedef, opts.columns)
+    with _tagged():
+        opts = _read_options(options)
+        graph = _open_graph(opts)
+        typedef = graph.catalog.resolve(opts.type)
+        return _types.spark_schema(typedef, opts.columns)
 
 
 @dataclass(frozen=True)
@@ -255,9 +269,10 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
     columns = list(plan.columns)
     scanner = ds.scanner(columns=columns, filter=" AND ".join(conds) or None, fragments=frags,
                          batch_size=READ_BATCH_SIZE, scan_in_order=True)
-    for batch in scanner.to_batches():
-        if batch.num_rows:
-            yield _types.convert_batch(batch, target)
+    with _tagged():
+        for batch in scanner.to_batches():
+            if batch.num_rows:
+                yield _types.convert_batch(batch, target)
 
 
 class OmnigraphPushdownReader(OmnigraphReader):
@@ -318,6 +333,7 @@ def pushdown_active(option: bool = True) -> bool:
 
 def make_reader(options: Any, schema: StructType) -> DataSourceReader:
     """Driver (planning worker): the reader for one query, pinned to one snapshot."""
-    opts = _read_options(options)
-    cls = OmnigraphPushdownReader if pushdown_active(opts.pushdown) else OmnigraphReader
-    return cls(opts, schema)
+    with _tagged():
+        opts = _read_options(options)
+        cls = OmnigraphPushdownReader if pushdown_active(opts.pushdown) else OmnigraphReader
+        return cls(opts, schema)

@@ -1,0 +1,103 @@
+"""Reader planning without running Spark jobs: partitions, pinning, pickling, pushdown choice."""
+from __future__ import annotations
+
+import pickle
+
+import lance
+import pyarrow as pa
+import pytest
+from pyspark.sql.datasource import EqualTo
+
+from omnigraph_spark.spark import reader as R
+from omnigraph_spark.spark.types import arrow_target_schema
+from tests.store.helpers import people, write_rows
+
+
+def test_plan_partitions_merges_small_and_splits_large():
+    frags = [(0, 3, 3), (1, 3, 3), (2, 0, 5), (3, 10, 12), (4, 1, 1)]
+    assert R.plan_partitions(frags, 7) == [((0, 1), None), ((3,), (0, 6)), ((3,), (6, 12)), ((4,), None)]
+    assert R.plan_partitions(frags, 100) == [((0, 1, 3, 4), None)]
+    assert R.plan_partitions([], 10) == [((), None)]
+    assert R.plan_partitions([(0, 0, 4)], 10) == [((), None)]
+
+
+def test_row_ranges_cover_a_fragment_with_deletions_exactly_once(tmp_path):
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"id": [f"r{i:02d}" for i in range(50)], "x": list(range(50))}), uri,
+                        max_rows_per_file=25)
+    ds = lance.dataset(uri)
+    ds.delete("x % 7 = 0")
+    ds = lance.dataset(uri)
+    frags = [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
+    plan = R.ReadPlan(uri, None, ds.version, ("id", "x"))
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    target = arrow_target_schema(StructType([StructField("id", StringType(), False),
+                                             StructField("x", LongType(), True)]))
+    for max_rows in (1, 4, 10, 30, 100):
+        got = []
+        for i, (ids, rng) in enumerate(R.plan_partitions(frags, max_rows)):
+            for b in R._read_batches(plan, R.OmnigraphPartition(i, ids, rng, "(`x` > 3)"), target):
+                assert b.schema == target
+                got += b.column("x").to_pylist()
+        assert sorted(got) == [x for x in range(50) if x % 7 and x > 3], max_rows
+
+
+def test_reader_stays_on_its_snapshot_while_a_writer_commits(test_graph):
+    write_rows(test_graph, "node:Person", people("a", "b"))
+    opts = {"path": test_graph.root, "type": "Person", "maxRowsPerPartition": "1"}
+    reader = R.make_reader(opts, R.read_schema(opts))
+    write_rows(test_graph, "node:Person", people("c"))  # commits between planning and execution
+    write_rows(test_graph, "node:Person", people("a"), mode="merge")
+    reader = pickle.loads(pickle.dumps(reader))  # what Spark ships to executors
+    parts = [pickle.loads(pickle.dumps(p)) for p in reader.partitions()]
+    rows = [r for p in parts for b in reader.read(p) for r in b.column("id").to_pylist()]
+    assert sorted(rows) == ["a", "b"]
+    fresh = R.make_reader(opts, R.read_schema(opts))
+    assert sorted(r for p in fresh.partitions() for b in fresh.read(p) for r in b.column("id").to_pylist()) == \
+        ["a", "b", "c"]
+
+
+@pytest.mark.spark
+def test_pushdown_filters_reach_partitions(test_graph, spark):
+    write_rows(test_graph, "node:Person", people("O'Brien", "x"))
+    opts = {"path": test_graph.root, "type": "Person"}
+    reader = R.make_reader(opts, R.read_schema(opts))  # active session, conf on -> pushdown reader
+    assert isinstance(reader, R.OmnigraphPushdownReader)
+    f_ok, f_bad = EqualTo(("name",), "O'Brien"), EqualTo(("name",), 1)
+    assert list(reader.pushFilters([f_ok, f_bad])) == [f_bad]
+    reader = pickle.loads(pickle.dumps(reader))
+    (p,) = reader.partitions()
+    assert p.filter == "(`name` = 'O''Brien')"
+    assert [r for b in reader.read(p) for r in b.column("id").to_pylist()] == ["O'Brien"]
+
+
+@pytest.mark.spark
+def test_pushdown_needs_support_conf_and_option(spark, test_graph):
+    opts = {"path": test_graph.root, "type": "Person"}
+    schema = R.read_schema(opts)
+    assert R.pushdown_active(True) is R.SUPPORTS_PUSHDOWN
+    assert R.pushdown_active(False) is False
+    assert type(R.make_reader({**opts, "pushdown": "false"}, schema)) is R.OmnigraphReader
+    spark.conf.set(R.PUSHDOWN_CONF, "false")
+    try:
+        assert R.pushdown_active(True) is False
+        reader = R.make_reader(opts, schema)
+        assert type(reader) is R.OmnigraphReader
+        # Spark's own check: a reader that does not define pushFilters is accepted with the conf off
+        from pyspark.sql.datasource import DataSourceReader
+
+        assert getattr(reader.pushFilters, "__func__", None) is DataSourceReader.pushFilters
+    finally:
+        spark.conf.set(R.PUSHDOWN_CONF, "true")
+
+
+@pytest.mark.parametrize("opts", [{"type": "Person"}, {"path": "G", "type": "Person", "version": "0"},
+                                  {"path": "G", "type": "Person", "bogus": "1"},
+                                  {"path": "G", "type": "Person", "timestampAsOf": "yesterday"}])
+def test_bad_options_fail_at_planning(opts, test_graph):
+    from omnigraph_spark.errors import OptionError
+
+    opts = {k: test_graph.root if v == "G" else v for k, v in opts.items()}
+    with pytest.raises(OptionError):
+        R.read_schema(opts)
