@@ -42,7 +42,7 @@ _CONSTRAINT_NAME_RE = re.compile(r"(key|unique|index|range|check)[^a-z]*\($")
 _TERMINAL_NAMES = {
     "TYPE_NAME": "type name", "IDENT": "identifier", "ENUM_VALUE": "enum value",
     "STRING": "string literal", "FLOAT": "float", "INT": "integer", "TRUE": "true",
-    "FALSE": "false", "DOTDOT": "'..'", "QMARK": "'?'", "CARD": "'@card'",
+    "FALSE": "false", "DOTDOT": "'..'", "QMARK": "'?'", "AT": "'@'", "CARD": "'@card'",
     "CONSTRAINT_START": "'@key(' / '@unique(' / '@index(' / '@range(' / '@check('",
     "BASE_TYPE": "scalar type", "$END": "end of input",
 }
@@ -181,9 +181,11 @@ def _literal_text(tree: Tree, what: str) -> Tuple[str, Token]:
 
 
 def _annotation(tree: Tree) -> Annotation:
-    head = tree.children[0]
+    first = tree.children[0]
+    assert isinstance(first, Token)
+    pos = _tok_pos(first)  # the "@" (or "@card")
+    head = tree.children[1] if first.type == "AT" else first
     assert isinstance(head, Token)
-    pos = _tok_pos(head)
     name = "card" if head.type == "CARD" else str(head)
     args = _subtrees(tree, "annotation_args")
     if not args:
