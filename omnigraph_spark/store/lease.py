@@ -54,6 +54,17 @@ def hold(storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: fl
             log.warning("commit lease release: %s", e)
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process on this host still exists (a crashed holder frees the lease at once)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _break_if_stale(storage: RootStorage, path: str) -> None:
     try:
         cur = json.loads(storage.read_text(path))
@@ -61,7 +72,8 @@ def _break_if_stale(storage: RootStorage, path: str) -> None:
         return
     except ValueError:
         cur = {"expires_at": 0}
-    if cur.get("expires_at", 0) < time.time():
+    dead = cur.get("host") == socket.gethostname() and isinstance(cur.get("pid"), int) and not _alive(cur["pid"])
+    if dead or cur.get("expires_at", 0) < time.time():
         log.warning("breaking stale commit lease %s held by %s", path, cur.get("owner"))
         if storage.local:
             try:

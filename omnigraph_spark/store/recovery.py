@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 from ..errors import (ExpectedVersionMismatchError, InvariantViolationError, StorageError)
 from . import commits, manifest, tables
 from .fs import RootStorage
-from .layout import MAIN
+from .layout import MAIN, table_uri
 from .sidecar import Sidecar, SidecarPin
 from . import sidecar as sidecars
 
@@ -124,7 +124,7 @@ def _audit(root: str, sc: Sidecar, kind: str, manifest_version: int, outcomes: L
 def _update_at(root: str, pin: SidecarPin, version: int, storage_options) -> manifest.TableUpdate:
     ds = tables.open_dataset(pin.table_path, branch=pin.table_branch, version=version,
                              storage_options=storage_options)
-    loc = ds.uri
+    loc = table_uri(pin.table_path, "", pin.table_branch)
     rel = pin.table_path[len(root.rstrip("/")) + 1:] if pin.table_path.startswith(root) else pin.table_path
     return manifest.TableUpdate(pin.table_key, version, pin.table_branch, ds.count_rows(),
                                 tables.version_metadata_json(loc, version, rel, storage_options))

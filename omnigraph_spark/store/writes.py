@@ -31,7 +31,7 @@ from . import recovery as _recovery
 from . import sidecar as _sidecar
 from . import tables as _tables
 from .fs import RootStorage
-from .layout import MAIN, RootPaths, join
+from .layout import MAIN, RootPaths, join, table_uri
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,11 @@ class WriteTarget:
 
     @property
     def stage_uri(self) -> str:
-        return self.open_for_staging().uri
+        """The directory staged files land in (a branch's own ``tree/<b>`` on a branch;
+        ``LanceDataset.uri`` would name the base)."""
+        if self.lance_branch:
+            return join(self.base_uri, "tree", *self.lance_branch.split("/"))
+        return self.base_uri
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable
     frags = _tables.stage_fragments(ds, reader, target.schema, max_rows_per_file=target.max_rows_per_file,
                                     max_bytes_per_file=target.max_bytes_per_file)
     nbytes = sum(df.file_size_bytes or 0 for f in frags for df in f.files)
-    return StagedTable(target.table_key, target.mode, ds.uri, target.base_version, tuple(frags),
+    return StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, tuple(frags),
                        counter["rows"], nbytes)
 
 
@@ -352,8 +356,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
                                            pin.table_key, props)  # I6
             committed += 1
             t = snap.table(pin.table_key)
-            loc = _tables.open_dataset(t.base_path, branch=pin.table_branch, version=res.version,
-                                       storage_options=storage_options).uri
+            loc = table_uri(graph.root, t.table_path, pin.table_branch)
             updates.append(_manifest.TableUpdate(pin.table_key, res.version, pin.table_branch, res.row_count,
                                                  _tables.version_metadata_json(loc, res.version, t.table_path,
                                                                                storage_options)))

@@ -169,3 +169,26 @@ def test_concurrent_appends_both_land(test_graph):  # I14
     log = test_graph.log()
     assert len(log) == 5
     assert all(log[i].parent_commit_id == log[i - 1].graph_commit_id for i in range(1, 5))
+
+
+def test_branch_write_forks_lazily_and_records_branch_metadata(test_graph):  # §J.4
+    import json as _json
+
+    write_rows(test_graph, "node:Person", people("a"))
+    test_graph.create_branch("feature")
+    assert test_graph.snapshot("feature").tables["node:Person"].branch == "main"  # inherited
+    write_rows(test_graph, "node:Person", people("b"), branch="feature")
+    t = test_graph.snapshot("feature").tables["node:Person"]
+    assert (t.branch, t.version) == ("feature", 3)
+    assert t.path.endswith("/nodes/40d76f1f51639ec0/tree/feature")
+    assert rows_of(test_graph, "node:Person", test_graph.snapshot("feature")) == people("a", "b")
+    assert rows_of(test_graph, "node:Person") == people("a")  # main untouched
+    assert test_graph.snapshot("feature").tables["node:Company"].branch == "main"  # untouched: not forked
+    mds = lance.dataset(f"{test_graph.root}/__manifest").checkout_version(("feature", None))
+    row = [r for r in mds.to_table().to_pylist() if r["object_id"] == "node:Person$00000000000000000003"][0]
+    assert row["table_branch"] == "feature"
+    meta = _json.loads(row["metadata"])
+    assert "/tree/feature/_versions/" in meta["manifest_path"]
+    assert os.path.getsize("/" + meta["manifest_path"]) == meta["manifest_size"]
+    commit = test_graph.log("feature")[-1]
+    assert commit.manifest_branch == "feature" and commit.manifest_version == mds.version

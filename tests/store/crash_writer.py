@@ -1,0 +1,24 @@
+"""Subprocess body for the store-level crash matrix: one load, killed by a failpoint.
+
+Usage: python crash_writer.py ROOT MODE BRANCH TABLES   (TABLES: "person" or "person+knows")
+The failpoint comes from OMNIGRAPH_SPARK_FAILPOINT; the process dies with os._exit(137).
+"""
+import sys
+
+import pyarrow as pa
+
+from omnigraph_spark import Graph
+from omnigraph_spark.store import writes
+
+root, mode, branch, which = sys.argv[1:5]
+g = Graph.open(root)
+staged = []
+t = writes.prepare_target(g, branch, "node:Person", mode)
+staged.append(writes.stage(t, pa.Table.from_pylist(
+    [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 99, "name": "old"}], schema=t.schema).to_batches()))
+if which == "person+knows":
+    t = writes.prepare_target(g, branch, "edge:Knows", mode)
+    staged.append(writes.stage(t, pa.Table.from_pylist(
+        [{"id": "k-new", "src": "new1", "dst": "old", "since": None}], schema=t.schema).to_batches()))
+writes.commit_load(g, branch, staged, actor="crash-test")
+print("COMPLETED")
