@@ -218,3 +218,25 @@ def _to_us(ts: Union[str, dt.datetime, int, float]) -> int:
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.timezone.utc)
     return int(ts.timestamp() * 1_000_000)
+
+
+def _maintenance():
+    from .store import maintenance
+
+    return maintenance
+
+
+def _optimize(self, branch: str = MAIN, **kwargs):
+    """Compact small fragments of every table on ``branch`` and publish the result (see
+    ``omnigraph_spark.store.maintenance.optimize``)."""
+    return _maintenance().optimize(self, normalize_branch(branch), **kwargs)
+
+
+def _cleanup(self, **kwargs):
+    """Remove old table versions by policy and reclaim files of failed jobs (see
+    ``omnigraph_spark.store.maintenance.cleanup``)."""
+    return _maintenance().cleanup(self, **kwargs)
+
+
+Graph.optimize = _optimize  # type: ignore[attr-defined]
+Graph.cleanup = _cleanup  # type: ignore[attr-defined]
