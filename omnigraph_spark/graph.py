@@ -202,6 +202,21 @@ class Graph:
                                        "Run graph.recover() (or `omnigraph-spark recover`) first.",
                                        sidecars=pending)
 
+    # -- maintenance --------------------------------------------------------------------
+    def optimize(self, branch: str = MAIN, **kwargs):
+        """Compact small fragments of every table on ``branch`` and publish the compacted
+        versions (``omnigraph_spark.store.maintenance.optimize``)."""
+        from .store import maintenance
+
+        return maintenance.optimize(self, normalize_branch(branch), **kwargs)
+
+    def cleanup(self, **kwargs):
+        """Remove old table versions by policy and reclaim files of failed jobs
+        (``omnigraph_spark.store.maintenance.cleanup``)."""
+        from .store import maintenance
+
+        return maintenance.cleanup(self, **kwargs)
+
     def status(self, branch: str = MAIN) -> dict:
         snap = self.snapshot(branch)
         return {"root": self.root, "branch": snap.branch, "version": snap.version,
@@ -219,24 +234,3 @@ def _to_us(ts: Union[str, dt.datetime, int, float]) -> int:
         ts = ts.replace(tzinfo=dt.timezone.utc)
     return int(ts.timestamp() * 1_000_000)
 
-
-def _maintenance():
-    from .store import maintenance
-
-    return maintenance
-
-
-def _optimize(self, branch: str = MAIN, **kwargs):
-    """Compact small fragments of every table on ``branch`` and publish the result (see
-    ``omnigraph_spark.store.maintenance.optimize``)."""
-    return _maintenance().optimize(self, normalize_branch(branch), **kwargs)
-
-
-def _cleanup(self, **kwargs):
-    """Remove old table versions by policy and reclaim files of failed jobs (see
-    ``omnigraph_spark.store.maintenance.cleanup``)."""
-    return _maintenance().cleanup(self, **kwargs)
-
-
-Graph.optimize = _optimize  # type: ignore[attr-defined]
-Graph.cleanup = _cleanup  # type: ignore[attr-defined]
