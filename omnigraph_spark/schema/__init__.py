@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping
 
+from ..errors import SchemaContractError
 from .ast import SchemaFile
 from .hashing import dataset_path, fnv1a_32, fnv1a_64_hex
 from .ir import (build_ir, ir_compact_json, ir_hash, ir_hash_of_text, ir_pretty_json,
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CompiledSchema", "compile_schema", "load_ir", "ir_hash_of_text", "parse_schema",
-    "fnv1a_32", "fnv1a_64_hex", "dataset_path",
+    "fnv1a_32", "fnv1a_64_hex", "dataset_path", "normalize_ir", "build_ir", "state_json",
 ]
 
 
@@ -84,11 +85,7 @@ def load_ir(ir_json_text: str) -> CompiledSchema:
     the engine computes for that file."""
     ir = parse_ir_text(ir_json_text)
     if ir["ir_version"] != 1:
-        from ..errors import SchemaContractError
-
         raise SchemaContractError(f"unsupported schema ir_version {ir['ir_version']} (expected 1)")
     validate_catalog(ir)
     return CompiledSchema(source="", ir=ir)
 
-
-__all__ += ["normalize_ir", "build_ir", "state_json"]
