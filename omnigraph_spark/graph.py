@@ -9,7 +9,6 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -132,10 +131,11 @@ class Graph:
         except FileNotFoundError as e:
             raise SchemaContractError(f"graph '{root}' lacks {SCHEMA_IR} or {SCHEMA_STATE}; open it once with "
                                       "Omnigraph 0.7.x to bootstrap the schema contract", root=root) from e
+        from .schema import ir_hash_of_text
+
         ir = json.loads(ir_text)
         state = json.loads(state_text)
-        actual = "sha256:" + hashlib.sha256(
-            json.dumps(ir, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()
+        actual = ir_hash_of_text(ir_text)  # the engine's rule: parse, re-serialise compact, sha256
         if state.get("schema_ir_hash") != actual:
             raise SchemaContractError(
                 f"schema contract broken at '{root}': {SCHEMA_STATE} says {state.get('schema_ir_hash')} but "
