@@ -161,11 +161,43 @@ def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable
 
 
 def abort(staged: Iterable[StagedTable], storage_options: Optional[Dict[str, str]] = None) -> int:
-    """Delete the uncommitted files of a failed job, best effort (I10). Returns files removed."""
+    """Delete the uncommitted files of a failed job, best effort (I10). Returns files removed.
+
+    Deletes only what provably nothing references: if a table's HEAD references any staged
+    file (the commit landed) or a recovery sidecar is pending for the graph (recovery may still
+    roll the write forward), the files are left for ``cleanup``, which knows what is retained.
+    """
     n = 0
     for s in staged:
+        if not s.fragments:
+            continue
+        root = _root_of(s.stage_uri)
+        if root and _sidecar.list_paths(RootStorage(root, storage_options), root):
+            log.warning("abort: a recovery sidecar is pending on %s; leaving %d staged files of %s for cleanup",
+                        root, sum(len(f.files) for f in s.fragments), s.table_key)
+            continue
+        if _referenced_by_head(s, storage_options):
+            log.warning("abort: %s's HEAD references staged files; leaving them", s.table_key)
+            continue
         n += _tables.delete_data_files(s.stage_uri, s.fragments, storage_options)
     return n
+
+
+def _root_of(stage_uri: str) -> Optional[str]:
+    for seg in ("/nodes/", "/edges/"):
+        i = stage_uri.rfind(seg)
+        if i > 0:
+            return stage_uri[:i]
+    return None
+
+
+def _referenced_by_head(s: StagedTable, storage_options) -> bool:
+    try:
+        ds = lance.dataset(s.stage_uri, storage_options=storage_options)
+    except Exception:
+        return False
+    staged_files = {df.path for f in s.fragments for df in f.files}
+    return any(df.path in staged_files for frag in ds.get_fragments() for df in frag.metadata.files)
 
 
 # -- idempotency ---------------------------------------------------------------------------

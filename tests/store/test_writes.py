@@ -192,3 +192,23 @@ def test_branch_write_forks_lazily_and_records_branch_metadata(test_graph):  # Â
     assert os.path.getsize("/" + meta["manifest_path"]) == meta["manifest_size"]
     commit = test_graph.log("feature")[-1]
     assert commit.manifest_branch == "feature" and commit.manifest_version == mds.version
+
+
+def test_abort_keeps_files_a_pending_sidecar_may_need(test_graph):  # I10 vs I8
+    from omnigraph_spark.store import sidecar
+    from omnigraph_spark.store.sidecar import Sidecar, SidecarPin
+
+    data_dir = f"{test_graph.root}/nodes/40d76f1f51639ec0/data"
+    staged = stage_rows(test_graph, "node:Person", people("a"))
+    t = test_graph.snapshot().tables["node:Person"]
+    sidecar.write(test_graph.storage, test_graph.root,
+                  Sidecar.new("main", None, "Load", [SidecarPin("node:Person", t.base_path, 1, 2)]))
+    assert writes.abort([staged]) == 0
+    assert len(os.listdir(data_dir)) == 1
+
+
+def test_abort_keeps_files_of_a_landed_commit(test_graph):
+    staged = stage_rows(test_graph, "node:Person", people("a"))
+    writes.commit_load(test_graph, "main", [staged])
+    assert writes.abort([staged]) == 0
+    assert rows_of(test_graph, "node:Person") == people("a")
