@@ -119,17 +119,27 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
 
     Rows are numbered from 0 within the task; ``where`` names the task (e.g. "partition 3")."""
     conv = RowConverter(typedef, target.schema)
-    state = {"offset": 0}
+    state: Dict[str, object] = {"offset": 0, "error": None}
 
     def converted() -> Iterator[pa.RecordBatch]:
         for b in batches:
             if b.num_rows == 0:
                 continue
-            out = conv.convert(b, row_offset=state["offset"], where=where)
-            state["offset"] += b.num_rows
+            try:
+                out = conv.convert(b, row_offset=state["offset"], where=where)
+            except OmnigraphError as e:
+                state["error"] = e  # Lance wraps what the reader raises in an OSError: keep the original
+                raise
+            state["offset"] += b.num_rows  # type: ignore[operator]
             yield out
 
-    return stage(target, converted())
+    try:
+        return stage(target, converted())
+    except Exception as e:
+        original = state["error"]
+        if isinstance(original, OmnigraphError) and original is not e:
+            raise original from None
+        raise
 
 
 def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: Optional[pa.Schema]) -> None:

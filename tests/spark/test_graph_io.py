@@ -30,7 +30,8 @@ def rows(g, key, branch="main", cols=None):
 
 
 def staged_files(uri: str) -> int:
-    return sum(len([f for f in fs if f.endswith(".lance")]) for d, _, fs in os.walk(uri) if d.endswith("/data"))
+    return sum(len([f for f in fs if f.endswith(".lance")]) for top in ("nodes", "edges")
+               for d, _, fs in os.walk(os.path.join(uri, top)) if d.endswith("/data"))
 
 
 def assert_test_fixture(g, branch="main"):
