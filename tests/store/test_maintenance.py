@@ -1,10 +1,12 @@
 """Maintenance: optimize (compaction + one publish) and cleanup (versions, orphans, forks)."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import lance
 import pytest
@@ -157,3 +159,169 @@ def test_crash_between_compaction_and_publish_rolls_forward(test_graph):
     assert commits.list_recovery_audits(g.root)[-1]["sidecar_writer_kind"] == "Optimize"
     write_rows(g, P, people("next"))  # no drift left behind
     assert len(rows_of(g, P)) == len(rows) + 1
+
+
+# --- cleanup ---------------------------------------------------------------------------------
+
+def _versions(g, key=P, lineage=None):
+    t = g.snapshot().tables[key]
+    return [v["version"] for v in tables.open_dataset(t.base_path, branch=lineage).versions()]
+
+
+def test_cleanup_requires_a_policy(test_graph):
+    with pytest.raises(OptionError):
+        test_graph.cleanup()
+    with pytest.raises(OptionError):
+        test_graph.cleanup(keep_versions=0)
+
+
+def test_cleanup_keeps_pinned_and_kept_graph_versions(test_graph):
+    g = test_graph
+    _many_loads(g, 4)
+    g.create_branch("feature")
+    write_rows(g, P, people("f1"), branch="feature")  # forks Person onto feature at main's pin
+    _many_loads(g, 3, prefix="m")
+    pre = g.snapshot()  # the last graph version before optimize: pins a pre-compaction version
+    g.optimize()
+    snaps = {b: g.snapshot(b) for b in ("main", "feature")}
+    rows = {b: rows_of(g, P, s) for b, s in snaps.items()}
+    keep = snaps["main"].version - pre.version + 1  # keeps exactly the graph versions >= pre
+    old_rows = rows_of(g, P, pre)
+    before = _versions(g)
+    rep = g.cleanup(keep_versions=keep)
+    assert not rep.errors
+    assert min(rep.kept_graph_versions["main"]) == pre.version
+    # feature's kept versions (its fork point) still read Person on main at an older pin
+    assert rep.protected[(pre.tables[P].table_path, "main")] <= pre.tables[P].version
+    assert rep.versions_removed > 0 and rep.table(P).bytes_removed > 0
+    after = _versions(g)
+    assert len(after) < len(before)
+    # every pin of every branch head and every kept graph version still reads the same rows
+    for b, s in snaps.items():
+        assert rows_of(g, P, g.snapshot(b)) == rows[b]
+        assert rows_of(g, P, s) == rows[b]
+    assert rows_of(g, P, g.snapshot(version=pre.version)) == old_rows
+    assert pre.tables[P].version in after and before[0] not in after
+    for (path, lineage), v in rep.protected.items():
+        lb = None if lineage == "main" else lineage
+        assert v in [x["version"] for x in tables.open_dataset(f"{g.root}/{path}", branch=lb).versions()]
+    # the branch's fork and its data survive; the graph keeps taking writes on both
+    assert "feature" in tables.lance_branches(snaps["feature"].tables[P].base_path)
+    write_rows(g, P, people("z"), branch="feature")
+    write_rows(g, P, people("z"))
+    assert len(rows_of(g, P, g.snapshot("feature"))) == len(rows["feature"]) + 1
+
+
+def test_cleanup_time_policy_keeps_recent(test_graph):
+    g = test_graph
+    _many_loads(g, 3)
+    before = _versions(g)
+    rep = g.cleanup(older_than=3600)
+    assert rep.versions_removed == 0 and _versions(g) == before
+    rep = g.cleanup(older_than=0)  # everything is old enough: only the referenced versions stay
+    assert _versions(g)[-1] == before[-1]
+    assert rep.versions_removed > 0 and _versions(g)[0] > before[0]
+    assert [r["id"] for r in rows_of(g, P)] == ["p0", "p1", "p2"]
+
+
+def _stage_and_die(g, names, branch="main"):
+    """A killed job: fragments staged, never committed."""
+    from .helpers import stage_rows
+    st = stage_rows(g, P, people(*names), branch=branch)
+    return [u for u in tables.data_file_uris(st.stage_uri, st.fragments)]
+
+
+def test_cleanup_removes_orphans_of_killed_job_keeps_fresh(test_graph):
+    g = test_graph
+    _many_loads(g, 2)
+    dead = _stage_and_die(g, ["x1", "x2"])
+    fresh = _stage_and_die(g, ["y1"])
+    past = time.time() - 7200
+    for u in dead:
+        os.utime(u, (past, past))
+    rows = rows_of(g, P)
+    rep = g.cleanup(keep_versions=100)
+    t = rep.table(P)
+    assert sorted(t.orphan_files) == sorted("data/" + os.path.basename(u) for u in dead)
+    assert t.orphan_bytes > 0
+    assert not any(os.path.exists(u) for u in dead)
+    assert all(os.path.exists(u) for u in fresh)  # younger than the grace: maybe a running job's
+    assert rows_of(g, P) == rows
+    # a branch's staged-but-dead files live under tree/<b>/data
+    g.create_branch("feature")
+    write_rows(g, P, people("f"), branch="feature")
+    dead_b = _stage_and_die(g, ["zb"], branch="feature")
+    assert "/tree/feature/data/" in dead_b[0]
+    os.utime(dead_b[0], (past, past))
+    rep = g.cleanup(keep_versions=100, orphan_grace_s=600)
+    assert rep.table(P).orphan_files == ["tree/feature/data/" + os.path.basename(dead_b[0])]
+    assert not os.path.exists(dead_b[0])
+    assert [r["id"] for r in rows_of(g, P, g.snapshot("feature"))] == ["f", "p0", "p1"]
+
+
+def test_cleanup_reconciles_orphan_forks(test_graph):
+    g = test_graph
+    _many_loads(g, 1)
+    g.create_branch("feature")
+    g.create_branch("dead")
+    # a job that forked at planning and died (fork exists, manifest never placed the table on it)
+    from omnigraph_spark.store import writes
+    writes.prepare_target(g, "feature", P, "append")
+    writes.prepare_target(g, "dead", P, "append")
+    write_rows(g, "node:Company", [{"id": "c", "name": "c"}], branch="dead")
+    lance.dataset(g.root + "/__manifest").branches.delete("dead")  # branch gone, commit-graph branch left
+    base = g.snapshot().tables[P].base_path
+    assert set(tables.lance_branches(base)) == {"feature", "dead"}
+    rep = g.cleanup(keep_versions=10)  # within the grace: nothing is touched
+    assert set(tables.lance_branches(base)) == {"feature", "dead"}
+    assert rep.table(P).forks_removed == []
+    dry = g.cleanup(keep_versions=10, orphan_grace_s=0, dry_run=True)
+    assert sorted(dry.table(P).forks_removed) == ["dead", "feature"]
+    assert set(tables.lance_branches(base)) == {"feature", "dead"}
+    rep = g.cleanup(keep_versions=10, orphan_grace_s=0)
+    assert sorted(rep.table(P).forks_removed) == ["dead", "feature"]
+    assert tables.lance_branches(base) == {}
+    assert rep.commit_graph_forks_removed == ["dead"]
+    # the feature branch still works: the next write forks again
+    write_rows(g, P, people("f"), branch="feature")
+    assert "f" in [r["id"] for r in rows_of(g, P, g.snapshot("feature"))]
+
+
+def test_cleanup_isolates_a_failing_table(test_graph, monkeypatch):
+    from omnigraph_spark.store import maintenance_cleanup as mc
+    g = test_graph
+    _many_loads(g, 3)
+    for i in range(3):
+        write_rows(g, "node:Company", [{"id": f"c{i}", "name": "c"}])
+    bad = g.snapshot().tables["node:Company"].table_path
+    real = mc._cleanup_lineage
+
+    def flaky(base, *a, **kw):
+        if base.endswith(bad):
+            raise OSError("simulated: table directory unreadable")
+        return real(base, *a, **kw)
+
+    monkeypatch.setattr(mc, "_cleanup_lineage", flaky)
+    before_company = _versions(g, "node:Company")
+    rep = g.cleanup(keep_versions=1)
+    assert "simulated" in rep.errors["node:Company"] and rep.table("node:Company").error
+    assert _versions(g, "node:Company") == before_company
+    assert rep.table(P).versions_removed > 0 and rep.table(P).error is None
+    assert len(rows_of(g, P)) == 3
+
+
+def test_cleanup_dry_run_changes_nothing(test_graph):
+    g = test_graph
+    _many_loads(g, 4)
+    g.optimize()
+    dead = _stage_and_die(g, ["x"])
+    past = time.time() - 7200
+    os.utime(dead[0], (past, past))
+    before = _listing(g.root)
+    rep = g.cleanup(keep_versions=1, older_than=dt.timedelta(0), dry_run=True)
+    assert rep.dry_run and rep.versions_removed > 0 and rep.orphan_files == 1
+    assert _listing(g.root) == before
+    real = g.cleanup(keep_versions=1, older_than=dt.timedelta(0))
+    assert real.versions_removed == rep.versions_removed
+    assert [t.orphan_files for t in real.tables] == [t.orphan_files for t in rep.tables]
+    assert len(rows_of(g, P)) == 4
