@@ -18,7 +18,16 @@ Filter pushdown: Spark >= 4.1 calls ``pushFilters`` on readers that define it, a
 plan (``DATA_SOURCE_PUSHDOWN_DISABLED``) a reader that defines it while
 ``spark.sql.python.filterPushdown.enabled`` is false. So there are two reader classes and
 ``make_reader`` picks the pushdown one only when the running pyspark supports it AND the
-conf is on for this query AND the ``pushdown`` option is true (see ``pushdown_active``).
+conf is on for this query AND the ``pushdown`` option allows it (see ``pushdown_active``).
+
+Spark 4.1.x and 4.2.0 cache the planned read (partitions + read function, i.e. this reader
+with its pushed filters) on the provider instance shared by every query of a loaded
+DataFrame, and reuse it for a later query of that DataFrame that pushes nothing (no filter,
+only non-pushable filters, or the conf turned off). A pushing reader would then silently drop
+rows from the later query. Upstream Spark moved the planned read into the scan in the same
+change that added ``DataSourceReader.pushLimit``, so on a pyspark without ``pushLimit``
+pushdown is used only when the ``pushdown`` option is given explicitly as ``true`` (the user
+then promises one filtered query per ``load()``); by default every filter stays with Spark.
 """
 from __future__ import annotations
 
@@ -45,6 +54,8 @@ READ_BATCH_SIZE = 8192
 _ROWADDR_FRAGMENT_SHIFT = 32  # Lance row address = fragment_id << 32 | physical offset
 
 SUPPORTS_PUSHDOWN = hasattr(DataSourceReader, "pushFilters")
+#: pyspark with a scan-scoped planned read (upstream moved it with the pushLimit change)
+SCAN_SCOPED_READ_INFO = hasattr(DataSourceReader, "pushLimit")
 
 
 def _read_options(options: Any):
@@ -318,12 +329,16 @@ def _conf_from_session() -> Optional[bool]:
         return None
 
 
-def pushdown_active(option: bool = True) -> bool:
-    """Driver: whether the reader may define ``pushFilters`` for this query: the running
-    pyspark must support it, the ``pushdown`` option must be on, and Spark's conf must be on
-    (the calling planning worker says, else the active session; unknown means off, which is
-    always safe: Spark then applies every filter itself)."""
+def pushdown_active(option: bool = True, explicit: bool = False) -> bool:
+    """Driver: whether the reader may define ``pushFilters`` for this query.
+
+    Needs: a pyspark with ``pushFilters``; the ``pushdown`` option on (``explicit``: the user
+    gave it, required on pyspark without a scan-scoped planned read, see the module doc); and
+    Spark's conf on (the calling planning worker says, else the active session; unknown means
+    off, which is always safe: Spark then applies every filter itself)."""
     if not (SUPPORTS_PUSHDOWN and option):
+        return False
+    if not SCAN_SCOPED_READ_INFO and not explicit:
         return False
     on = _conf_from_planning_worker()
     if on is None:
@@ -331,9 +346,15 @@ def pushdown_active(option: bool = True) -> bool:
     return bool(on)
 
 
+def _gave_option(options: Any, name: str) -> bool:
+    keys = options.keys() if hasattr(options, "keys") else ()
+    return any(str(k).lower() == name.lower() for k in keys)
+
+
 def make_reader(options: Any, schema: StructType) -> DataSourceReader:
     """Driver (planning worker): the reader for one query, pinned to one snapshot."""
     with _tagged():
         opts = _read_options(options)
-        cls = OmnigraphPushdownReader if pushdown_active(opts.pushdown) else OmnigraphReader
+        push = pushdown_active(opts.pushdown, explicit=_gave_option(options, "pushdown"))
+        cls = OmnigraphPushdownReader if push else OmnigraphReader
         return cls(opts, schema)

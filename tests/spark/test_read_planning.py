@@ -61,8 +61,8 @@ def test_reader_stays_on_its_snapshot_while_a_writer_commits(test_graph):
 @pytest.mark.spark
 def test_pushdown_filters_reach_partitions(test_graph, spark):
     write_rows(test_graph, "node:Person", people("O'Brien", "x"))
-    opts = {"path": test_graph.root, "type": "Person"}
-    reader = R.make_reader(opts, R.read_schema(opts))  # active session, conf on -> pushdown reader
+    opts = {"path": test_graph.root, "type": "Person", "pushdown": "true"}
+    reader = R.make_reader(opts, R.read_schema(opts))  # active session, conf on, opted in
     assert isinstance(reader, R.OmnigraphPushdownReader)
     f_ok, f_bad = EqualTo(("name",), "O'Brien"), EqualTo(("name",), 1)
     assert list(reader.pushFilters([f_ok, f_bad])) == [f_bad]
@@ -76,13 +76,14 @@ def test_pushdown_filters_reach_partitions(test_graph, spark):
 def test_pushdown_needs_support_conf_and_option(spark, test_graph):
     opts = {"path": test_graph.root, "type": "Person"}
     schema = R.read_schema(opts)
-    assert R.pushdown_active(True) is R.SUPPORTS_PUSHDOWN
-    assert R.pushdown_active(False) is False
+    assert R.pushdown_active(True, explicit=True) is R.SUPPORTS_PUSHDOWN
+    assert R.pushdown_active(True) is (R.SUPPORTS_PUSHDOWN and R.SCAN_SCOPED_READ_INFO)
+    assert R.pushdown_active(False, explicit=True) is False
     assert type(R.make_reader({**opts, "pushdown": "false"}, schema)) is R.OmnigraphReader
     spark.conf.set(R.PUSHDOWN_CONF, "false")
     try:
-        assert R.pushdown_active(True) is False
-        reader = R.make_reader(opts, schema)
+        assert R.pushdown_active(True, explicit=True) is False
+        reader = R.make_reader({**opts, "pushdown": "true"}, schema)
         assert type(reader) is R.OmnigraphReader
         # Spark's own check: a reader that does not define pushFilters is accepted with the conf off
         from pyspark.sql.datasource import DataSourceReader
