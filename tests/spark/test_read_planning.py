@@ -102,3 +102,26 @@ def test_bad_options_fail_at_planning(opts, test_graph):
     opts = {k: test_graph.root if v == "G" else v for k, v in opts.items()}
     with pytest.raises(OptionError):
         R.read_schema(opts)
+
+
+def test_type_conversions_are_exact_and_refuse_blob_extensions():
+    from pyspark.sql.types import StructField, StructType, TimestampType
+
+    from omnigraph_spark.errors import CorruptGraphError, UnsupportedValueError
+    from omnigraph_spark.schema.catalog import Catalog
+    from omnigraph_spark.spark import types as T
+
+    target = T.arrow_target_schema(StructType([StructField("at", TimestampType(), True)]))
+    batch = pa.record_batch([pa.array([1704164645678, -1, None], pa.date64())], names=["at"])
+    out = T.convert_batch(batch, target)
+    assert out.column(0).cast(pa.int64()).to_pylist() == [1704164645678000, -1000, None]
+    with pytest.raises(CorruptGraphError):
+        T.convert_array(pa.array([2 ** 40], pa.int64()), pa.int32(), "x")
+    blob = pa.schema([pa.field("id", pa.string(), False),
+                      pa.field("data", pa.struct([("data", pa.large_binary()), ("uri", pa.string())]))])
+    td = Catalog.from_ir({"nodes": [{"name": "B", "type_id": 1, "properties": [
+        {"name": "data", "prop_id": 1, "prop_type": {"scalar": "Blob", "nullable": True, "list": False}}]}],
+        "edges": []}).resolve("B")
+    with pytest.raises(UnsupportedValueError):
+        T.check_readable(td, blob, ["id", "data"])
+    T.check_readable(td, blob, ["id"])  # leaving the blob out with `columns` works
