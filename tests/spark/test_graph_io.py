@@ -113,3 +113,37 @@ def test_load_jsonl_errors_name_file_and_line(spark, test_graph, tmp_path):
         load_jsonl(spark, uri, str(bad))
     assert "bad.jsonl:2 (record 2)" in str(ei.value)
     assert Graph.open(uri).snapshot().version == test_graph.snapshot().version
+
+
+def _jsonl_rows(path):
+    import json
+
+    return [json.loads(line) for line in open(path) if line.strip()]
+
+
+@pytest.mark.parametrize("name", ["search", "signals"])
+def test_load_jsonl_other_fixtures(spark, tmp_path, fixtures_dir, name):
+    import datetime as dt
+
+    uri = str(tmp_path / name)
+    g = Graph.init(uri, (fixtures_dir / f"{name}.pg").read_text())
+    load_jsonl(spark, uri, str(fixtures_dir / f"{name}.jsonl"))
+    g = Graph.open(uri)
+    assert len(g.log()) == 2
+    recs = _jsonl_rows(fixtures_dir / f"{name}.jsonl")
+    for td in g.catalog.types():
+        expected = [r for r in recs if r.get("type") == td.name or r.get("edge") == td.name]
+        got = g.read_table(td.table_key).to_pylist()
+        assert len(got) == len(expected), td.table_key
+        if td.is_edge:
+            assert sorted((r["src"], r["dst"]) for r in got) == sorted((r["from"], r["to"]) for r in expected)
+            continue
+        by_id = {r["id"]: r for r in got}
+        for r in expected:
+            row = by_id[r["data"][td.key_property]]
+            for k, v in r["data"].items():
+                if isinstance(row[k], dt.date):
+                    v = dt.date.fromisoformat(v)
+                elif isinstance(v, list):
+                    v = pytest.approx(v)
+                assert row[k] == v, (td.name, k)
