@@ -147,3 +147,18 @@ def test_load_jsonl_other_fixtures(spark, tmp_path, fixtures_dir, name):
                 elif isinstance(v, list):
                     v = pytest.approx(v)
                 assert row[k] == v, (td.name, k)
+
+
+def test_load_jsonl_on_branch_forks_only_touched_tables(spark, test_graph, tmp_path):
+    uri = test_graph.root
+    src = tmp_path / "people.jsonl"
+    src.write_text('{"type": "Person", "data": {"name": "Ann", "age": 3}}\n'
+                   '{\n  "type": "Company",\n  "data": {"name": "Initech"}\n}\n')
+    test_graph.create_branch("etl")
+    load_jsonl(spark, uri, str(src), branch="etl", mode="overwrite")
+    g = Graph.open(uri)
+    snap = g.snapshot("etl")
+    assert snap.tables["node:Person"].branch == "etl" and snap.tables["edge:Knows"].branch == "main"
+    assert [r["id"] for r in g.read_table("node:Company", snap).to_pylist()] == ["Initech"]
+    assert g.read_table("node:Person").num_rows == 0  # main untouched
+    assert g.log("etl")[-1].manifest_branch == "etl"
