@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast install engine clean
+.PHONY: demo test test-oldest-spark install engine clean
 
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,17 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(PYTEST_ARGS)
+
+# The oldest supported pyspark (4.0.1) in a second environment: the Spark tests only.
+OLD_VENV ?= .venv-spark40
+$(OLD_VENV)/.installed: setup.py
+	$(PYTHON) -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OLD_VENV)/bin/python -m pip install -q -e '.[test]' 'pyspark==4.0.1'
+	touch $@
+
+test-oldest-spark: $(OLD_VENV)/.installed
+	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -m "spark and not slow" tests/spark $(PYTEST_ARGS)
 
 engine:
 	bash scripts/install-omnigraph.sh
