@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --config-settings editable_mode=compat -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -27,7 +27,7 @@ OLD_VENV ?= .venv-spark40
 $(OLD_VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OLD_VENV)/bin/python -m pip install -q -e '.[test]' 'pyspark==4.0.1'
+	$(OLD_VENV)/bin/python -m pip install -q --config-settings editable_mode=compat -e '.[test]' 'pyspark==4.0.1'
 	touch $@
 
 test-oldest-spark: $(OLD_VENV)/.installed
