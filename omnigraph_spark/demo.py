@@ -37,23 +37,31 @@ def sample_path(name: str) -> str:
     return str(resources.files("omnigraph_spark") / "data" / name)
 
 
-def local_spark(app_name: str = "omnigraph-spark-demo", master: str = "local[2]"):
-    """The embedded default: a local SparkSession with the UI off and Python workers running
-    this interpreter (so they import this package)."""
+def local_spark(app_name: str = "omnigraph-spark-demo", master: str = "local[2]", conf=None):
+    """The embedded default: a local SparkSession with the UI and console progress off, Python
+    workers running this interpreter (so they import this package), Python data source filter
+    pushdown on, and Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``).
+    ``conf`` adds or overrides Spark settings."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     quiet_warnings()
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName(app_name)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.python.filterPushdown.enabled", "true")
-             .config("spark.python.worker.reuse", "true")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
+    }
+    settings.update(conf or {})
+    b = SparkSession.builder.master(master).appName(app_name)
+    for k, v in settings.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
     from omnigraph_spark import register
 
     register(spark)
