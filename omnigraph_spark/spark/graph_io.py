@@ -8,13 +8,12 @@ load) and publishes it atomically.
 
 Staging journal: a ``mapInArrow`` job that fails hands the driver no results, so the files of
 its successful tasks would be orphaned. Each task therefore records what it staged under
-``_spark/staging/<job id>/`` before returning; the driver deletes every journaled file that
+``_omnigraph_spark/staging/<job id>/`` before returning; the driver deletes every journaled file that
 is not committed (failed jobs, failed or speculative task attempts) and then the journal.
 A task that dies *while* writing can still leave an unreferenced (invisible) file behind.
 """
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import pickle
@@ -31,7 +30,7 @@ from ..schema.catalog import Catalog, TypeDef
 from ..store import tables as _tables
 from ..store.fs import RootStorage
 from ..store.layout import MAIN, RootPaths, join
-from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, prepare_target, stage
+from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
 from .options import WriteOptions
 from .writer import (_task_ids, commit_staged, convert_and_stage, precheck_columns, spark_to_arrow_schema,
                      tag_error, unwrap_error)
@@ -61,17 +60,21 @@ class _Journal:
         return RootStorage(self.root, dict(self.storage) or None)
 
     def record(self, name: str, staged: Sequence[StagedTable]) -> None:
-        """Executor: durably note the staged tables of one task attempt."""
-        self._fs().write_text(join(self.directory, f"{name}-{uuid.uuid4().hex[:8]}.pkl.b64"),
-                              base64.b64encode(pickle.dumps(list(staged))).decode("ascii"))
+        """Executor: durably note the data files one task attempt staged.
 
-    def entries(self) -> List[StagedTable]:
-        """Driver: everything journaled so far."""
+        Plain JSON (directory + file names), never pickle: the driver must not execute
+        anything a writer of the graph root could plant."""
+        entry = [{"table_key": s.table_key, "stage_uri": s.stage_uri,
+                  "files": [df.path for f in s.fragments for df in f.files]} for s in staged]
+        self._fs().write_text(join(self.directory, f"{name}-{uuid.uuid4().hex[:8]}.json"), json.dumps(entry))
+
+    def entries(self) -> List[dict]:
+        """Driver: every journaled ``{table_key, stage_uri, files}`` so far."""
         fs = self._fs()
-        out: List[StagedTable] = []
+        out: List[dict] = []
         for name in fs.list_dir(self.directory):
             try:
-                out.extend(pickle.loads(base64.b64decode(fs.read_text(join(self.directory, name)))))
+                out.extend(json.loads(fs.read_text(join(self.directory, name))))
             except Exception as e:  # a half-written entry: its files are caught by cleanup
                 log.warning("unreadable staging journal entry %s: %s", name, e)
         return out
@@ -80,12 +83,13 @@ class _Journal:
         """Driver: delete journaled files not in ``keep``, then the journal. Returns files removed."""
         kept = {u for s in keep for u in _tables.data_file_uris(s.stage_uri, s.fragments)}
         n = 0
-        for s in self.entries():
-            frags = tuple(f for f in s.fragments
-                          if not set(_tables.data_file_uris(s.stage_uri, [f])) & kept)
-            if frags:
-                n += abort([StagedTable(s.table_key, s.mode, s.stage_uri, s.base_version, frags, 0, 0)],
-                           dict(self.storage) or None)
+        for e in self.entries():
+            uri = str(e["stage_uri"]).rstrip("/")
+            if not uri.startswith(self.root.rstrip("/") + "/"):
+                log.warning("ignoring journal entry outside the graph root: %s", uri)
+                continue
+            gone = [p for p in e["files"] if f"{uri}/data/{p}" not in kept]
+            n += discard_staged_files(uri, gone, dict(self.storage) or None, what=e.get("table_key", ""))
         fs = self._fs()
         for name in fs.list_dir(self.directory):
             fs.delete(join(self.directory, name))

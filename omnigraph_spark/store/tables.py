@@ -176,11 +176,16 @@ def read_staged_columns(ds_uri: str, fragments: Iterable[FragmentMetadata], colu
     return pa.concat_tables(tables)
 
 
-def delete_data_files(ds_uri: str, fragments: Iterable[FragmentMetadata],
-                      storage_options: Optional[Dict[str, str]] = None) -> int:
-    """Best-effort removal of uncommitted data files (abort). Returns files removed."""
+def delete_files(ds_uri: str, names: Iterable[str], storage_options: Optional[Dict[str, str]] = None) -> int:
+    """Best-effort removal of data files ``ds_uri/data/<name>`` (abort). Returns files removed.
+
+    Names with a path separator are refused: only files directly in this dataset's data dir go."""
     n = 0
-    for uri in data_file_uris(ds_uri, fragments):
+    for name in names:
+        if "/" in name or "\\" in name or name in ("", ".", ".."):
+            log.warning("refusing to delete suspicious staged file name %r", name)
+            continue
+        uri = f"{ds_uri.rstrip('/')}/data/{name}"
         try:
             if is_local(uri):
                 os.remove(uri)

@@ -161,26 +161,30 @@ def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable
 
 
 def abort(staged: Iterable[StagedTable], storage_options: Optional[Dict[str, str]] = None) -> int:
-    """Delete the uncommitted files of a failed job, best effort (I10). Returns files removed.
+    """Delete the uncommitted files of a failed job, best effort (I10). Returns files removed."""
+    return sum(discard_staged_files(s.stage_uri, [df.path for f in s.fragments for df in f.files],
+                                    storage_options, what=s.table_key) for s in staged)
 
-    Deletes only what provably nothing references: if a table's HEAD references any staged
-    file (the commit landed) or a recovery sidecar is pending for the graph (recovery may still
-    roll the write forward), the files are left for ``cleanup``, which knows what is retained.
+
+def discard_staged_files(stage_uri: str, names: Sequence[str], storage_options: Optional[Dict[str, str]] = None,
+                         *, what: str = "") -> int:
+    """Delete staged data files ``stage_uri/data/<name>`` that provably nothing references.
+
+    If the table's HEAD references any of them (the commit landed) or a recovery sidecar is
+    pending for the graph (recovery may still roll the write forward), they are left for
+    ``cleanup``, which knows what every retained version references.
     """
-    n = 0
-    for s in staged:
-        if not s.fragments:
-            continue
-        root = _root_of(s.stage_uri)
-        if root and _sidecar.list_paths(RootStorage(root, storage_options), root):
-            log.warning("abort: a recovery sidecar is pending on %s; leaving %d staged files of %s for cleanup",
-                        root, sum(len(f.files) for f in s.fragments), s.table_key)
-            continue
-        if _referenced_by_head(s, storage_options):
-            log.warning("abort: %s's HEAD references staged files; leaving them", s.table_key)
-            continue
-        n += _tables.delete_data_files(s.stage_uri, s.fragments, storage_options)
-    return n
+    if not names:
+        return 0
+    root = _root_of(stage_uri)
+    if root and _sidecar.list_paths(RootStorage(root, storage_options), root):
+        log.warning("abort: a recovery sidecar is pending on %s; leaving %d staged files of %s for cleanup",
+                    root, len(names), what or stage_uri)
+        return 0
+    if _referenced_by_head(stage_uri, set(names), storage_options):
+        log.warning("abort: %s's HEAD references staged files; leaving them", what or stage_uri)
+        return 0
+    return _tables.delete_files(stage_uri, names, storage_options)
 
 
 def _root_of(stage_uri: str) -> Optional[str]:
@@ -191,13 +195,12 @@ def _root_of(stage_uri: str) -> Optional[str]:
     return None
 
 
-def _referenced_by_head(s: StagedTable, storage_options) -> bool:
+def _referenced_by_head(stage_uri: str, names: set, storage_options) -> bool:
     try:
-        ds = lance.dataset(s.stage_uri, storage_options=storage_options)
+        ds = lance.dataset(stage_uri, storage_options=storage_options)
     except Exception:
         return False
-    staged_files = {df.path for f in s.fragments for df in f.files}
-    return any(df.path in staged_files for frag in ds.get_fragments() for df in frag.metadata.files)
+    return any(df.path in names for frag in ds.get_fragments() for df in frag.metadata.files)
 
 
 # -- idempotency ---------------------------------------------------------------------------
