@@ -40,24 +40,35 @@ def assert_export_equals_ours(engine, root: str, graph: Graph, branch: str = "ma
     return exported
 
 
-def compare_queries(engine, ours_root: str, ref_root: str, qfile, params: dict, branch=None):
-    """Each query on our graph gives what it gives on the engine-loaded reference graph."""
+#: Queries that need a full-text (INVERTED) index: Lance 7.0 answers a full-text search on a
+#: table with no such index with no rows (or an error), it has no flat fallback. The engine
+#: builds the indexes inside its load; we build none (docs/interop.md, difference D1).
+FTS_QUERIES = {"text_search", "fuzzy_search", "phrase_search", "bm25_search", "hybrid_search", "rrf_two_fts"}
+
+
+def query_mismatches(engine, ours_root: str, ref_root: str, qfile, params: dict, branch=None) -> dict:
+    """Run each query on our graph and on the engine-loaded reference graph: name -> why they
+    differ (empty when every query gives the same columns and rows, in order when ordered)."""
+    text = qfile.read_text()
     names = query_names(qfile)
     assert set(names) == set(params), f"params missing for {set(names) ^ set(params)}"
-    failures = {}
+    out = {}
     for name in names:
         ref = engine.query(ref_root, qfile, name, params[name], branch=branch)
         got = engine.query(ours_root, qfile, name, params[name], branch=branch, check=False)
+        body = text.split(f"query {name}(")[1].split("\nquery ")[0]
         if not isinstance(got, dict):
-            failures[name] = got.stderr.strip()[-500:]
-            continue
-        assert got["columns"] == ref["columns"], name
-        assert got["row_count"] == ref["row_count"], name
-        assert sorted(map(canon, got["rows"])) == sorted(map(canon, ref["rows"])), name
-        if "order" in qfile.read_text().split(f"query {name}(")[1].split("\nquery ")[0]:
-            assert got["rows"] == ref["rows"], f"{name}: same rows, different order"
-    assert not failures, f"queries failed on our graph but not on the engine's: {failures}"
-    return names
+            out[name] = "error: " + got.stderr.strip()[-500:]
+        elif got["columns"] != ref["columns"] or sorted(map(canon, got["rows"])) != sorted(map(canon, ref["rows"])):
+            out[name] = f"rows: ours {got['rows']} vs engine's {ref['rows']}"
+        elif "order" in body and got["rows"] != ref["rows"]:
+            out[name] = f"order: ours {got['rows']} vs engine's {ref['rows']}"
+    return out
+
+
+def compare_queries(engine, ours_root: str, ref_root: str, qfile, params: dict, branch=None) -> None:
+    mismatches = query_mismatches(engine, ours_root, ref_root, qfile, params, branch)
+    assert not mismatches, f"queries differ between our graph and the engine's: {mismatches}"
 
 
 @pytest.mark.parametrize("fixture", FIXTURE_NAMES)
@@ -74,14 +85,26 @@ def test_store_writer_graph_is_read_by_engine(engine, fixtures_dir, tmp_path, fi
     engine.load(ref, fixtures_dir / f"{fixture}.jsonl", "append")
     assert without_edge_ids(exported) == without_edge_ids(export_rows(engine.export(ref)))
 
-    compare_queries(engine, ours, ref, query_file(fixtures_dir, fixture, tmp_path), QUERY_PARAMS[fixture])
+    qfile = query_file(fixtures_dir, fixture, tmp_path)
+    mismatches = query_mismatches(engine, ours, ref, qfile, QUERY_PARAMS[fixture])
+    if fixture == "search":
+        # D1: no INVERTED index yet on our tables; `omnigraph optimize` builds the declared ones
+        assert set(mismatches) <= FTS_QUERIES, mismatches
+        engine.optimize(ours)
+        assert pending_sidecars(ours) == [] and recovery_audits(ours) == []
+        assert_engine_open_is_clean(engine, ours, g)  # we read the engine's optimize back
+        assert assert_export_equals_ours(engine, ours, g) == exported
+        mismatches = query_mismatches(engine, ours, ref, qfile, QUERY_PARAMS[fixture])
+    assert not mismatches, f"queries differ between our graph and the engine's: {mismatches}"
 
     # commits: our genesis + load, with parents, versions, actors and timestamps
     assert engine_commits(engine.commits(ours)) == our_commits(g)
     assert engine_commits(engine.commits(ours, "main")) == our_commits(g)
     assert sorted(engine.branches(ours)) == sorted(g.branches())
     # still nothing recovered after all those read-write opens
-    assert recovery_audits(ours) == [] and manifest_version(ours) == res.manifest_version
+    assert recovery_audits(ours) == []
+    if fixture != "search":
+        assert manifest_version(ours) == res.manifest_version
 
 
 def test_store_writer_branch_is_read_by_engine(engine, fixtures_dir, tmp_path):
