@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,6 +48,24 @@ def unique_groups(typedef: TypeDef) -> List[Tuple[Tuple[str, ...], str]]:
     return groups
 
 
+def _all_distinct(sub: pa.Table, columns: Sequence[str]) -> bool:
+    """True if no two rows with no null in ``columns`` share their value tuple.
+
+    One column: the distinct values (``unique``; null counts as one) number the rows. Several:
+    the distinct tuples (a keyless group_by) among fully valid rows number those rows. Both are
+    one hash pass with no aggregate state (about 1.6x cheaper than the count/min group_by)."""
+    if len(columns) == 1:
+        col = sub.column(columns[0])
+        nulls = col.null_count
+        return len(pc.unique(col)) - (1 if nulls else 0) == len(col) - nulls
+    keep = None
+    for c in columns:
+        v = pc.is_valid(sub[c])
+        keep = v if keep is None else pc.and_(keep, v)
+    full = sub.filter(keep) if keep is not None else sub
+    return full.group_by(list(columns), use_threads=False).aggregate([]).num_rows == full.num_rows
+
+
 def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, what: str,
                  positions: Optional[ArrayLike] = None) -> None:
     """Raise :class:`UniqueViolationError` if two rows of ``table`` share a value tuple over
@@ -57,7 +76,9 @@ def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, w
     n = sub.num_rows
     if n < 2:
         return
-    sub = sub.append_column(_IDX, pa.array(range(n), pa.int64()))
+    if _all_distinct(sub, columns):
+        return  # the common case, decided by one hash pass; the slow path below only words the error
+    sub = sub.append_column(_IDX, pa.array(np.arange(n, dtype=np.int64)))
     keep = None
     for c in columns:
         valid = pc.is_valid(sub[c])
@@ -92,8 +113,13 @@ def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_
     """Raise :class:`DanglingEdgeError` if an edge's ``src`` is not an id of its from-type or
     its ``dst`` not an id of its to-type. Names the first ``limit`` offenders and the count."""
     src, dst = _combine(src), _combine(dst)
-    bad_src = pc.invert(pc.fill_null(pc.is_in(src, value_set=_combine(from_ids)), False))
-    bad_dst = pc.invert(pc.fill_null(pc.is_in(dst, value_set=_combine(to_ids)), False))
+    if from_ids is to_ids and src.type == dst.type:
+        # one endpoint type (Person -> Person): build the id hash set once for both ends
+        found = pc.fill_null(pc.is_in(pa.concat_arrays([src, dst]), value_set=_combine(from_ids)), False)
+        bad_src, bad_dst = pc.invert(found.slice(0, len(src))), pc.invert(found.slice(len(src)))
+    else:
+        bad_src = pc.invert(pc.fill_null(pc.is_in(src, value_set=_combine(from_ids)), False))
+        bad_dst = pc.invert(pc.fill_null(pc.is_in(dst, value_set=_combine(to_ids)), False))
     n_src = pc.sum(pc.cast(bad_src, pa.int64())).as_py() or 0
     n_dst = pc.sum(pc.cast(bad_dst, pa.int64())).as_py() or 0
     if not n_src and not n_dst:

@@ -198,7 +198,14 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
         def committed(key: str, cols: Sequence[str]) -> pa.Table:
             return graph.open_table(key, snap).to_table(columns=list(cols))
 
+        ids_by_type: Dict[str, pa.ChunkedArray] = {}
+
         def node_ids(type_name: str) -> pa.ChunkedArray:
+            if type_name not in ids_by_type:  # the same object for both ends of X -> X edges
+                ids_by_type[type_name] = _node_ids(type_name)
+            return ids_by_type[type_name]
+
+        def _node_ids(type_name: str) -> pa.ChunkedArray:
             key = f"node:{type_name}"
             parts: List[pa.ChunkedArray] = []
             if key in staged:
@@ -213,7 +220,9 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
             td = catalog.by_table_key(key)
             for cols, what in unique_groups(td):
                 check_unique(td, staged_cols(key, cols), cols, what=what)
-            check_unique(td, staged_cols(key, ["id"]), ["id"],
+            # edges: read id, src and dst in one pass and check id on that table
+            id_table = staged_cols(key, ["id", "src", "dst"]) if td.is_edge else staged_cols(key, ["id"])
+            check_unique(td, id_table, ["id"],
                          what="duplicate id in one load (merge never picks a winner)" if s.mode == "merge"
                          else "id")
             if not td.is_edge:

@@ -106,3 +106,11 @@ def test_card_merge_shadows_committed_and_dedupes_pending(typed):
 def test_card_default_is_noop():
     e = catalog([node("P", [])], [edge("E", "P", "P")]).edges["E"]
     check_cardinality(e, pa.array(["a"] * 100))
+
+
+def test_unique_single_column_fast_path_nulls_exempt_and_duplicates_found(typed):
+    """The one-hash-pass fast path (nulls exempt) and the wording slow path agree."""
+    check_unique(typed.nodes["P"], pa.table({"k": ["x", None, None, "y"]}), ["k"], what="@key")
+    with pytest.raises(DataError) as e:
+        check_unique(typed.nodes["P"], pa.table({"k": ["x", None, "y", None, "x"]}), ["k"], what="@key")
+    assert "'x'" in str(e.value) and "rows 0 and 4" in str(e.value)
