@@ -34,7 +34,10 @@ setup(
             "pytest>=8.3,<10",
             "chispa>=0.10,<0.13",
             "hypothesis>=6.100,<7",
-            "delta-spark>=4.0.1,<=4.4.1",
+            # examples/delta_to_graph.py resolves the Delta jar matching the pip package through
+            # configure_spark_with_delta_pip: 4.4.1 is on PyPI but its jar (delta-spark_4.2_2.13)
+            # is not on Maven Central, so the tested range stops at 4.4.0.
+            "delta-spark>=4.0.1,<4.4.1",
             "nbformat>=5.9,<6",
             "nbclient>=0.10,<0.11",
             "ipykernel>=6.29,<8",
