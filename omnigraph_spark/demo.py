@@ -37,11 +37,12 @@ def sample_path(name: str) -> str:
     return str(resources.files("omnigraph_spark") / "data" / name)
 
 
-def local_spark(app_name: str = "omnigraph-spark-demo", master: str = "local[2]", conf=None):
-    """The embedded default: a local SparkSession with the UI and console progress off, Python
-    workers running this interpreter (so they import this package), Python data source filter
-    pushdown on, and Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``).
-    ``conf`` adds or overrides Spark settings."""
+def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2]", conf=None):
+    """The embedded default as a ``SparkSession.Builder``: local master, UI and console progress
+    off, Python workers running this interpreter (so they import this package), Python data
+    source filter pushdown on, Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``).
+    ``conf`` adds or overrides settings. Use :func:`local_spark` unless you need to add to the
+    builder (``configure_spark_with_delta_pip`` does)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     quiet_warnings()
@@ -60,7 +61,13 @@ def local_spark(app_name: str = "omnigraph-spark-demo", master: str = "local[2]"
     b = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    return b
+
+
+def local_spark(app_name: str = "omnigraph-spark-demo", master: str = "local[2]", conf=None, builder=None):
+    """Start (or get) the embedded default session (:func:`local_builder`) and register the
+    ``omnigraph`` data source on it."""
+    spark = (builder or local_builder(app_name, master, conf)).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     from omnigraph_spark import register
 

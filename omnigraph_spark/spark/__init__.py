@@ -10,10 +10,18 @@ from __future__ import annotations
 
 
 def register(spark) -> None:
-    """Register the ``omnigraph`` data source on ``spark`` (driver)."""
+    """Register the ``omnigraph`` data source on ``spark`` (driver).
+
+    Idempotent: Spark 4.0 refuses to re-register a name that auto-registration (or an earlier
+    call) already made available (``DATA_SOURCE_ALREADY_EXISTS``); that is success here.
+    """
     from .source import OmnigraphDataSource
 
-    spark.dataSource.register(OmnigraphDataSource)
+    try:
+        spark.dataSource.register(OmnigraphDataSource)
+    except Exception as e:  # pyspark's AnalysisException; its class moved between releases
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+            raise
 
 
 def unwrap_error(exc):

@@ -51,6 +51,7 @@ def test_init_is_byte_identical(engine, fixtures_dir, tmp_path, fixture):
     assert m_ours.version == m_eng.version == 3
     assert m_ours.schema == m_eng.schema
     assert m_ours.schema.metadata == m_eng.schema.metadata
+    assert [f.metadata for f in m_ours.schema] == [f.metadata for f in m_eng.schema]  # the unenforced PK
     assert m_ours.config() == m_eng.config()
     assert [_manifest_row_view(r, ours) for r in manifest_rows(ours)] == \
            [_manifest_row_view(r, eng) for r in manifest_rows(eng)]
