@@ -74,19 +74,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: int, config_file: Optional[str]) -> None:
+def _configure_logging(verbose: int, config_file: Optional[str]):
+    """Send the package's log records to stderr at the level asked for. Returns a function that
+    restores the previous logging state (``main`` may run in-process: tests, notebooks)."""
+    pkg = logging.getLogger("omnigraph_spark")
+    saved = (pkg.level, pkg.propagate, pkg.handlers[:])
+    root_saved = (logging.root.level, logging.root.handlers[:])
+
+    def restore() -> None:
+        pkg.setLevel(saved[0])
+        pkg.propagate = saved[1]
+        pkg.handlers[:] = saved[2]
+        logging.root.setLevel(root_saved[0])
+        logging.root.handlers[:] = root_saved[1]
+
     if config_file:
         logging.config.fileConfig(config_file, disable_existing_loggers=False)
-        return
+        return restore
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    pkg = logging.getLogger("omnigraph_spark")
+    h = logging.StreamHandler(sys.stderr)
+    h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
     pkg.setLevel(level)
-    if not any(getattr(h, "_omnigraph_cli", False) for h in pkg.handlers):
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
-        h._omnigraph_cli = True  # type: ignore[attr-defined]
-        pkg.addHandler(h)
-        pkg.propagate = False
+    pkg.handlers[:] = [h]
+    pkg.propagate = False
+    return restore
 
 
 def exit_code_for(e: BaseException) -> int:
@@ -151,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None, *, stdout=None, stderr=None) -> i
         except SystemExit as e:  # --help / --version
             return int(e.code or 0)
         out.json_mode = bool(args.json)
-        _configure_logging(getattr(args, "verbose", 0) or 0, getattr(args, "log_config", None))
+        restore_logging = _configure_logging(getattr(args, "verbose", 0) or 0, getattr(args, "log_config", None))
         try:
             return int(args.func(args, out) or 0)
         except UsageError as e:
@@ -180,6 +191,8 @@ def main(argv: Optional[Sequence[str]] = None, *, stdout=None, stderr=None) -> i
             else:
                 out.info("(run with -v for the traceback)")
             return EXIT_ERROR
+        finally:
+            restore_logging()
     finally:
         sys.stderr = old_err
         sys.stdout = old_out

@@ -52,6 +52,18 @@ def test_version():
     assert r.code == 0 and "omnigraph-spark" in r.out
 
 
+def test_verbose_and_log_config_leave_logging_as_they_found_it(inited):
+    import logging
+
+    pkg = logging.getLogger("omnigraph_spark")
+    before = (pkg.level, pkg.propagate, list(pkg.handlers))
+    conf = os.path.join(os.path.dirname(__file__), "..", "..", "conf", "logging.ini")
+    for extra in (["-v"], ["-vv"], ["--log-config", conf]):
+        r = cli("status", inited, *extra)
+        assert r.code == 0, r.err
+        assert (pkg.level, pkg.propagate, list(pkg.handlers)) == before
+
+
 def test_init_human_and_json(graph_uri, schema_file):
     r = cli("init", graph_uri, "--schema", schema_file, "--json")
     assert r.code == 0, r.err
