@@ -18,7 +18,7 @@ import json
 import logging
 import pickle
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -49,7 +49,7 @@ class _Journal:
 
     root: str
     directory: str
-    storage: Tuple[Tuple[str, str], ...] = ()
+    storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
     def new(cls, graph: Graph) -> "_Journal":

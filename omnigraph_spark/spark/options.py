@@ -12,7 +12,7 @@ This module does not import pyspark (the option objects are pickled to executors
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import OptionError
@@ -174,7 +174,7 @@ class WriteOptions:
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     max_bytes_per_file: Optional[int] = None
     commit_lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
-    storage: Tuple[Tuple[str, str], ...] = ()
+    storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, overwrite: bool = False,
@@ -239,7 +239,7 @@ class ReadOptions:
     columns: Optional[Tuple[str, ...]] = None
     max_rows_per_partition: Optional[int] = None
     pushdown: bool = True
-    storage: Tuple[Tuple[str, str], ...] = ()
+    storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> "ReadOptions":

@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
@@ -118,7 +118,7 @@ class ReadPlan:
     lance_branch: Optional[str]  # None = main lineage
     version: int
     columns: Tuple[str, ...]  # stored columns to scan (those present at the pinned version)
-    storage_options: Optional[Tuple[Tuple[str, str], ...]] = None
+    storage_options: Optional[Tuple[Tuple[str, str], ...]] = field(default=None, repr=False)  # credentials
 
 
 class OmnigraphPartition(InputPartition):

@@ -53,7 +53,7 @@ class WriteTarget:
     lance_branch: Optional[str]  # Lance branch the commit lands on (None = main)
     base_version: int  # the manifest pin when the job was planned
     schema: pa.Schema  # the dataset's Arrow schema (exact column order and types)
-    storage_options: Optional[Dict[str, str]] = None
+    storage_options: Optional[Dict[str, str]] = field(default=None, repr=False)  # credentials: never in reprs
     max_rows_per_file: int = 1024 * 1024
     max_bytes_per_file: Optional[int] = None
 
