@@ -34,7 +34,8 @@ from pyspark.sql import SparkSession  # noqa: E402
 import omnigraph_spark  # noqa: E402
 from omnigraph_spark import Graph  # noqa: E402
 from omnigraph_spark.demo import sample_path  # noqa: E402
-from omnigraph_spark.errors import GraphNotFoundError, OmnigraphError  # noqa: E402
+from omnigraph_spark.errors import GraphNotFoundError  # noqa: E402
+from omnigraph_spark.spark import unwrap_error  # noqa: E402
 
 log = logging.getLogger("examples.spark_submit_load")
 
@@ -94,14 +95,11 @@ def main(argv=None) -> int:
         print(f"Person rows on {args.branch}: {people.count()}")
         print(f"spark master: {spark.sparkContext.master}; python workers: {os.environ.get('PYSPARK_PYTHON', '?')}")
         return 0
-    except OmnigraphError as e:
-        print(f"error[{e.code}]: {e}", file=sys.stderr)
-        return 1
     except Exception as e:
-        typed = omnigraph_spark.spark.unwrap_error(e)  # errors raised on executors come back wrapped
+        typed = unwrap_error(e)  # errors raised on executors come back wrapped (OmnigraphErrors pass through)
         if typed is None:
             raise
-        print(f"error[{typed.code}]: {typed}", file=sys.stderr)
+        print(f"error[{typed.code}]: {str(typed).removeprefix(f'[{typed.code}] ')}", file=sys.stderr)
         return 1
     finally:
         spark.stop()

@@ -93,8 +93,14 @@ def spark_schema(typedef: TypeDef, columns: Optional[Sequence[str]] = None) -> S
 
 
 def arrow_target_schema(schema: StructType) -> pa.Schema:
-    """The exact Arrow schema the Python DataSource API expects for ``schema``."""
-    return to_arrow_schema(schema, timezone="UTC")
+    """The exact Arrow schema the Python DataSource API expects for ``schema``.
+
+    pyspark 4.1+ takes ``timezone=``; 4.0 takes ``timestamp_utc=`` (both mean UTC here)."""
+    import inspect
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema, timestamp_utc=True)
 
 
 def _is_blob_extension(t: pa.DataType) -> bool:

@@ -121,7 +121,12 @@ def _faulty_frame(spark, n: int, parts: int, fail_even: bool, slow_partition: in
             yield b
             if fail_even and attempt == 0 and pid % 2 == 0 and i == 2:
                 # three small batches went downstream: the writer has staged (some) files
-                raise RuntimeError(f"injected fault in partition {pid} attempt {attempt}")
+                if pid % 4 == 0:  # the input itself fails
+                    raise RuntimeError(f"injected fault in partition {pid} attempt {attempt}")
+                # a poison row only this attempt sends: the writer's converter refuses it
+                # after Lance finished a data file (an orphan the retry never references)
+                yield pa.RecordBatch.from_pylist([{"name": None, "age": 0}], schema=b.schema)
+                return
 
     df = spark.createDataFrame([(f"f{i:03d}", i) for i in range(n)], "name string, age int").repartition(parts)
     # small Arrow batches so a partition yields several batches (the fault hits mid-stream)
@@ -138,7 +143,9 @@ def job_task_fault(spark):
         from omnigraph_spark.spark.graph_io import write_graph
 
         write_graph(SPEC["root"], {"Person": df}, options={"maxRowsPerFile": "4"})
-    return {"ids": [f"f{i:03d}" for i in range(SPEC["n"])]}
+    marks = SPEC.get("marks")
+    return {"ids": [f"f{i:03d}" for i in range(SPEC["n"])],
+            "attempts": sorted(os.listdir(marks)) if marks and os.path.isdir(marks) else None}
 
 
 def job_speculation(spark):
