@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 DEFAULT_MAX_ROWS_PER_PARTITION = 1_000_000
-READ_BATCH_SIZE = 65536
+READ_BATCH_SIZE = 8192
 _ROWADDR_FRAGMENT_SHIFT = 32  # Lance row address = fragment_id << 32 | physical offset
 
 SUPPORTS_PUSHDOWN = hasattr(DataSourceReader, "pushFilters")
