@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 DATA_STORAGE_VERSION = "2.2"
 AUTO_CLEANUP_PREFIX = "lance.auto_cleanup."
+READ_STAGED_THREADS = 8
 
 
 def create_empty(uri: str, schema: pa.Schema, storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
@@ -167,10 +168,18 @@ def read_staged_columns(ds_uri: str, fragments: Iterable[FragmentMetadata], colu
     """Read some columns of uncommitted fragments (driver-side load-wide validation)."""
     from lance.file import LanceFileReader
 
-    tables = []
-    for uri in data_file_uris(ds_uri, fragments):
-        r = LanceFileReader(uri, storage_options=storage_options, columns=columns)
-        tables.append(r.read_all().to_table())
+    def read(uri: str) -> pa.Table:
+        return LanceFileReader(uri, storage_options=storage_options, columns=columns).read_all().to_table()
+
+    uris = data_file_uris(ds_uri, fragments)
+    if len(uris) > 1:
+        # many small files (one or more per task): overlap their opens and reads; map keeps file order
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(READ_STAGED_THREADS, len(uris))) as pool:
+            tables = list(pool.map(read, uris))
+    else:
+        tables = [read(u) for u in uris]
     if not tables:
         return None  # type: ignore[return-value]
     return pa.concat_tables(tables)
