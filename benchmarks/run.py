@@ -1,0 +1,1006 @@
+"""The omnigraph-spark benchmark harness: one command, one SparkSession, ratios side by side.
+
+    .venv/bin/python -m benchmarks.run --rows 1000000 --out benchmarks/out
+
+What it measures (see benchmarks/README.md and docs/benchmarks.md):
+
+* write throughput of ``df.write.format("omnigraph")`` vs Spark's Parquet writer on the same
+  cached DataFrame, and vs a single-process pylance ``write_dataset`` of the same Arrow data;
+* ``write_graph`` (nodes + edges as one commit) with its phases: staging jobs, load-wide
+  validation, commit + publish;
+* read throughput (full scan, selective filter) vs Parquet;
+* driver commit + publish latency vs number of staged fragments and vs number of tables
+  (store API only, no Spark), and vs row count at a fixed number of fragments;
+* a profile of one write, phase by phase (JVM -> Python Arrow transfer, RowConverter,
+  Lance encoding, validation, commit);
+* peak RSS of the driver, the JVM and Spark's Python workers, at two input sizes.
+
+Every contender runs ``--repeats`` times, interleaved, in the same process; the report uses
+medians of per-repeat ratios, never absolute wall-clock claims (the machine may be shared).
+Outputs: ``results.json``, ``results.md`` and ``results.png`` under ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import io
+import json
+import os
+import platform
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+SCHEMA = """
+node Item {
+    name: String @key
+    qty: I64
+    price: F64?
+    day: Date?
+    kind: enum(alpha, beta, gamma, delta)
+    tags: [String]?
+}
+
+edge Link: Item -> Item @card(0..1000) {
+    weight: F64?
+}
+"""
+
+#: every key results.json must carry (the smoke test checks them)
+REQUIRED_METRICS = (
+    "machine", "config", "input", "write", "write_graph", "read", "commit_vs_fragments", "commit_vs_rows",
+    "commit_vs_tables", "validation", "memory", "profile", "targets",
+)
+
+
+# -- small utilities -------------------------------------------------------------------------
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+@contextmanager
+def timer(out: List[float]) -> Iterator[None]:
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        out.append(time.perf_counter() - t0)
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def machine_info() -> Dict[str, Any]:
+    import lance
+    import pyarrow
+    import pyspark
+
+    mem_kb = 0
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    cpu = ""
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return {
+        "cores": os.cpu_count(), "cpu": cpu, "ram_gib": round(mem_kb / 2 ** 20, 1),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "spark": pyspark.__version__, "lance": lance.__version__, "pyarrow": pyarrow.__version__,
+        "loadavg_start": list(os.getloadavg()),
+    }
+
+
+def other_load(self_pids: set) -> Dict[str, Any]:
+    """What else is running: load average and the busiest processes that are not ours."""
+    procs = []
+    try:
+        out = subprocess.run(["ps", "-eo", "pid,pcpu,rss,comm,args", "--sort=-pcpu"], capture_output=True,
+                             text=True, timeout=10).stdout.splitlines()[1:]
+    except Exception:
+        out = []
+    for line in out:
+        parts = line.split(None, 4)
+        if len(parts) < 5:
+            continue
+        pid = int(parts[0])
+        if pid in self_pids or float(parts[1]) < 5.0 or parts[3] == "ps":
+            continue
+        procs.append({"pid": pid, "pcpu": float(parts[1]), "rss_mb": int(parts[2]) // 1024, "comm": parts[3],
+                      "args": parts[4][:120]})
+    return {"loadavg": list(os.getloadavg()), "busy_processes": procs[:8]}
+
+
+# -- memory sampler --------------------------------------------------------------------------
+
+def _proc_table() -> Dict[int, tuple]:
+    """pid -> (ppid, rss bytes, argv0/comm)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    out: Dict[int, tuple] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        stat = _read(f"/proc/{d}/stat")
+        if not stat:
+            continue
+        try:
+            rest = stat[stat.rindex(")") + 2:].split()
+            ppid, rss_pages = int(rest[1]), int(rest[21])
+        except (ValueError, IndexError):
+            continue
+        cmd = _read(f"/proc/{d}/cmdline").split("\0")[0]
+        out[int(d)] = (ppid, rss_pages * page, os.path.basename(cmd))
+    return out
+
+
+class MemorySampler:
+    """Samples RSS of this process (the driver), the JVM and Spark's Python workers
+    (python descendants of the JVM) every ``interval`` seconds; peaks are kept per phase."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.phase: Optional[str] = None
+        self.peaks: Dict[str, Dict[str, float]] = {}
+        self.pids_seen: set = {os.getpid()}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "MemorySampler":
+        self._t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=5)
+
+    @contextmanager
+    def phase_of(self, name: str) -> Iterator[None]:
+        self.peaks[name] = {"driver_rss_mb": 0.0, "jvm_rss_mb": 0.0, "worker_max_rss_mb": 0.0,
+                            "workers_total_rss_mb": 0.0, "workers": 0}
+        self.phase = name
+        self._sample()
+        try:
+            yield
+        finally:
+            self._sample()
+            self.phase = None
+
+    def _sample(self) -> None:
+        name = self.phase
+        if name is None:
+            return
+        table = _proc_table()
+        me = os.getpid()
+        children: Dict[int, List[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        desc, stack = [], [me]
+        while stack:
+            p = stack.pop()
+            for c in children.get(p, []):
+                desc.append(c)
+                stack.append(c)
+        jvm = sum(table[p][1] for p in desc if table[p][2] == "java")
+        workers = [table[p][1] for p in desc if "python" in table[p][2]]
+        self.pids_seen.update(desc)
+        pk = self.peaks.get(name)
+        if pk is None:
+            return
+        mb = 1 / 2 ** 20
+        pk["driver_rss_mb"] = max(pk["driver_rss_mb"], table.get(me, (0, 0, ""))[1] * mb)
+        pk["jvm_rss_mb"] = max(pk["jvm_rss_mb"], jvm * mb)
+        pk["worker_max_rss_mb"] = max(pk["worker_max_rss_mb"], max(workers, default=0) * mb)
+        pk["workers_total_rss_mb"] = max(pk["workers_total_rss_mb"], sum(workers) * mb)
+        pk["workers"] = max(pk["workers"], len(workers))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._sample()
+            except Exception:  # a process vanished mid-read: next sample
+                pass
+
+
+# -- Spark and data ------------------------------------------------------------------------------
+
+def make_spark(arrow_batch: Optional[int]):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from omnigraph_spark.demo import quiet_warnings
+
+    quiet_warnings()
+    from pyspark.sql import SparkSession
+
+    b = (SparkSession.builder.master("local[2]").appName("omnigraph-spark-bench")
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.default.parallelism", "2")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.memory", "4g")
+         .config("spark.sql.python.filterPushdown.enabled", "true")
+         .config("spark.python.worker.reuse", "true"))
+    if arrow_batch:
+        b = b.config("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_batch))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from omnigraph_spark import register
+
+    register(spark)
+    return spark
+
+
+def node_frame(spark, rows: int, seed: int, partitions: int = 2):
+    """Seeded synthetic Item nodes: string @key, I64, F64, Date, enum, [String]."""
+    from pyspark.sql import functions as F
+
+    idx = F.col("id")
+    return (spark.range(0, rows, 1, partitions)
+            .select(F.format_string("item-%010d", idx).alias("name"),
+                    ((idx * 7919) % 1000).alias("qty"),
+                    F.rand(seed).alias("price"),
+                    F.date_add(F.lit("2000-01-01").cast("date"), (idx % 9000).cast("int")).alias("day"),
+                    F.element_at(F.array(*[F.lit(k) for k in ("alpha", "beta", "gamma", "delta")]),
+                                 (idx % 4 + 1).cast("int")).alias("kind"),
+                    F.when(idx % 5 == 0, F.lit(None).cast("array<string>"))
+                     .otherwise(F.array(F.format_string("t%d", idx % 97), F.format_string("u%d", idx % 13)))
+                     .alias("tags")))
+
+
+def edge_frame(spark, rows: int, nodes: int, seed: int, partitions: int = 2):
+    """Seeded synthetic Link edges (no id: the connector mints ULIDs), endpoints among the nodes,
+    at most a few edges per source (well inside @card(0..1000))."""
+    from pyspark.sql import functions as F
+
+    idx = F.col("id")
+    return (spark.range(0, rows, 1, partitions)
+            .select(F.format_string("item-%010d", idx % nodes).alias("src"),
+                    F.format_string("item-%010d", (idx * 7919 + 13) % nodes).alias("dst"),
+                    F.rand(seed + 1).alias("weight")))
+
+
+def cached(df):
+    df = df.cache()
+    df.count()
+    return df
+
+
+def arrow_bytes(df) -> int:
+    """In-memory Arrow size of a DataFrame (the MB of MB/s, the same for every writer)."""
+    return int(df.toArrow().nbytes)
+
+
+def dir_bytes(path: str) -> int:
+    n = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                n += os.path.getsize(os.path.join(d, f))
+            except OSError:
+                pass
+    return n
+
+
+# -- benchmarks --------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args, spark=None) -> None:
+        self.args = args
+        self.out = os.path.abspath(args.out)
+        self.work = os.path.join(self.out, "work")
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work, exist_ok=True)
+        self.mem = MemorySampler().start()
+        self.own_spark = spark is None
+        self.spark = make_spark(args.arrow_batch) if spark is None else spark
+        self.results: Dict[str, Any] = {}
+        self._n = 0
+
+    def fresh(self, name: str) -> str:
+        self._n += 1
+        p = os.path.join(self.work, f"{self._n:03d}-{name}")
+        shutil.rmtree(p, ignore_errors=True)
+        return p
+
+    def new_graph(self, schema: str = SCHEMA):
+        from omnigraph_spark import Graph
+
+        return Graph.init(self.fresh("graph"), schema)
+
+    # -- write ---------------------------------------------------------------------------------
+
+    def omnigraph_write(self, nodes, edges) -> Dict[str, float]:
+        """df.write.format('omnigraph') of nodes then edges into a fresh graph."""
+        g = self.new_graph()
+        t: List[float] = []
+        with timer(t):
+            nodes.write.format("omnigraph").option("type", "Item").mode("append").save(g.root)
+        with timer(t):
+            edges.write.format("omnigraph").option("type", "Link").mode("append").save(g.root)
+        self._last_graph = g.root
+        return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
+
+    def parquet_write(self, nodes, edges) -> Dict[str, float]:
+        base = self.fresh("parquet")
+        t: List[float] = []
+        with timer(t):
+            nodes.write.mode("overwrite").parquet(base + "/nodes")
+        with timer(t):
+            edges.write.mode("overwrite").parquet(base + "/edges")
+        self._last_parquet = base
+        return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
+
+    def lance_write(self, node_tbl, edge_tbl) -> Dict[str, float]:
+        """Single-process pylance write_dataset of the same Arrow data (no conversion, no
+        validation, no ids): the near-limit of what Lance encoding costs."""
+        import lance
+
+        base = self.fresh("lance")
+        t: List[float] = []
+        for name, tbl in (("nodes", node_tbl), ("edges", edge_tbl)):
+            with timer(t):
+                lance.write_dataset(tbl, f"{base}/{name}.lance", data_storage_version="2.2",
+                                    max_rows_per_file=1024 * 1024)
+        shutil.rmtree(base, ignore_errors=True)
+        return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
+
+    def bench_write(self, nodes, edges, node_tbl, edge_tbl, in_bytes: Dict[str, int]) -> None:
+        a = self.args
+        runs: Dict[str, List[Dict[str, float]]] = {"omnigraph": [], "parquet": [], "lance_single_process": []}
+        for r in range(a.repeats):
+            order = ["omnigraph", "parquet", "lance_single_process"]
+            if r % 2:
+                order.reverse()  # alternate the order so drift in machine load hits both sides
+            for who in order:
+                if who == "omnigraph":
+                    with self.mem.phase_of(f"write_omnigraph_r{r}"):
+                        runs[who].append(self.omnigraph_write(nodes, edges))
+                elif who == "parquet":
+                    runs[who].append(self.parquet_write(nodes, edges))
+                elif not a.no_lance_baseline:
+                    runs[who].append(self.lance_write(node_tbl, edge_tbl))
+            log(f"write repeat {r}: " + ", ".join(f"{k} {v[-1]['total']:.2f}s" for k, v in runs.items() if v))
+        rows = a.rows + a.edge_rows
+        nbytes = in_bytes["nodes"] + in_bytes["edges"]
+        res: Dict[str, Any] = {"rows": rows, "input_arrow_bytes": nbytes, "repeats": a.repeats, "contenders": {}}
+        for who, rs in runs.items():
+            if not rs:
+                continue
+            tot = [x["total"] for x in rs]
+            res["contenders"][who] = {
+                "seconds_median": median(tot), "seconds_all": tot,
+                "nodes_seconds_median": median([x["nodes"] for x in rs]),
+                "edges_seconds_median": median([x["edges"] for x in rs]),
+                "rows_per_s": rows / median(tot), "mb_per_s": nbytes / 2 ** 20 / median(tot)}
+        og = [x["total"] for x in runs["omnigraph"]]
+        pq = [x["total"] for x in runs["parquet"]]
+        res["ratio_omnigraph_vs_parquet_throughput"] = median([p / o for p, o in zip(pq, og)])
+        res["ratio_nodes_vs_parquet_throughput"] = median(
+            [p["nodes"] / o["nodes"] for p, o in zip(runs["parquet"], runs["omnigraph"])])
+        res["ratio_edges_vs_parquet_throughput"] = median(
+            [p["edges"] / o["edges"] for p, o in zip(runs["parquet"], runs["omnigraph"])])
+        if runs["lance_single_process"]:
+            ln = [x["total"] for x in runs["lance_single_process"]]
+            res["ratio_omnigraph_vs_lance_single_process_throughput"] = median([l / o for l, o in zip(ln, og)])
+        res["on_disk_bytes"] = {"omnigraph": dir_bytes(self._last_graph),
+                                "parquet": dir_bytes(self._last_parquet)}
+        self.results["write"] = res
+
+    # -- write_graph with phases ----------------------------------------------------------------
+
+    def bench_write_graph(self, nodes, edges) -> None:
+        """write_graph of nodes + edges as ONE commit, timing validation and commit in-process
+        (write_graph runs them in this driver process)."""
+        from omnigraph_spark import write_graph
+        from omnigraph_spark.spark import writer as W
+
+        runs = []
+        for r in range(self.args.repeats):
+            g = self.new_graph()
+            phase: Dict[str, float] = {"validate": 0.0, "commit_load": 0.0}
+            orig_mv, orig_cl = W.make_validator, W.commit_load
+
+            def make_validator(graph):
+                v = orig_mv(graph)
+
+                def timed(snap, staged):
+                    t0 = time.perf_counter()
+                    try:
+                        return v(snap, staged)
+                    finally:
+                        phase["validate"] += time.perf_counter() - t0
+                return timed
+
+            def commit_load(*a, **kw):
+                t0 = time.perf_counter()
+                try:
+                    return orig_cl(*a, **kw)
+                finally:
+                    phase["commit_load"] += time.perf_counter() - t0
+
+            W.make_validator, W.commit_load = make_validator, commit_load
+            try:
+                t0 = time.perf_counter()
+                res = write_graph(g.root, {"Item": nodes, "Link": edges})
+                total = time.perf_counter() - t0
+            finally:
+                W.make_validator, W.commit_load = orig_mv, orig_cl
+            commit_only = phase["commit_load"] - phase["validate"]
+            runs.append({"total": total, "staging": total - phase["commit_load"], "validate": phase["validate"],
+                         "commit_publish": commit_only,
+                         "fragments": sum(t.fragments for t in res.tables)})
+            log(f"write_graph repeat {r}: total {total:.2f}s, validate {phase['validate']:.2f}s, "
+                f"commit {commit_only:.2f}s")
+        out = {k: median([x[k] for x in runs]) for k in runs[0]}
+        out["validate_share_of_write"] = median([x["validate"] / x["total"] for x in runs])
+        out["validate_vs_staging"] = median([x["validate"] / x["staging"] for x in runs])
+        out["runs"] = runs
+        self.results["write_graph"] = out
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def bench_read(self) -> None:
+        from pyspark.sql import functions as F
+
+        a = self.args
+        root, pq = self._last_graph, self._last_parquet + "/nodes"
+        sel = F.col("qty") < 10  # 1% of rows
+
+        def og(filtered: bool) -> float:
+            r = self.spark.read.format("omnigraph").option("type", "Item")
+            if filtered:
+                r = r.option("pushdown", "true")
+            df = r.load(root)
+            if filtered:
+                df = df.filter(sel)
+            t: List[float] = []
+            with timer(t):
+                df.write.format("noop").mode("overwrite").save()
+            return t[0]
+
+        def parquet(filtered: bool) -> float:
+            df = self.spark.read.parquet(pq)
+            if filtered:
+                df = df.filter(sel)
+            t: List[float] = []
+            with timer(t):
+                df.write.format("noop").mode("overwrite").save()
+            return t[0]
+
+        og(False), parquet(False)  # warm the OS cache and the workers for both
+        res: Dict[str, Any] = {"rows": a.rows}
+        for kind, filtered in (("full_scan", False), ("selective_filter", True)):
+            o, p = [], []
+            for r in range(a.repeats):
+                if r % 2:
+                    p.append(parquet(filtered)); o.append(og(filtered))
+                else:
+                    o.append(og(filtered)); p.append(parquet(filtered))
+            res[kind] = {"omnigraph_seconds_median": median(o), "parquet_seconds_median": median(p),
+                         "omnigraph_rows_per_s": a.rows / median(o), "parquet_rows_per_s": a.rows / median(p),
+                         "ratio_omnigraph_vs_parquet_throughput": median([pp / oo for pp, oo in zip(p, o)]),
+                         "omnigraph_all": o, "parquet_all": p}
+            log(f"read {kind}: omnigraph {median(o):.2f}s parquet {median(p):.2f}s")
+        self.results["read"] = res
+
+    # -- commit latency (store API, no Spark) ----------------------------------------------------
+
+    def _stage_fragments(self, g, n_frags: int, rows_per_frag: int):
+        import numpy as np
+        import pyarrow as pa
+
+        from omnigraph_spark.store import writes
+
+        target = writes.prepare_target(g, "main", "node:Item", "append", max_rows_per_file=rows_per_frag)
+        n = n_frags * rows_per_frag
+        chunk = max(rows_per_frag, 65536 // rows_per_frag * rows_per_frag)
+
+        def batches():
+            for s in range(0, n, chunk):
+                k = min(chunk, n - s)
+                names = pa.array(np.char.add("item-", np.arange(s, s + k).astype(str)))
+                cols = {"id": names, "name": names, "qty": pa.array(np.arange(k), pa.int64()),
+                        "price": pa.nulls(k, pa.float64()), "day": pa.nulls(k, pa.date32()),
+                        "kind": pa.array(["alpha"] * k), "tags": pa.nulls(k, target.schema.field("tags").type)}
+                yield pa.RecordBatch.from_arrays([cols[f.name] for f in target.schema], schema=target.schema)
+        return writes.stage(target, batches())
+
+    def _commit_timed(self, template_root: str, staged, validated: bool) -> float:
+        """Copy the staged graph, point the StagedTable at the copy, time commit_load."""
+        import dataclasses
+
+        from omnigraph_spark import Graph
+        from omnigraph_spark.spark.writer import make_validator
+        from omnigraph_spark.store import writes
+
+        dst = self.fresh("commit")
+        shutil.copytree(template_root, dst)
+        g = Graph.open(dst)
+        st = [dataclasses.replace(s, stage_uri=s.stage_uri.replace(template_root, dst, 1)) for s in staged]
+        t0 = time.perf_counter()
+        writes.commit_load(g, "main", st, validate=make_validator(g) if validated else None)
+        dt_ = time.perf_counter() - t0
+        shutil.rmtree(dst, ignore_errors=True)
+        return dt_
+
+    def bench_commit(self) -> None:
+        a = self.args
+        rows_out = []
+        for n in a.fragments:
+            g = self.new_graph()
+            t0 = time.perf_counter()
+            st = self._stage_fragments(g, n, a.rows_per_fragment)
+            stage_s = time.perf_counter() - t0
+            plain = [self._commit_timed(g.root, [st], False) for _ in range(a.repeats)]
+            val = [self._commit_timed(g.root, [st], True) for _ in range(max(1, a.repeats - 1))]
+            rows_out.append({"fragments": n, "rows": n * a.rows_per_fragment, "stage_seconds": stage_s,
+                             "commit_publish_seconds_median": median(plain), "commit_publish_all": plain,
+                             "commit_with_validation_seconds_median": median(val)})
+            log(f"commit {n} fragments: {median(plain):.3f}s (with validation {median(val):.3f}s)")
+            shutil.rmtree(g.root, ignore_errors=True)
+        self.results["commit_vs_fragments"] = rows_out
+
+        by_rows = []
+        for rpf in a.commit_rows_per_fragment:
+            g = self.new_graph()
+            st = self._stage_fragments(g, a.commit_rows_fragments, rpf)
+            plain = [self._commit_timed(g.root, [st], False) for _ in range(a.repeats)]
+            by_rows.append({"fragments": a.commit_rows_fragments, "rows": a.commit_rows_fragments * rpf,
+                            "commit_publish_seconds_median": median(plain), "commit_publish_all": plain})
+            log(f"commit {a.commit_rows_fragments} fragments x {rpf} rows: {median(plain):.3f}s")
+            shutil.rmtree(g.root, ignore_errors=True)
+        self.results["commit_vs_rows"] = by_rows
+
+        by_tables = []
+        for nt in a.tables:
+            schema = "\n".join(f"node T{i} {{ name: String @key\n qty: I64? }}" for i in range(nt))
+            g = self.new_graph(schema)
+            import pyarrow as pa
+
+            from omnigraph_spark.store import writes
+            staged = []
+            for i in range(nt):
+                tg = writes.prepare_target(g, "main", f"node:T{i}", "append")
+                names = pa.array([f"k{j}" for j in range(10)])
+                cols = {"id": names, "name": names, "qty": pa.nulls(10, pa.int64())}
+                staged.append(writes.stage(tg, [pa.RecordBatch.from_arrays([cols[f.name] for f in tg.schema],
+                                                                           schema=tg.schema)]))
+            plain = [self._commit_timed(g.root, staged, False) for _ in range(a.repeats)]
+            by_tables.append({"tables": nt, "commit_publish_seconds_median": median(plain), "commit_publish_all": plain})
+            log(f"commit {nt} tables: {median(plain):.3f}s")
+            shutil.rmtree(g.root, ignore_errors=True)
+        self.results["commit_vs_tables"] = by_tables
+
+    # -- profile: where the time of a write goes ---------------------------------------------------
+
+    def bench_profile(self, nodes, edges, node_tbl, edge_tbl) -> None:
+        """Phase by phase, same batches: Spark -> Python Arrow transfer (a mapInArrow that only
+        counts, minus a Spark-only noop write), RowConverter, Lance encoding, validation, commit
+        (the last four single-process on this driver)."""
+        import pyarrow as pa
+
+        from omnigraph_spark.ingest import RowConverter
+        from omnigraph_spark.spark.writer import make_validator
+        from omnigraph_spark.store import writes
+
+        a = self.args
+        batch = int(self.spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"))
+        prof: Dict[str, Any] = {"arrow_batch_rows": batch}
+
+        def count_batches(it):
+            n = 0
+            for b in it:
+                n += b.num_rows
+            yield pa.record_batch([pa.array([n], pa.int64())], names=["n"])
+
+        hop: Dict[str, List[float]] = {"spark_noop": [], "spark_to_python_count": []}
+        for r in range(a.repeats):
+            t: List[float] = []
+            with timer(t):
+                nodes.write.format("noop").mode("overwrite").save()
+                edges.write.format("noop").mode("overwrite").save()
+            hop["spark_noop"].append(t[0])
+            t = []
+            with timer(t):
+                nodes.mapInArrow(count_batches, "n long").collect()
+                edges.mapInArrow(count_batches, "n long").collect()
+            hop["spark_to_python_count"].append(t[0])
+        prof["spark_noop_seconds"] = median(hop["spark_noop"])
+        prof["spark_to_python_seconds"] = median(hop["spark_to_python_count"])
+        prof["jvm_to_python_hop_seconds"] = max(0.0, prof["spark_to_python_seconds"] - prof["spark_noop_seconds"])
+
+        phases: Dict[str, List[float]] = {"convert": [], "lance_encode": [], "validate": [], "commit_publish": []}
+        cprof_text = ""
+        for r in range(a.repeats):
+            g = self.new_graph()
+            staged = []
+            conv_t = enc_t = 0.0
+            for key, tbl in (("node:Item", node_tbl), ("edge:Link", edge_tbl)):
+                target = writes.prepare_target(g, "main", key, "append")
+                td = g.catalog.by_table_key(key)
+                conv = RowConverter(td, target.schema)
+                pr = cProfile.Profile() if (a.profile and r == 0) else None
+                t0 = time.perf_counter()
+                if pr:
+                    pr.enable()
+                out = [conv.convert(b, row_offset=0, where="bench") for b in tbl.to_batches(max_chunksize=batch)]
+                if pr:
+                    pr.disable()
+                    s = io.StringIO()
+                    pstats.Stats(pr, stream=s).sort_stats("cumulative").print_stats(15)
+                    cprof_text += f"== RowConverter.convert, {key} ==\n{s.getvalue()}\n"
+                conv_t += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                staged.append(writes.stage(target, out))
+                enc_t += time.perf_counter() - t0
+            phases["convert"].append(conv_t)
+            phases["lance_encode"].append(enc_t)
+            snap = g.snapshot("main")
+            by_key = {s.table_key: s for s in staged}
+            t0 = time.perf_counter()
+            make_validator(g)(snap, by_key)
+            phases["validate"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            writes.commit_load(g, "main", staged)
+            phases["commit_publish"].append(time.perf_counter() - t0)
+            shutil.rmtree(g.root, ignore_errors=True)
+        for k, v in phases.items():
+            prof[f"{k}_seconds"] = median(v)
+        parts = {"jvm_to_python_hop (2 tasks, wall)": prof["jvm_to_python_hop_seconds"],
+                 "row_converter (1 process)": prof["convert_seconds"],
+                 "lance_encode (1 process)": prof["lance_encode_seconds"],
+                 "driver_validation": prof["validate_seconds"],
+                 "commit_publish": prof["commit_publish_seconds"]}
+        tot = sum(parts.values())
+        prof["breakdown_share"] = {k: v / tot for k, v in parts.items()}
+        prof["breakdown_seconds"] = parts
+        if cprof_text:
+            prof["cprofile_top"] = cprof_text
+            with open(os.path.join(self.out, "profile.txt"), "w") as f:
+                f.write(cprof_text)
+        self.results["profile"] = prof
+        self.results["validation"] = {
+            "validate_seconds_single_process": prof["validate_seconds"],
+            "stage_seconds_single_process": prof["convert_seconds"] + prof["lance_encode_seconds"],
+            "ratio_validate_vs_single_process_stage": prof["validate_seconds"] / (
+                prof["convert_seconds"] + prof["lance_encode_seconds"]),
+            "ratio_validate_vs_spark_write_graph": self.results.get("write_graph", {}).get("validate_share_of_write"),
+        }
+        log("profile: " + ", ".join(f"{k} {v:.2f}s" for k, v in parts.items()))
+
+    # -- memory flat in input size ----------------------------------------------------------------
+
+    def bench_memory(self) -> None:
+        a = self.args
+        sizes = a.memory_sizes
+        out = []
+        for n in sizes:  # small first: reused workers keep what a larger run allocated
+            nodes = cached(node_frame(self.spark, n, a.seed))
+            edges = cached(edge_frame(self.spark, n, n, a.seed))
+            name = f"memory_{n}"
+            with self.mem.phase_of(name):
+                t = self.omnigraph_write(nodes, edges)
+            pk = dict(self.mem.peaks[name])
+            pk.update({"rows_per_type": n, "write_seconds": t["total"]})
+            out.append(pk)
+            nodes.unpersist(), edges.unpersist()
+            log(f"memory at {n} rows/type: worker max {pk['worker_max_rss_mb']:.0f} MB, "
+                f"driver {pk['driver_rss_mb']:.0f} MB, JVM {pk['jvm_rss_mb']:.0f} MB")
+        ratio = (out[-1]["worker_max_rss_mb"] / out[0]["worker_max_rss_mb"]) if out[0]["worker_max_rss_mb"] else None
+        self.results["memory"] = {"sizes": out, "input_ratio": sizes[-1] / sizes[0],
+                                  "ratio_worker_peak_large_vs_small": ratio,
+                                  "note": "peak RSS sampled from /proc every 0.1 s; workers = python "
+                                          "processes under the JVM (spark.python.worker.reuse=true)"}
+
+    def warm_up(self) -> None:
+        """One tiny write, read and Parquet round trip: starts Spark's Python workers (each one
+        imports pyspark and lance once) so the measured runs see reused, warm workers."""
+        n = self.fresh("warm")
+        small_n = cached(node_frame(self.spark, 1000, 1))
+        small_e = cached(edge_frame(self.spark, 1000, 1000, 1))
+        for _ in range(2):
+            self.omnigraph_write(small_n, small_e)
+            self.spark.read.format("omnigraph").option("type", "Item").load(self._last_graph) \
+                .write.format("noop").mode("overwrite").save()
+            self.spark.read.format("omnigraph").option("type", "Item").option("pushdown", "true") \
+                .load(self._last_graph).filter("qty < 10").write.format("noop").mode("overwrite").save()
+        small_n.write.mode("overwrite").parquet(n)
+        small_n.unpersist(), small_e.unpersist()
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def run(self) -> Dict[str, Any]:
+        a = self.args
+        import lance  # noqa: F401  (import before forking anything: lance warns on fork)
+
+        self.results["machine"] = machine_info()
+        self.results["config"] = {k: v for k, v in vars(a).items()}
+        t_start = time.perf_counter()
+        log(f"generating {a.rows} nodes and {a.edge_rows} edges (seed {a.seed})")
+        nodes = cached(node_frame(self.spark, a.rows, a.seed, a.partitions))
+        edges = cached(edge_frame(self.spark, a.edge_rows, a.rows, a.seed, a.partitions))
+        node_tbl, edge_tbl = nodes.toArrow(), edges.toArrow()
+        in_bytes = {"nodes": int(node_tbl.nbytes), "edges": int(edge_tbl.nbytes)}
+        self.results["input"] = {"node_rows": a.rows, "edge_rows": a.edge_rows, "arrow_bytes": in_bytes,
+                                 "partitions": a.partitions, "node_schema": str(node_tbl.schema),
+                                 "edge_schema": str(edge_tbl.schema)}
+        t0 = time.perf_counter()
+        if not a.no_warm_up:
+            log("warm-up (Python worker start-up and imports are per-process, not per-row)")
+            self.warm_up()
+        self.results["input"]["warm_up_seconds"] = time.perf_counter() - t0
+        steps: List[tuple] = [("write", lambda: self.bench_write(nodes, edges, node_tbl, edge_tbl, in_bytes)),
+                              ("write_graph", lambda: self.bench_write_graph(nodes, edges)),
+                              ("read", self.bench_read),
+                              ("profile", lambda: self.bench_profile(nodes, edges, node_tbl, edge_tbl)),
+                              ("commit", self.bench_commit)]
+        for name, fn in steps:
+            if name in a.skip:
+                continue
+            log(f"== {name}")
+            fn()
+        del node_tbl, edge_tbl
+        nodes.unpersist(), edges.unpersist()
+        if "memory" not in a.skip:
+            log("== memory")
+            self.bench_memory()
+        self.results["elapsed_seconds"] = time.perf_counter() - t_start
+        self.results["other_load"] = other_load(self.mem.pids_seen)
+        self.results["targets"] = targets(self.results)
+        return self.results
+
+    def close(self) -> None:
+        self.mem.stop()
+        if self.own_spark:
+            self.spark.stop()
+        if not self.args.keep_work:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+# -- targets, report, plot ----------------------------------------------------------------------
+
+def targets(r: Dict[str, Any]) -> Dict[str, Any]:
+    def get(*path, default=None):
+        cur: Any = r
+        for p in path:
+            if not isinstance(cur, dict) or p not in cur:
+                return default
+            cur = cur[p]
+        return cur
+
+    out: Dict[str, Any] = {}
+    w = get("write", "ratio_omnigraph_vs_parquet_throughput")
+    out["write_ge_parquet"] = {"ratio": w, "met": None if w is None else w >= 1.0}
+    rd = get("read", "full_scan", "ratio_omnigraph_vs_parquet_throughput")
+    rf = get("read", "selective_filter", "ratio_omnigraph_vs_parquet_throughput")
+    out["read_ge_parquet"] = {"full_scan_ratio": rd, "filter_ratio": rf,
+                              "met": None if rd is None else (rd >= 1.0 and (rf is None or rf >= 1.0))}
+    frag = {x["fragments"]: x["commit_publish_seconds_median"] for x in get("commit_vs_fragments", default=[])}
+    c1k = frag.get(1000)
+    out["commit_lt_1s_at_1000_fragments"] = {"seconds": c1k, "met": None if c1k is None else c1k < 1.0}
+    rows = get("commit_vs_rows", default=[])
+    if len(rows) >= 2:
+        ratio = rows[-1]["commit_publish_seconds_median"] / rows[0]["commit_publish_seconds_median"]
+        out["commit_independent_of_rows"] = {"row_ratio": rows[-1]["rows"] / rows[0]["rows"],
+                                             "latency_ratio": ratio, "met": ratio < 1.5}
+    v = get("write_graph", "validate_share_of_write")
+    out["validation_lt_half_write"] = {"validate_share_of_write": v, "met": None if v is None else v < 0.5}
+    m = get("memory", "ratio_worker_peak_large_vs_small")
+    out["memory_flat"] = {"input_ratio": get("memory", "input_ratio"), "worker_peak_ratio": m,
+                          "met": None if m is None else m < 1.5}
+    return out
+
+
+def fmt(x: Any, nd: int = 2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:,.{nd}f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+def markdown(r: Dict[str, Any]) -> str:
+    L: List[str] = []
+    m = r["machine"]
+    L.append(f"# omnigraph-spark benchmark ({r['input']['node_rows']:,} nodes + {r['input']['edge_rows']:,} edges)\n")
+    L.append(f"Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
+             f"Spark {m['spark']}, Lance {m['lance']}, pyarrow {m['pyarrow']}. Load average at start "
+             f"{', '.join(f'{x:.1f}' for x in m['loadavg_start'])}; at end "
+             f"{', '.join(f'{x:.1f}' for x in r['other_load']['loadavg'])}.\n")
+    L.append("All ratios are medians of per-repeat ratios measured side by side in one SparkSession "
+             f"({r['config']['repeats']} repeats); > 1 means omnigraph is faster.\n")
+    L.append("## Targets\n")
+    L.append("| target | measured | met |\n|---|---|---|")
+    t = r["targets"]
+    L.append(f"| write >= Parquet | {fmt(t['write_ge_parquet']['ratio'])}x | {t['write_ge_parquet']['met']} |")
+    L.append(f"| read >= Parquet | full scan {fmt(t['read_ge_parquet']['full_scan_ratio'])}x, filter "
+             f"{fmt(t['read_ge_parquet']['filter_ratio'])}x | {t['read_ge_parquet']['met']} |")
+    L.append(f"| commit < 1 s at 1,000 fragments | {fmt(t['commit_lt_1s_at_1000_fragments']['seconds'], 3)} s | "
+             f"{t['commit_lt_1s_at_1000_fragments']['met']} |")
+    if "commit_independent_of_rows" in t:
+        c = t["commit_independent_of_rows"]
+        L.append(f"| commit independent of rows | {fmt(c['row_ratio'], 0)}x rows -> {fmt(c['latency_ratio'])}x "
+                 f"latency | {c['met']} |")
+    L.append(f"| validation < half the write | {fmt(t['validation_lt_half_write']['validate_share_of_write'])} "
+             f"of write_graph | {t['validation_lt_half_write']['met']} |")
+    L.append(f"| memory flat in input size | {fmt(t['memory_flat']['input_ratio'], 0)}x input -> "
+             f"{fmt(t['memory_flat']['worker_peak_ratio'])}x worker peak RSS | {t['memory_flat']['met']} |")
+    if "write" in r:
+        w = r["write"]
+        L.append("\n## Write (nodes then edges, same cached DataFrames)\n")
+        L.append("| writer | median s | rows/s | MB/s (Arrow input) | throughput vs omnigraph |\n|---|---|---|---|---|")
+        og = w["contenders"]["omnigraph"]["seconds_median"]
+        for who, c in w["contenders"].items():
+            L.append(f"| {who} | {fmt(c['seconds_median'])} | {fmt(c['rows_per_s'], 0)} | {fmt(c['mb_per_s'], 1)} | "
+                     f"{fmt(og / c['seconds_median'])}x |")
+        L.append(f"\nomnigraph / Parquet throughput: total {fmt(w['ratio_omnigraph_vs_parquet_throughput'])}x, "
+                 f"nodes {fmt(w['ratio_nodes_vs_parquet_throughput'])}x, edges "
+                 f"{fmt(w['ratio_edges_vs_parquet_throughput'])}x. On disk: omnigraph "
+                 f"{w['on_disk_bytes']['omnigraph'] / 2 ** 20:,.1f} MiB, Parquet "
+                 f"{w['on_disk_bytes']['parquet'] / 2 ** 20:,.1f} MiB.")
+    if "write_graph" in r:
+        g = r["write_graph"]
+        L.append("\n## write_graph (one commit) phases\n")
+        L.append("| total s | staging jobs s | validation s | commit+publish s | validation share |\n|---|---|---|---|---|")
+        L.append(f"| {fmt(g['total'])} | {fmt(g['staging'])} | {fmt(g['validate'])} | {fmt(g['commit_publish'])} | "
+                 f"{fmt(g['validate_share_of_write'])} |")
+    if "read" in r:
+        L.append("\n## Read (Item nodes)\n")
+        L.append("| scan | omnigraph s | Parquet s | omnigraph rows/s | throughput ratio |\n|---|---|---|---|---|")
+        for kind in ("full_scan", "selective_filter"):
+            x = r["read"][kind]
+            L.append(f"| {kind} | {fmt(x['omnigraph_seconds_median'])} | {fmt(x['parquet_seconds_median'])} | "
+                     f"{fmt(x['omnigraph_rows_per_s'], 0)} | {fmt(x['ratio_omnigraph_vs_parquet_throughput'])}x |")
+    if "commit_vs_fragments" in r:
+        L.append("\n## Driver commit + publish latency (store API, no Spark)\n")
+        L.append("| fragments | rows | commit+publish s | with validation s |\n|---|---|---|---|")
+        for x in r["commit_vs_fragments"]:
+            L.append(f"| {x['fragments']:,} | {x['rows']:,} | {fmt(x['commit_publish_seconds_median'], 3)} | "
+                     f"{fmt(x['commit_with_validation_seconds_median'], 3)} |")
+        L.append("\n| fragments | rows | commit+publish s |\n|---|---|---|")
+        for x in r["commit_vs_rows"]:
+            L.append(f"| {x['fragments']:,} | {x['rows']:,} | {fmt(x['commit_publish_seconds_median'], 3)} |")
+        L.append("\n| tables | commit+publish s |\n|---|---|")
+        for x in r["commit_vs_tables"]:
+            L.append(f"| {x['tables']} | {fmt(x['commit_publish_seconds_median'], 3)} |")
+    if "profile" in r:
+        p = r["profile"]
+        L.append(f"\n## Profile of one write (nodes + edges, Arrow batches of {p['arrow_batch_rows']:,} rows)\n")
+        L.append("| phase | seconds | share |\n|---|---|---|")
+        for k, v in p["breakdown_seconds"].items():
+            L.append(f"| {k} | {fmt(v)} | {p['breakdown_share'][k]:.0%} |")
+        L.append(f"\nSpark-only noop write {fmt(p['spark_noop_seconds'])} s; the same rows handed to a Python "
+                 f"mapInArrow that only counts {fmt(p['spark_to_python_seconds'])} s.")
+    if "memory" in r:
+        L.append("\n## Peak memory (RSS) of one omnigraph write (nodes + edges)\n")
+        L.append("| rows per type | driver MB | JVM MB | largest Python worker MB | all workers MB |\n|---|---|---|---|---|")
+        for x in r["memory"]["sizes"]:
+            L.append(f"| {x['rows_per_type']:,} | {fmt(x['driver_rss_mb'], 0)} | {fmt(x['jvm_rss_mb'], 0)} | "
+                     f"{fmt(x['worker_max_rss_mb'], 0)} | {fmt(x['workers_total_rss_mb'], 0)} |")
+    ol = r["other_load"]["busy_processes"]
+    if ol:
+        L.append("\n## Other processes busy during the run (at its end)\n")
+        for p in ol:
+            L.append(f"- {p['comm']} {p['pcpu']:.0f}% CPU, {p['rss_mb']} MB: `{p['args']}`")
+    return "\n".join(L) + "\n"
+
+
+def plot(r: Dict[str, Any], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    labels, vals = [], []
+    if "write" in r:
+        labels.append("write\n(vs Parquet)"); vals.append(r["write"]["ratio_omnigraph_vs_parquet_throughput"])
+        if "ratio_omnigraph_vs_lance_single_process_throughput" in r["write"]:
+            labels.append("write\n(vs 1-proc Lance)")
+            vals.append(r["write"]["ratio_omnigraph_vs_lance_single_process_throughput"])
+    if "read" in r:
+        labels.append("read scan\n(vs Parquet)")
+        vals.append(r["read"]["full_scan"]["ratio_omnigraph_vs_parquet_throughput"])
+        labels.append("read filter\n(vs Parquet)")
+        vals.append(r["read"]["selective_filter"]["ratio_omnigraph_vs_parquet_throughput"])
+    ax[0].bar(labels, vals, color=["tab:green" if v >= 1 else "tab:orange" for v in vals])
+    ax[0].axhline(1.0, color="k", lw=0.8, ls="--")
+    ax[0].set_title("omnigraph throughput ratio (>1 = faster)")
+    for i, v in enumerate(vals):
+        ax[0].text(i, v, f"{v:.2f}x", ha="center", va="bottom")
+    if "commit_vs_fragments" in r:
+        xs = [x["fragments"] for x in r["commit_vs_fragments"]]
+        ax[1].plot(xs, [x["commit_publish_seconds_median"] for x in r["commit_vs_fragments"]], "o-",
+                   label="commit + publish")
+        ax[1].plot(xs, [x["commit_with_validation_seconds_median"] for x in r["commit_vs_fragments"]], "s--",
+                   label="with load-wide validation")
+        ax[1].axhline(1.0, color="k", lw=0.8, ls=":")
+        ax[1].set_xscale("log"); ax[1].set_yscale("log")
+        ax[1].set_xlabel("staged fragments"); ax[1].set_ylabel("seconds"); ax[1].legend()
+        ax[1].set_title("driver commit latency")
+    if "profile" in r:
+        p = r["profile"]["breakdown_seconds"]
+        ax[2].barh(list(p.keys()), list(p.values()), color="tab:blue")
+        ax[2].set_xlabel("seconds"); ax[2].set_title("where a write's time goes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None):
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=300_000, help="node rows (default 300,000; 1M-10M are options)")
+    p.add_argument("--edge-rows", type=int, default=None, help="edge rows (default: = --rows)")
+    p.add_argument("--out", default="benchmarks/out")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--partitions", type=int, default=2, help="partitions of the input DataFrames")
+    p.add_argument("--arrow-batch", type=int, default=None,
+                   help="spark.sql.execution.arrow.maxRecordsPerBatch (default: Spark's, 10,000)")
+    p.add_argument("--fragments", type=ints, default=[10, 100, 1000, 10000])
+    p.add_argument("--rows-per-fragment", type=int, default=10)
+    p.add_argument("--commit-rows-fragments", type=int, default=100,
+                   help="fragments of the commit-vs-rows sweep")
+    p.add_argument("--commit-rows-per-fragment", type=ints, default=[10, 10000])
+    p.add_argument("--tables", type=ints, default=[1, 2, 4, 8, 16])
+    p.add_argument("--memory-sizes", type=ints, default=None,
+                   help="rows per type of the memory runs (default: rows/4,rows)")
+    p.add_argument("--skip", type=lambda s: set(s.split(",")), default=set(),
+                   help="comma list of write,write_graph,read,profile,commit,memory")
+    p.add_argument("--no-lance-baseline", action="store_true")
+    p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up round (smoke tests)")
+    p.add_argument("--profile", action="store_true", help="also cProfile RowConverter (profile.txt)")
+    p.add_argument("--keep-work", action="store_true", help="keep the graphs under <out>/work")
+    a = p.parse_args(argv)
+    if a.edge_rows is None:
+        a.edge_rows = a.rows
+    if a.memory_sizes is None:
+        a.memory_sizes = [max(1000, a.rows // 4), a.rows]
+    return a
+
+
+def main(argv: Optional[Sequence[str]] = None, spark=None) -> Dict[str, Any]:
+    """Run the harness; ``spark`` reuses an existing session (left running), else one is made."""
+    a = parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    b = Bench(a, spark)
+    try:
+        res = b.run()
+    finally:
+        b.close()
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(res, f, indent=2, default=str)
+    md = markdown(res)
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(md)
+    try:
+        plot(res, os.path.join(a.out, "results.png"))
+    except ImportError as e:  # matplotlib is in the test extras
+        log(f"no plot: {e}")
+    print(md)
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Smoke test of the benchmark harness (benchmarks/run.py) at a tiny scale.
+
+Checks that one run produces results.json with every metric, the Markdown report and the
+plot. Never asserts timings: the numbers are only meaningful at benchmark scale."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+
+def test_harness_writes_every_metric(spark, tmp_path):
+    from benchmarks import run
+
+    out = tmp_path / "bench"
+    run.main(["--rows", "200", "--repeats", "1", "--out", str(out), "--no-warm-up",
+              "--fragments", "2,4", "--tables", "1,2", "--commit-rows-fragments", "2",
+              "--commit-rows-per-fragment", "1,10", "--memory-sizes", "100,200"], spark=spark)
+    res = json.loads((out / "results.json").read_text())
+    for key in run.REQUIRED_METRICS:
+        assert key in res, key
+    w = res["write"]
+    assert set(w["contenders"]) == {"omnigraph", "parquet", "lance_single_process"}
+    for c in w["contenders"].values():
+        assert c["rows_per_s"] > 0 and c["mb_per_s"] > 0
+    assert w["ratio_omnigraph_vs_parquet_throughput"] > 0
+    for kind in ("full_scan", "selective_filter"):
+        assert res["read"][kind]["ratio_omnigraph_vs_parquet_throughput"] > 0
+    assert [x["fragments"] for x in res["commit_vs_fragments"]] == [2, 4]
+    assert [x["tables"] for x in res["commit_vs_tables"]] == [1, 2]
+    assert len(res["commit_vs_rows"]) == 2
+    assert res["write_graph"]["validate"] >= 0 and res["write_graph"]["commit_publish"] >= 0
+    assert res["validation"]["ratio_validate_vs_single_process_stage"] >= 0
+    assert len(res["memory"]["sizes"]) == 2 and res["memory"]["sizes"][0]["driver_rss_mb"] > 0
+    assert math.isclose(sum(res["profile"]["breakdown_share"].values()), 1.0, rel_tol=1e-6)
+    for t in ("write_ge_parquet", "read_ge_parquet", "commit_lt_1s_at_1000_fragments",
+              "commit_independent_of_rows", "validation_lt_half_write", "memory_flat"):
+        assert t in res["targets"]
+    assert (out / "results.md").read_text().startswith("# omnigraph-spark benchmark")
+    assert (out / "results.png").stat().st_size > 0
