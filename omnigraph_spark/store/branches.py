@@ -107,7 +107,30 @@ def ensure_fork(root: str, entry: manifest.TableEntry, branch: str,
         ds = tables.open_dataset(base, branch=branch, storage_options=storage_options)
         if ds.version == entry.version and existing[branch].get("parent_version") == entry.version:
             return ds
+        if _named_by_pending_sidecar(root, base, branch, storage_options):
+            # I8: not an orphan — a crashed load committed on this fork and recovery decides its
+            # fate from it (the commit's heal rolls it forward); never delete the evidence.
+            return ds
         log.warning("reclaiming orphaned fork '%s' of %s (at %d, inherited %d)", branch, entry.table_key,
                     ds.version, entry.version)
         tables.delete_lance_branch(base, branch, storage_options)
     return tables.fork(base, entry.table_branch, entry.version, branch, storage_options)
+
+
+def _named_by_pending_sidecar(root: str, base: str, branch: str, storage_options) -> bool:
+    """Whether a pending recovery sidecar pins ``base`` on Lance branch ``branch`` (an unreadable
+    sidecar counts as yes: when in doubt, keep the fork)."""
+    from .fs import RootStorage
+    from . import sidecar as _sidecar
+
+    storage = RootStorage(root, storage_options)
+    for path in _sidecar.list_paths(storage, root):
+        try:
+            sc = _sidecar.Sidecar.from_json(storage.read_text(path), path)
+        except FileNotFoundError:
+            continue
+        except Exception:
+            return True
+        if any(p.table_path.rstrip("/") == base.rstrip("/") and p.table_branch == branch for p in sc.tables):
+            return True
+    return False
