@@ -166,7 +166,19 @@ def job_reader(spark):
 
     out = []
     deadline = time.monotonic() + SPEC.get("seconds", 20)
-    while time.monotonic() < deadline and len(out) < SPEC.get("max_reads", 12):
+    until = SPEC.get("until")  # keep reading until this file exists (the writers are done)
+
+    def more() -> bool:
+        if until:
+            return not os.path.exists(until) and time.monotonic() < deadline
+        return time.monotonic() < deadline
+
+    final = False
+    while len(out) < SPEC.get("max_reads", 12):
+        if not more():
+            if final or not until:
+                break
+            final = True  # one last read after the writers finished
         g = Graph.open(SPEC["root"])
         snap = g.snapshot(SPEC.get("branch", "main"))
         t = snap.table("node:Person")
@@ -174,6 +186,8 @@ def job_reader(spark):
               .load(SPEC["root"]))
         agg = df.agg(F.count("*").alias("n"), F.countDistinct("id").alias("d")).collect()[0]
         out.append({"version": snap.version, "row_count": t.row_count, "read": agg["n"], "distinct": agg["d"]})
+        if SPEC.get("signal") and len(out) == 1:
+            open(SPEC["signal"], "w").close()  # the writers may go now: this read came first
         time.sleep(0.2)
     return {"reads": out}
 
