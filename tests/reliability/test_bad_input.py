@@ -435,7 +435,13 @@ def test_table_size():
     assert len(CASES) >= 40 and len({c.id for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c.layer}:{c.id}" for c in CASES])
+def _params():
+    for c in CASES:
+        needs_spark = c.layer in ("spark", "graph_io") or c.id.startswith("spark-")
+        yield pytest.param(c, id=f"{c.layer}:{c.id}", marks=[pytest.mark.spark] if needs_spark else [])
+
+
+@pytest.mark.parametrize("case", list(_params()))
 def test_bad_input(request, base_root, tmp_path, case: Case):
     """I1, I10: a refused input leaves the graph unchanged; the error is typed and says what is wrong."""
     spark = request.getfixturevalue("spark") if case.layer in ("spark", "graph_io") or case.id.startswith("spark-") \
