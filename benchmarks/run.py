@@ -911,20 +911,21 @@ def plot(r: Dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, ax = plt.subplots(1, 3, figsize=(16, 4.4))
     labels, vals = [], []
     if "write" in r:
-        labels.append("write\n(vs Parquet)"); vals.append(r["write"]["ratio_omnigraph_vs_parquet_throughput"])
+        labels.append("write\nvs Parquet"); vals.append(r["write"]["ratio_omnigraph_vs_parquet_throughput"])
         if "ratio_omnigraph_vs_lance_single_process_throughput" in r["write"]:
-            labels.append("write\n(vs 1-proc Lance)")
+            labels.append("write vs\n1-proc Lance")
             vals.append(r["write"]["ratio_omnigraph_vs_lance_single_process_throughput"])
     if "read" in r:
-        labels.append("read scan\n(vs Parquet)")
+        labels.append("scan\nvs Parquet")
         vals.append(r["read"]["full_scan"]["ratio_omnigraph_vs_parquet_throughput"])
-        labels.append("read filter\n(vs Parquet)")
+        labels.append("filter\nvs Parquet")
         vals.append(r["read"]["selective_filter"]["ratio_omnigraph_vs_parquet_throughput"])
     ax[0].bar(labels, vals, color=["tab:green" if v >= 1 else "tab:orange" for v in vals])
     ax[0].axhline(1.0, color="k", lw=0.8, ls="--")
+    ax[0].tick_params(axis="x", labelsize=8)
     ax[0].set_title("omnigraph throughput ratio (>1 = faster)")
     for i, v in enumerate(vals):
         ax[0].text(i, v, f"{v:.2f}x", ha="center", va="bottom")
