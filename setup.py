@@ -29,7 +29,7 @@ setup(
         "tqdm>=4.66,<5",
     ],
     extras_require={
-        "delta": ["delta-spark>=4.0.1,<=4.4.1"],
+        "delta": ["delta-spark>=4.0.1,<4.4.1"],
         "test": [
             "pytest>=8.3,<10",
             "chispa>=0.10,<0.13",
