@@ -326,11 +326,32 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Opt
                 time.sleep(min(0.1 * 2 ** attempts, 2.0))
 
 
+def _op_marker(root: str, operation_id: str) -> str:
+    return join(RootPaths(root).spark_dir, "ops", f"{operation_id}.json")
+
+
 def _heal(graph) -> None:
-    """Roll forward what can be rolled forward before writing (the engine's RollForwardOnly
-    heal). Anything that needs a rollback or operator review blocks the write."""
+    """Before writing (we hold the commit lease): roll forward what can be rolled forward, as
+    the engine's RollForwardOnly heal does, and fully resolve sidecars of OUR crashed writes.
+
+    Why ours may be rolled back here: an omnigraph-spark writer holds the lease from before its
+    sidecar until after its delete, so a sidecar with our op marker seen under the lease belongs
+    to a dead writer. A sidecar of another writer (the engine) that needs a rollback may belong
+    to a live one: that blocks the write until ``recover()`` (an operator decision).
+    """
     outcomes = _recovery.sweep(graph.root, graph.storage, mode="roll_forward_only",
                                storage_options=graph.storage_options)
+    for o in outcomes:
+        if o.action == "Deferred" and graph.storage.exists(_op_marker(graph.root, o.operation_id)):
+            log.warning("resolving sidecar %s of a crashed omnigraph-spark write", o.operation_id)
+            _recovery.sweep(graph.root, graph.storage, mode="full", storage_options=graph.storage_options,
+                            only=o.operation_id)
+            graph.storage.delete(_op_marker(graph.root, o.operation_id))
+    ops_dir = join(RootPaths(graph.root).spark_dir, "ops")
+    for name in graph.storage.list_dir(ops_dir):  # markers whose sidecar is resolved (by anyone)
+        if not graph.storage.exists(RootPaths(graph.root).sidecar(name[:-5])):
+            graph.storage.delete(join(ops_dir, name))
+    outcomes = [o for o in outcomes if graph.storage.exists(RootPaths(graph.root).sidecar(o.operation_id))]
     deferred = [o for o in outcomes if o.action == "Deferred"]
     if deferred:
         raise RecoveryPendingError(
@@ -375,6 +396,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
     if txn is not None:
         props.update({TXN_APP_PROP: txn.app_id, TXN_VER_PROP: str(txn.version)})
     failpoints.hit("before_sidecar")
+    graph.storage.write_text(_op_marker(graph.root, sc.operation_id), json.dumps({"actor": actor, "branch": branch}))
     _sidecar.write(graph.storage, graph.root, sc)  # I2: intent is durable before any commit
     failpoints.hit("after_sidecar")
     if txn is not None:
@@ -402,6 +424,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         if committed == 0:
             # Nothing landed (Lance refused the first commit): the sidecar is ours to remove.
             _sidecar.delete(graph.storage, graph.root, sc.operation_id)
+            graph.storage.delete(_op_marker(graph.root, sc.operation_id))
         else:
             _resolve_now(graph, sc)
         raise
@@ -421,6 +444,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
             # Someone (an engine heal) rolled our sidecar forward: our write IS published (§H.5).
             log.info("publish converged: another process rolled operation %s forward", sc.operation_id)
             _sidecar.delete(graph.storage, graph.root, sc.operation_id)
+            graph.storage.delete(_op_marker(graph.root, sc.operation_id))
             return LoadResult(None, fresh.version, branch, tuple(results), sc.operation_id, attempts=attempt)
         _resolve_now(graph, sc)
         raise
@@ -429,6 +453,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
     failpoints.hit("after_commit_row")
     failpoints.hit("before_sidecar_delete")
     _sidecar.delete(graph.storage, graph.root, sc.operation_id)
+    graph.storage.delete(_op_marker(graph.root, sc.operation_id))
     if txn is not None:
         graph.storage.write_text(_txn_path(graph.root, txn.app_id), json.dumps({
             "app_id": txn.app_id, "version": txn.version, "operation_id": sc.operation_id, "branch": branch,

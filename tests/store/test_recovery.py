@@ -235,3 +235,33 @@ def test_reads_do_not_recover(test_graph):
     g.snapshot()
     g.read_table("node:Person")
     assert len(g.pending_sidecars()) == 1
+
+
+@pytest.mark.parametrize("step,which", [("after_sidecar", "person"), ("after_table_commit#1", "person+knows")])
+def test_next_write_resolves_our_crashed_write(test_graph, step, which):  # I8 at write time, I14
+    """A write of ours that died holding the lease is resolved by the next write, no recover()."""
+    write_rows(test_graph, "node:Person", people("old", age=1))
+    p = _run_writer(test_graph.root, "append", "main", which, step)
+    assert p.returncode == 137
+    assert len(test_graph.pending_sidecars()) == 1
+    write_rows(test_graph, "node:Person", people("next"))
+    assert test_graph.pending_sidecars() == []
+    assert [r["id"] for r in rows_of(test_graph, "node:Person")] == ["next", "old"]
+    assert commits.list_recovery_audits(test_graph.root)[-1]["recovery_kind"] == "RolledBack"
+    assert os.listdir(Path(test_graph.root) / "_omnigraph_spark" / "ops") == []
+
+
+def test_foreign_sidecar_needing_rollback_blocks_writes(test_graph):
+    """A sidecar without our op marker may belong to a live engine writer: never rolled back
+    implicitly by a write."""
+    from omnigraph_spark.errors import RecoveryPendingError
+
+    t = test_graph.snapshot().tables["node:Person"]
+    sc = Sidecar.new("main", None, "Load", [SidecarPin("node:Person", t.base_path, 1, 2)])
+    sidecar.write(test_graph.storage, test_graph.root, sc)  # NoMovement -> RollBack -> deferred
+    with pytest.raises(RecoveryPendingError) as e:
+        write_rows(test_graph, "node:Person", people("a"))
+    assert e.value.code == "RECOVERY_PENDING"
+    assert test_graph.pending_sidecars()
+    assert [o.action for o in test_graph.recover()] == ["RolledBack"]
+    write_rows(test_graph, "node:Person", people("a"))
