@@ -9,8 +9,9 @@ Spark Python worker), and a failpoint kills the committing process at one protoc
 * readers see all of the job or none of it, before any recovery (I1, I13);
 * with ``OMNIGRAPH_BIN`` set to an Omnigraph 0.7.2 binary: the engine, opening a COPY
   read-write (its recovery sweep), shows the same outcome as ours;
-* the next write heals what can roll forward (I8); a crash that needs a rollback makes it fail
-  with ``RECOVERY_PENDING`` until ``graph.recover()`` — after which it succeeds;
+* the next write resolves the crashed write itself (I8): it rolls forward what can roll
+  forward and, because the sidecar carries our op marker and the writer is dead (it no longer
+  holds the lease, I14), rolls back the rest;
 * afterwards: all of the job or none (I1), no duplicate ids, manifest row counts equal the rows
   read, no sidecar left (I9), an audit row for each resolved sidecar (I9), Lance HEAD == pin for
   every owned table (I7), the lease of the dead process was broken (I14).
@@ -24,7 +25,6 @@ from __future__ import annotations
 import pytest
 
 from omnigraph_spark import Graph
-from omnigraph_spark.errors import RecoveryPendingError
 from omnigraph_spark.store import writes
 
 from .helpers import (FULL, STATS, assert_audits_cover, assert_heads_match_pins, assert_no_duplicates, copy_graph,
@@ -145,14 +145,13 @@ def test_spark_crash_cell(tmp_path, test_schema_text, api, mode, branch, step, a
         assert len(got.get("edge:Knows", [])) == (len(EDGES) if multi and final_visible else 0)
         STATS["engine_checks"] += 1
 
-    # the next write: heals a roll-forward itself; a rollback needs recover() first
-    if needs_rollback(step, multi):
-        with pytest.raises(RecoveryPendingError) as e:
-            _write_next(g, branch)
-        assert e.value.code == "RECOVERY_PENDING"
-        outcomes = g.recover()
-        assert [o.action for o in outcomes] == ["RolledBack"]
+    # the next write resolves our own crashed write itself: roll forward, or roll back (the op
+    # marker proves the sidecar is ours and, under the lease, that its writer is dead)
     _write_next(g, branch)
+    if needs_rollback(step, multi):
+        from omnigraph_spark.store import commits
+        kinds = {a["operation_id"]: a["recovery_kind"] for a in commits.list_recovery_audits(g.root)}
+        assert [kinds.get(op) for op in pending] == ["RolledBack"] * len(pending)
 
     # after: all or nothing, once, consistent
     g = Graph.open(g.root)
