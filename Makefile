@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-oldest-spark install engine clean
+.PHONY: demo test test-slow test-all test-oldest-spark install engine clean
 
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,16 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m omnigraph_spark.demo
 
+# The test command: every test except the ones marked slow (real Spark applications started as
+# subprocesses: examples, the Spark crash matrix, multi-application concurrency, task faults).
 test: $(VENV)/.installed
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest $(PYTEST_ARGS)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The slow half (CI runs it after `make test`).
+test-slow: $(VENV)/.installed
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+test-all: test test-slow
 
 # The oldest supported pyspark (4.0.1) in a second environment: the Spark tests only.
 OLD_VENV ?= .venv-spark40

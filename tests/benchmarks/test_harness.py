@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_harness_writes_every_metric(spark, tmp_path):
