@@ -110,8 +110,20 @@ def version_metadata_json(table_dir_uri: str, version: int, table_path: str,
         if is_local(alt) and os.path.exists(alt):
             return json.dumps({"manifest_path": alt.lstrip("/"), "manifest_size": os.path.getsize(alt),
                                "e_tag": None, "naming_scheme": "V1"}, separators=(",", ":"))
-    return json.dumps({"manifest_path": obj_path, "manifest_size": size, "e_tag": None,
+    return json.dumps({"manifest_path": obj_path, "manifest_size": size, "e_tag": _local_e_tag(full),
                        "naming_scheme": "V2"}, separators=(",", ":"))
+
+
+def _local_e_tag(path: str) -> Optional[str]:
+    """The e_tag Lance's local object store reports for a file (hex inode-mtime_us-size), as
+    the engine records it (interop D4); None on object stores, where we do not fetch it."""
+    if not is_local(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"
 
 
 def _field_id_groups(ds: lance.LanceDataset) -> Dict[str, set]:

@@ -58,6 +58,8 @@ def test_manifest_after_init(test_graph):
         assert meta["manifest_path"] == f"{test_graph.root.lstrip('/')}/{rel}/_versions/18446744073709551614.manifest"
         assert meta["manifest_size"] == os.path.getsize("/" + meta["manifest_path"])
         assert meta["naming_scheme"] == "V2"
+        st = os.stat("/" + meta["manifest_path"])  # interop D4: the engine records the local e_tag
+        assert meta["e_tag"] == f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"
 
 
 def test_genesis_commit(test_graph):
