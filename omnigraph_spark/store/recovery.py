@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 from ..errors import (ExpectedVersionMismatchError, InvariantViolationError, StorageError)
 from . import commits, manifest, tables
 from .fs import RootStorage
-from .layout import MAIN, table_uri
+from .layout import MAIN, RootPaths, table_uri
 from .sidecar import Sidecar, SidecarPin
 from . import sidecar as sidecars
 
@@ -183,7 +183,7 @@ def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "fu
         except ExpectedVersionMismatchError:
             fresh = manifest.read_state(manifest.open_manifest(root, branch, storage_options=storage_options), branch)
             if _intent_satisfied(obs, fresh):
-                if storage.exists(storage_path(root, sc)):
+                if storage.exists(RootPaths(root).sidecar(sc.operation_id)):
                     _audit(root, sc, "RolledForward", fresh.version,
                            [{"table_key": o.pin.table_key, "from_version": o.pin.expected_version,
                              "to_version": fresh.entries[o.pin.table_key].version} for o in obs], storage_options)
@@ -221,12 +221,6 @@ def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "fu
     _audit(root, sc, "RolledBack", version, outcomes, storage_options)
     sidecars.delete(storage, root, sc.operation_id)
     return RecoveryOutcome(sc.operation_id, sc.writer_kind, "RolledBack", summary)
-
-
-def storage_path(root: str, sc: Sidecar) -> str:
-    from .layout import RootPaths
-
-    return RootPaths(root).sidecar(sc.operation_id)
 
 
 def sweep(root: str, storage: RootStorage, *, mode: str = "full", storage_options=None,

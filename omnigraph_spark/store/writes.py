@@ -222,7 +222,6 @@ def _txn_landed(graph, rec: dict) -> bool:
     for key, ver in rec["tables"].items():
         if (key, ver) not in snap_state.existing_versions:
             return False
-        e = snap_state.entries.get(key)
         base = f"{graph.root}/{snap_state.locations[key]}"
         lb = rec["branch"] if rec["branch"] != MAIN else None
         try:
@@ -232,7 +231,6 @@ def _txn_landed(graph, rec: dict) -> bool:
             return False
         if tx is None or (tx.transaction_properties or {}).get(OP_PROP) != rec["operation_id"]:
             return False
-        del e
     return True
 
 
@@ -344,8 +342,9 @@ def _heal(graph) -> None:
     for o in outcomes:
         if o.action == "Deferred" and graph.storage.exists(_op_marker(graph.root, o.operation_id)):
             log.warning("resolving sidecar %s of a crashed omnigraph-spark write", o.operation_id)
-            _recovery.sweep(graph.root, graph.storage, mode="full", storage_options=graph.storage_options,
-                            only=o.operation_id)
+            path = RootPaths(graph.root).sidecar(o.operation_id)
+            sc = _sidecar.Sidecar.from_json(graph.storage.read_text(path), path)
+            _recovery.resolve_one(graph.root, graph.storage, sc, mode="full", storage_options=graph.storage_options)
             graph.storage.delete(_op_marker(graph.root, o.operation_id))
     ops_dir = join(RootPaths(graph.root).spark_dir, "ops")
     for name in graph.storage.list_dir(ops_dir):  # markers whose sidecar is resolved (by anyone)
