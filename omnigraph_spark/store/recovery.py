@@ -11,8 +11,10 @@ A sidecar is deleted only after its resolution is durable (I9).
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -138,9 +140,35 @@ def _intent_satisfied(obs: List[TableObservation], state: manifest.ManifestState
     return True
 
 
+_TABLE_TAIL = re.compile(r"(?:^|/)((?:nodes|edges)/[0-9a-f]{16})/?$")
+
+
+def localize(root: str, sc: Sidecar) -> Sidecar:
+    """Point every pin at the table under ``root``.
+
+    A sidecar stores full dataset URIs (§H.1), so a graph copied or mounted elsewhere (``/dbfs/x``
+    vs ``dbfs:/x``, a backup copy) carries pins naming the *old* location. Healing through them
+    would restore tables of a different graph and publish versions this root does not have. The
+    table directory name is a hash of the table key, so the tail identifies the table; we resolve
+    it against the root being opened and say so when it differs.
+    """
+    base = root.rstrip("/")
+    pins = []
+    for pin in sc.tables:
+        m = _TABLE_TAIL.search(pin.table_path)
+        local = f"{base}/{m.group(1)}" if m else pin.table_path
+        if local != pin.table_path:
+            log.warning("recovery sidecar %s pins %s at %s; healing the table under this root instead: %s",
+                        sc.operation_id, pin.table_key, pin.table_path, local)
+            pin = dataclasses.replace(pin, table_path=local)
+        pins.append(pin)
+    return dataclasses.replace(sc, tables=tuple(pins))
+
+
 def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "full",
                 storage_options=None) -> RecoveryOutcome:
     """Resolve one sidecar. Raises InvariantViolationError (Abort) in full mode."""
+    sc = localize(root, sc)
     branch = sc.graph_branch
     mds = manifest.open_manifest(root, MAIN, storage_options=storage_options)
     if branch != MAIN and branch not in mds.branches.list():

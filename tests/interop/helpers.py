@@ -200,7 +200,20 @@ def pending_sidecars(root: str) -> List[str]:
 
 
 def copy_graph(src: str, dst: str) -> str:
+    """Copy a graph root, re-pointing pending sidecars at the copy.
+
+    Sidecars hold full table URIs and the engine heals through them verbatim: left alone, the
+    engine would restore the ORIGINAL graph's tables and publish versions the copy lacks
+    (docs/interop.md, D5). We localize pins ourselves; the engine does not.
+    """
     shutil.copytree(src, dst, symlinks=True)
+    rec = os.path.join(dst, "__recovery")
+    for name in (os.listdir(rec) if os.path.isdir(rec) else []):
+        path = os.path.join(rec, name)
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace(f'"table_path": "{src.rstrip("/")}/', f'"table_path": "{dst.rstrip("/")}/'))
     return dst
 
 

@@ -265,3 +265,37 @@ def test_foreign_sidecar_needing_rollback_blocks_writes(test_graph):
     assert test_graph.pending_sidecars()
     assert [o.action for o in test_graph.recover()] == ["RolledBack"]
     write_rows(test_graph, "node:Person", people("a"))
+
+
+def _tree(root):
+    out = {}
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, root)] = os.path.getsize(p)
+    return out
+
+
+def test_copied_graph_heals_its_own_tables_not_the_original(test_graph, tmp_path):  # I8, I9
+    """A sidecar stores full table URIs. Healing a copy (a backup, or the same graph mounted at
+    another path) must touch the copy's tables, never the original's."""
+    import shutil
+
+    write_rows(test_graph, "node:Person", people("old", age=1))
+    p = _run_writer(test_graph.root, "append", "main", "person+knows", "after_table_commit#1")
+    assert p.returncode == 137, p.stderr[-2000:]
+    before = _tree(test_graph.root)
+    copy = str(tmp_path / "copy")
+    shutil.copytree(test_graph.root, copy)
+    pending = json.loads(Path(Graph.open(copy).pending_sidecars()[0]).read_text())
+    assert all(t["table_path"].startswith(test_graph.root + "/") for t in pending["tables"])
+
+    g = Graph.open(copy)
+    assert [o.action for o in g.recover()] == ["RolledBack"]
+    assert _tree(test_graph.root) == before  # the original is untouched, its sidecar still pending
+    assert len(Graph.open(test_graph.root).pending_sidecars()) == 1
+    assert [r["id"] for r in rows_of(g, "node:Person")] == ["old"]
+    assert g.read_table("edge:Knows").num_rows == 0
+    for key, t in g.snapshot().tables.items():  # every pin exists under the copy, HEAD == pin
+        assert t.base_path.startswith(copy), key
+        assert tables.head_version(t.base_path, t.lance_branch) == t.version, key
