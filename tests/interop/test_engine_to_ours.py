@@ -20,8 +20,10 @@ OVERWRITE_COMPANY = """{"type": "Company", "data": {"name": "Initech"}}
 {"type": "Company", "data": {"name": "Umbrella"}}
 """
 BRANCH_APPEND = """{"type": "Person", "data": {"name": "Frank", "age": 50}}
-{"edge": "WorksAt", "from": "Frank", "to": "Initech"}
+{"edge": "WorksAt", "from": "Frank", "to": "Globex"}
 """
+# after OVERWRITE_COMPANY, Globex is gone: the engine refuses an edge to it (dangling endpoint)
+BRANCH_APPEND_AFTER_OVERWRITE = BRANCH_APPEND.replace("Globex", "Initech")
 BRANCH_MERGE = """{"type": "Person", "data": {"name": "Bob", "age": 99}}
 {"type": "Company", "data": {"name": "Hooli"}}
 """
@@ -85,7 +87,8 @@ def test_engine_modes_and_branches_read_back(engine, fixtures_dir, tmp_path):
     assert sorted(r["id"] for r in history["main"][-1]["rows"]["node:Company"]) == ["Initech", "Umbrella"]
 
     # a branch forked by the load itself (--from), then merge and overwrite on it
-    out = engine.load(root, data("ba", BRANCH_APPEND), "append", branch="feature", from_branch="main")
+    out = engine.load(root, data("ba", BRANCH_APPEND_AFTER_OVERWRITE), "append", branch="feature",
+                      from_branch="main")
     assert out["branch_created"] is True
     history["feature"] = [check_branch(engine, root, g, "feature")]
     engine.load(root, data("bm", BRANCH_MERGE), "merge", branch="feature")
