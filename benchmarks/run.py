@@ -311,6 +311,9 @@ class Bench:
         self.mem = MemorySampler().start()
         self.own_spark = spark is None
         self.spark = make_spark(args.arrow_batch) if spark is None else spark
+        from benchmarks.floor import FloorSource
+
+        self.spark.dataSource.register(FloorSource)
         self.results: Dict[str, Any] = {}
         self._n = 0
 
@@ -348,6 +351,17 @@ class Bench:
         self._last_parquet = base
         return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
 
+    def floor_write(self, nodes, edges) -> Dict[str, float]:
+        """The same DataFrames through a Python DataSource writer that only counts rows
+        (benchmarks/floor.py): the API's own cost, paid before any connector code runs."""
+        from benchmarks.floor import NAME
+
+        t: List[float] = []
+        for df in (nodes, edges):
+            with timer(t):
+                df.write.format(NAME).mode("append").save()
+        return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
+
     def lance_write(self, node_tbl, edge_tbl) -> Dict[str, float]:
         """Single-process pylance write_dataset of the same Arrow data (no conversion, no
         validation, no ids): the near-limit of what Lance encoding costs."""
@@ -364,9 +378,10 @@ class Bench:
 
     def bench_write(self, nodes, edges, node_tbl, edge_tbl, in_bytes: Dict[str, int]) -> None:
         a = self.args
-        runs: Dict[str, List[Dict[str, float]]] = {"omnigraph": [], "parquet": [], "lance_single_process": []}
+        runs: Dict[str, List[Dict[str, float]]] = {"omnigraph": [], "parquet": [], "python_source_floor": [],
+                                                   "lance_single_process": []}
         for r in range(a.repeats):
-            order = ["omnigraph", "parquet", "lance_single_process"]
+            order = ["omnigraph", "parquet", "python_source_floor", "lance_single_process"]
             if r % 2:
                 order.reverse()  # alternate the order so drift in machine load hits both sides
             for who in order:
@@ -375,6 +390,8 @@ class Bench:
                         runs[who].append(self.omnigraph_write(nodes, edges))
                 elif who == "parquet":
                     runs[who].append(self.parquet_write(nodes, edges))
+                elif who == "python_source_floor":
+                    runs[who].append(self.floor_write(nodes, edges))
                 elif not a.no_lance_baseline:
                     runs[who].append(self.lance_write(node_tbl, edge_tbl))
             log(f"write repeat {r}: " + ", ".join(f"{k} {v[-1]['total']:.2f}s" for k, v in runs.items() if v))
@@ -397,6 +414,9 @@ class Bench:
             [p["nodes"] / o["nodes"] for p, o in zip(runs["parquet"], runs["omnigraph"])])
         res["ratio_edges_vs_parquet_throughput"] = median(
             [p["edges"] / o["edges"] for p, o in zip(runs["parquet"], runs["omnigraph"])])
+        fl = [x["total"] for x in runs["python_source_floor"]]
+        res["ratio_omnigraph_vs_python_floor_throughput"] = median([f / o for f, o in zip(fl, og)])
+        res["ratio_python_floor_vs_parquet_throughput"] = median([p / f for p, f in zip(pq, fl)])
         if runs["lance_single_process"]:
             ln = [x["total"] for x in runs["lance_single_process"]]
             res["ratio_omnigraph_vs_lance_single_process_throughput"] = median([l / o for l, o in zip(ln, og)])
@@ -485,20 +505,39 @@ class Bench:
                 df.write.format("noop").mode("overwrite").save()
             return t[0]
 
-        og(False), parquet(False)  # warm the OS cache and the workers for both
+        from benchmarks.floor import NAME
+        from omnigraph_spark import Graph
+
+        g = Graph.open(root)
+        table_uri = g.snapshot().table("node:Item").base_path
+        item_schema = self.spark.read.format("omnigraph").option("type", "Item").load(root).schema
+
+        def floor(filtered: bool) -> float:
+            """A bare pylance Python source over the same fragments (benchmarks/floor.py)."""
+            df = self.spark.read.format(NAME).schema(item_schema).load(table_uri)
+            if filtered:
+                df = df.filter(sel)
+            t: List[float] = []
+            with timer(t):
+                df.write.format("noop").mode("overwrite").save()
+            return t[0]
+
+        og(False), parquet(False), floor(False)  # warm the OS cache and the workers for all
         res: Dict[str, Any] = {"rows": a.rows}
         for kind, filtered in (("full_scan", False), ("selective_filter", True)):
-            o, p = [], []
+            o, p, f = [], [], []
             for r in range(a.repeats):
-                if r % 2:
-                    p.append(parquet(filtered)); o.append(og(filtered))
-                else:
-                    o.append(og(filtered)); p.append(parquet(filtered))
+                order = [(o, og), (p, parquet), (f, floor)]
+                for acc, fn in (reversed(order) if r % 2 else order):
+                    acc.append(fn(filtered))
             res[kind] = {"omnigraph_seconds_median": median(o), "parquet_seconds_median": median(p),
+                         "python_floor_seconds_median": median(f),
                          "omnigraph_rows_per_s": a.rows / median(o), "parquet_rows_per_s": a.rows / median(p),
                          "ratio_omnigraph_vs_parquet_throughput": median([pp / oo for pp, oo in zip(p, o)]),
-                         "omnigraph_all": o, "parquet_all": p}
-            log(f"read {kind}: omnigraph {median(o):.2f}s parquet {median(p):.2f}s")
+                         "ratio_omnigraph_vs_python_floor_throughput": median([ff / oo for ff, oo in zip(f, o)]),
+                         "ratio_python_floor_vs_parquet_throughput": median([pp / ff for pp, ff in zip(p, f)]),
+                         "omnigraph_all": o, "parquet_all": p, "python_floor_all": f}
+            log(f"read {kind}: omnigraph {median(o):.2f}s parquet {median(p):.2f}s python floor {median(f):.2f}s")
         self.results["read"] = res
 
     # -- commit latency (store API, no Spark) ----------------------------------------------------
@@ -788,11 +827,17 @@ def targets(r: Dict[str, Any]) -> Dict[str, Any]:
 
     out: Dict[str, Any] = {}
     w = get("write", "ratio_omnigraph_vs_parquet_throughput")
-    out["write_ge_parquet"] = {"ratio": w, "met": None if w is None else w >= 1.0}
+    out["write_ge_parquet"] = {"ratio": w, "met": None if w is None else w >= 1.0,
+                               "python_floor_vs_parquet": get("write", "ratio_python_floor_vs_parquet_throughput"),
+                               "omnigraph_vs_python_floor": get("write", "ratio_omnigraph_vs_python_floor_throughput")}
     rd = get("read", "full_scan", "ratio_omnigraph_vs_parquet_throughput")
     rf = get("read", "selective_filter", "ratio_omnigraph_vs_parquet_throughput")
     out["read_ge_parquet"] = {"full_scan_ratio": rd, "filter_ratio": rf,
-                              "met": None if rd is None else (rd >= 1.0 and (rf is None or rf >= 1.0))}
+                              "met": None if rd is None else (rd >= 1.0 and (rf is None or rf >= 1.0)),
+                              "python_floor_vs_parquet": get("read", "full_scan",
+                                                             "ratio_python_floor_vs_parquet_throughput"),
+                              "omnigraph_vs_python_floor": get("read", "full_scan",
+                                                               "ratio_omnigraph_vs_python_floor_throughput")}
     frag = {x["fragments"]: x["commit_publish_seconds_median"] for x in get("commit_vs_fragments", default=[])}
     c1k = frag.get(1000)
     out["commit_lt_1s_at_1000_fragments"] = {"seconds": c1k, "met": None if c1k is None else c1k < 1.0}
@@ -832,9 +877,12 @@ def markdown(r: Dict[str, Any]) -> str:
     L.append("## Targets\n")
     L.append("| target | measured | met |\n|---|---|---|")
     t = r["targets"]
-    L.append(f"| write >= Parquet | {fmt(t['write_ge_parquet']['ratio'])}x | {t['write_ge_parquet']['met']} |")
-    L.append(f"| read >= Parquet | full scan {fmt(t['read_ge_parquet']['full_scan_ratio'])}x, filter "
-             f"{fmt(t['read_ge_parquet']['filter_ratio'])}x | {t['read_ge_parquet']['met']} |")
+    tw, tr = t["write_ge_parquet"], t["read_ge_parquet"]
+    L.append(f"| write >= Parquet | {fmt(tw['ratio'])}x (Python API floor: {fmt(tw.get('python_floor_vs_parquet'))}x "
+             f"of Parquet; omnigraph at {fmt(tw.get('omnigraph_vs_python_floor'))}x of the floor) | {tw['met']} |")
+    L.append(f"| read >= Parquet | full scan {fmt(tr['full_scan_ratio'])}x, filter {fmt(tr['filter_ratio'])}x "
+             f"(Python API floor: {fmt(tr.get('python_floor_vs_parquet'))}x of Parquet; omnigraph at "
+             f"{fmt(tr.get('omnigraph_vs_python_floor'))}x of the floor) | {tr['met']} |")
     L.append(f"| commit < 1 s at 1,000 fragments | {fmt(t['commit_lt_1s_at_1000_fragments']['seconds'], 3)} s | "
              f"{t['commit_lt_1s_at_1000_fragments']['met']} |")
     if "commit_independent_of_rows" in t:
@@ -866,11 +914,14 @@ def markdown(r: Dict[str, Any]) -> str:
                  f"{fmt(g['validate_share_of_write'])} |")
     if "read" in r:
         L.append("\n## Read (Item nodes)\n")
-        L.append("| scan | omnigraph s | Parquet s | omnigraph rows/s | throughput ratio |\n|---|---|---|---|---|")
+        L.append("| scan | omnigraph s | Parquet s | Python floor s | omnigraph rows/s | vs Parquet | vs floor |\n"
+                 "|---|---|---|---|---|---|---|")
         for kind in ("full_scan", "selective_filter"):
             x = r["read"][kind]
             L.append(f"| {kind} | {fmt(x['omnigraph_seconds_median'])} | {fmt(x['parquet_seconds_median'])} | "
-                     f"{fmt(x['omnigraph_rows_per_s'], 0)} | {fmt(x['ratio_omnigraph_vs_parquet_throughput'])}x |")
+                     f"{fmt(x.get('python_floor_seconds_median'))} | {fmt(x['omnigraph_rows_per_s'], 0)} | "
+                     f"{fmt(x['ratio_omnigraph_vs_parquet_throughput'])}x | "
+                     f"{fmt(x.get('ratio_omnigraph_vs_python_floor_throughput'))}x |")
     if "commit_vs_fragments" in r:
         L.append("\n## Driver commit + publish latency (store API, no Spark)\n")
         L.append("| fragments | rows | commit+publish s | with validation s |\n|---|---|---|---|")

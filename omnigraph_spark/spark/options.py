@@ -61,7 +61,10 @@ OPTIONS: Tuple[OptionSpec, ...] = (
     OptionSpec("timestampAsOf", "read", None,
                "Read the latest commit at or before this ISO-8601 timestamp. Excludes version/commit."),
     OptionSpec("columns", "read", None, "Comma-separated columns to read (default: all)."),
-    OptionSpec("maxRowsPerPartition", "read", None, "Split fragments into partitions of at most this many rows."),
+    OptionSpec("maxRowsPerPartition", "read", "1000000", "Split fragments into partitions of at most this many rows."),
+    OptionSpec("minPartitions", "read", None,
+               "Spread the read over at least this many tasks when each keeps >= 65,536 rows "
+               "(default: the driver's CPU count; on a cluster, the executor cores)."),
     OptionSpec("pushdown", "read", "true", "Push filters down to Lance (true/false)."),
     OptionSpec("storage.<key>", "read/write", None,
                "Passed through to Lance/object-store storage options as <key> (e.g. storage.aws_region)."),
@@ -238,6 +241,7 @@ class ReadOptions:
     timestamp_as_of: Optional[str] = None
     columns: Optional[Tuple[str, ...]] = None
     max_rows_per_partition: Optional[int] = None
+    min_partitions: Optional[int] = None
     pushdown: bool = True
     storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
@@ -270,6 +274,7 @@ class ReadOptions:
         return cls(path=_required(plain, "path"), type=_required(plain, "type"), branch=_branch(plain),
                    version=version, commit=commit, timestamp_as_of=ts, columns=columns,
                    max_rows_per_partition=_int(plain, "maxRowsPerPartition", minimum=1),
+                   min_partitions=_int(plain, "minPartitions", minimum=1),
                    pushdown=_bool(plain, "pushdown", True), storage=tuple(sorted(storage.items())))
 
     @property

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 DEFAULT_MAX_ROWS_PER_PARTITION = 1_000_000
+#: below this, a second task costs more (a Python worker round trip) than it saves
+MIN_ROWS_PER_PARTITION = 65_536
 READ_BATCH_SIZE = 8192
 _ROWADDR_FRAGMENT_SHIFT = 32  # Lance row address = fragment_id << 32 | physical offset
 
@@ -134,36 +137,48 @@ class OmnigraphPartition(InputPartition):
         self.filter = filter
 
 
-def plan_partitions(fragments: Sequence[Tuple[int, int, int]], max_rows: int) -> List[Tuple[Tuple[int, ...],
-                                                                                           Optional[Tuple[int, int]]]]:
+def task_rows(fragments: Sequence[Tuple[int, int, int]], max_rows: int, parallelism: int,
+              min_rows: int = MIN_ROWS_PER_PARTITION) -> int:
+    """Target rows per read task: enough tasks to keep ``parallelism`` cores busy, but none
+    smaller than ``min_rows`` (nor larger than ``max_rows``). Spark's file sources size splits
+    the same way from ``defaultParallelism``."""
+    total = sum(live for _, live, _ in fragments if live > 0)
+    return max(1, min(max_rows, max(min_rows, -(-total // max(1, parallelism)))))
+
+
+def plan_partitions(fragments: Sequence[Tuple[int, int, int]], max_rows: int, parallelism: int = 1,
+                    min_rows: int = MIN_ROWS_PER_PARTITION) -> List[Tuple[Tuple[int, ...], Optional[Tuple[int, int]]]]:
     """Group fragments into read tasks. Pure (tested without Spark).
 
     Args:
         fragments: (fragment id, live rows, physical rows) in dataset order.
-        max_rows: target rows per task.
+        max_rows: hard cap on the rows of one task (``maxRowsPerPartition``).
+        parallelism: cores to keep busy (``minPartitions``); see :func:`task_rows`.
+        min_rows: no task is split below this many rows unless ``max_rows`` demands it.
 
     Returns:
-        A list of (fragment ids, row range or None). A fragment with more than ``max_rows`` live
-        rows is split into ``ceil(live / max_rows)`` equal physical ranges; consecutive smaller
-        ones are merged while their live rows fit in ``max_rows``. Fragments with no live rows
-        are skipped. No fragments -> one empty task (so an empty table reads as 0 rows).
+        A list of (fragment ids, row range or None). Consecutive fragments are merged while
+        their live rows fit in the target; a larger fragment is split into equal physical row
+        ranges. Fragments with no live rows are skipped. No fragments -> one empty task (so an
+        empty table reads as 0 rows).
     """
+    target = task_rows(fragments, max_rows, parallelism, min_rows)
     out: List[Tuple[Tuple[int, ...], Optional[Tuple[int, int]]]] = []
     group: List[int] = []
     group_rows = 0
     for fid, live, physical in fragments:
         if live <= 0:
             continue
-        if live > max_rows:
+        n = max(-(-live // max_rows), min(-(-live // target), max(1, live // min_rows)))
+        if n > 1:
             if group:
                 out.append((tuple(group), None))
                 group, group_rows = [], 0
-            n = -(-live // max_rows)
             step = -(-physical // n)
             for start in range(0, physical, step):
                 out.append(((fid,), (start, min(start + step, physical))))
             continue
-        if group and group_rows + live > max_rows:
+        if group and group_rows + live > target:
             out.append((tuple(group), None))
             group, group_rows = [], 0
         group.append(fid)
@@ -210,6 +225,9 @@ class OmnigraphReader(DataSourceReader):
         self.snapshot_version = snap.version
         self.commit_id = snap.commit_id
         self.max_rows = opts.max_rows_per_partition or DEFAULT_MAX_ROWS_PER_PARTITION
+        # the planning worker has no SparkSession to ask for defaultParallelism: the option, else
+        # the driver's cores (= local[*]; on a cluster, set minPartitions to the executor cores)
+        self.parallelism = opts.min_partitions or os.cpu_count() or 1
         self.schema = self._check_schema(typedef, schema)
         self.target = _types.arrow_target_schema(self.schema)
         self.kinds = column_kinds(typedef)
@@ -250,7 +268,7 @@ class OmnigraphReader(DataSourceReader):
 
     def partitions(self) -> List[InputPartition]:
         """Driver: one task per group of small fragments or per row range of a large one."""
-        groups = plan_partitions(self._fragments, self.max_rows)
+        groups = plan_partitions(self._fragments, self.max_rows, self.parallelism)
         parts: List[InputPartition] = [OmnigraphPartition(i, ids, rng, self.filter_sql)
                                        for i, (ids, rng) in enumerate(groups)]
         log.debug("omnigraph read %s: %d partitions, filter %r", self.table_key, len(parts), self.filter_sql)

@@ -23,12 +23,14 @@ def test_harness_writes_every_metric(spark, tmp_path):
     for key in run.REQUIRED_METRICS:
         assert key in res, key
     w = res["write"]
-    assert set(w["contenders"]) == {"omnigraph", "parquet", "lance_single_process"}
+    assert set(w["contenders"]) == {"omnigraph", "parquet", "python_source_floor", "lance_single_process"}
+    assert w["ratio_omnigraph_vs_python_floor_throughput"] > 0
     for c in w["contenders"].values():
         assert c["rows_per_s"] > 0 and c["mb_per_s"] > 0
     assert w["ratio_omnigraph_vs_parquet_throughput"] > 0
     for kind in ("full_scan", "selective_filter"):
         assert res["read"][kind]["ratio_omnigraph_vs_parquet_throughput"] > 0
+        assert res["read"][kind]["ratio_omnigraph_vs_python_floor_throughput"] > 0
     assert [x["fragments"] for x in res["commit_vs_fragments"]] == [2, 4]
     assert [x["tables"] for x in res["commit_vs_tables"]] == [1, 2]
     assert len(res["commit_vs_rows"]) == 2

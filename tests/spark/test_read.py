@@ -188,6 +188,23 @@ def test_partitions_follow_fragments_and_split_large_ones(spark, test_graph):
     assert ids(split.filter("age = 2")) == ["p20", "p21", "p22"]
 
 
+def test_min_partitions_spreads_a_large_table_over_tasks(spark, test_graph):
+    """minPartitions (default: the driver's cores) splits the read while each task keeps at
+    least 65,536 rows; every row comes back exactly once."""
+    n = 70_000
+    for half in range(2):  # 2 fragments of 70k rows
+        write_rows(test_graph, "node:Person", people(*[f"p{half}-{i:05d}" for i in range(n)], age=half))
+    root = test_graph.root
+    one = load(spark, root, minPartitions=1)
+    two = load(spark, root, minPartitions=2)
+    three = load(spark, root, minPartitions=3)  # 140k / 3 < 65,536: still two tasks
+    assert (one.rdd.getNumPartitions(), two.rdd.getNumPartitions(), three.rdd.getNumPartitions()) == (1, 2, 2)
+    for df in (one, two):
+        got = df.groupBy("age").count().orderBy("age").collect()
+        assert [(r["age"], r["count"]) for r in got] == [(0, n), (1, n)]
+        assert df.select("id").distinct().count() == 2 * n
+
+
 def test_read_graph_views_one_snapshot(spark, test_graph):
     from omnigraph_spark import read_graph
 

@@ -24,6 +24,26 @@ def test_plan_partitions_merges_small_and_splits_large():
     assert R.plan_partitions([(0, 0, 4)], 10) == [((), None)]
 
 
+def test_task_rows_fills_the_cores_but_keeps_tasks_large():
+    two_halves = [(0, 500_000, 500_000), (1, 500_000, 500_000)]
+    # two cores, two 500k fragments: one task per fragment (not one 1M-row task)
+    assert R.plan_partitions(two_halves, 1_000_000, 2) == [((0,), None), ((1,), None)]
+    # one compacted 1M-row fragment on 4 cores: four physical ranges
+    one = [(0, 1_000_000, 1_000_000)]
+    assert [rng for _, rng in R.plan_partitions(one, 1_000_000, 4)] == [
+        (0, 250_000), (250_000, 500_000), (500_000, 750_000), (750_000, 1_000_000)]
+    # small tables stay one task: no task below MIN_ROWS_PER_PARTITION
+    small = [(i, 10_000, 10_000) for i in range(8)]
+    assert R.task_rows(small, 1_000_000, 8) == R.MIN_ROWS_PER_PARTITION
+    assert R.plan_partitions(small, 1_000_000, 8) == [(tuple(range(6)), None), ((6, 7), None)]
+    # a fragment just above the target is not cut into tasks below the floor
+    assert R.plan_partitions([(0, 70_000, 70_000), (1, 70_000, 70_000)], 1_000_000, 3) == [((0,), None), ((1,), None)]
+    # maxRowsPerPartition still caps a task
+    assert R.plan_partitions([(0, 130_000, 130_000)], 100_000, 1) == [((0,), (0, 65_000)), ((0,), (65_000, 130_000))]
+    assert R.task_rows(one, 100, 1) == 100
+    assert R.task_rows([], 1_000_000, 2) == R.MIN_ROWS_PER_PARTITION
+
+
 def test_row_ranges_cover_a_fragment_with_deletions_exactly_once(tmp_path):
     uri = str(tmp_path / "t")
     lance.write_dataset(pa.table({"id": [f"r{i:02d}" for i in range(50)], "x": list(range(50))}), uri,
