@@ -188,7 +188,10 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
         if shadowed_committed is not None:
             neg = shadowed_committed.select(["src", "count"]).cast(parts[0].schema)
             parts.append(neg.set_column(1, "count", pc.negate(neg["count"])))
-    totals = pa.concat_tables(parts).group_by("src", use_threads=False).aggregate([("count", "sum")])
+    if len(parts) == 1:  # pending edges only: value_counts already holds one row per source
+        totals = parts[0].rename_columns(["src", "count_sum"])
+    else:
+        totals = pa.concat_tables(parts).group_by("src", use_threads=False).aggregate([("count", "sum")])
     totals = totals.filter(pc.greater_equal(totals["count_sum"], 1))
     over = pc.greater(totals["count_sum"], card.max) if card.max is not None else None
     under = pc.less(totals["count_sum"], card.min)

@@ -18,8 +18,11 @@ therefore carries its code as a message prefix (``[DANGLING_EDGE] ...``) and
 """
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type
 
@@ -215,34 +218,74 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
             chunks = [c for p in parts for c in p.chunks]
             return pa.chunked_array(chunks, pa.string())
 
+        checks: List[Callable[[], None]] = []  # in the order a sequential run would raise
         for key in sorted(staged):
             s = staged[key]
             td = catalog.by_table_key(key)
-            for cols, what in unique_groups(td):
-                check_unique(td, staged_cols(key, cols), cols, what=what)
-            # edges: read id, src and dst in one pass and check id on that table
-            id_table = staged_cols(key, ["id", "src", "dst"]) if td.is_edge else staged_cols(key, ["id"])
-            check_unique(td, id_table, ["id"],
-                         what="duplicate id in one load (merge never picks a winner)" if s.mode == "merge"
-                         else "id")
+            groups = unique_groups(td)
+            for cols, what in groups:
+                checks.append(functools.partial(check_unique, td, staged_cols(key, cols), cols, what=what))
+            if not _id_is_checked_key(td, groups):
+                # edges: read id, src and dst in one pass and check id on that table
+                id_table = staged_cols(key, ["id", "src", "dst"]) if td.is_edge else staged_cols(key, ["id"])
+                checks.append(functools.partial(
+                    check_unique, td, id_table, ["id"],
+                    what="duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"))
             if not td.is_edge:
                 continue
             ends = staged_cols(key, ["id", "src", "dst"])
-            check_endpoints(td, ends.column("src"), ends.column("dst"), node_ids(td.from_type or ""),
-                            node_ids(td.to_type or ""))
+            checks.append(functools.partial(check_endpoints, td, ends.column("src"), ends.column("dst"),
+                                            node_ids(td.from_type or ""), node_ids(td.to_type or "")))
             card = td.cardinality
             if card.min > 0 or card.max is not None:
-                committed_counts = shadowed = None
-                if s.mode != "overwrite":
-                    old = committed(key, ["id", "src"])
-                    committed_counts = src_counts(old.column("src"))
-                    if s.mode == "merge":
-                        shadowed = shadowed_src_counts(old.column("id"), old.column("src"), ends.column("id"))
-                check_cardinality(td, ends.column("src"), committed_counts, overwrite=s.mode == "overwrite",
-                                  shadowed_committed=shadowed,
-                                  pending_ids=ends.column("id") if s.mode == "merge" else None)
+                old = committed(key, ["id", "src"]) if s.mode != "overwrite" else None
+                checks.append(functools.partial(_check_card, td, s.mode, ends, old))
+        run_checks(checks)
 
     return validate
+
+
+def _id_is_checked_key(td: TypeDef, groups: Sequence[Tuple[Tuple[str, ...], str]]) -> bool:
+    """A keyed node's id is its @key value as text, an injective mapping for String and integer
+    keys: the key's uniqueness check already proves the ids distinct (one hash pass, not two)."""
+    key = td.key_property
+    if td.is_edge or key is None or (key,) not in [cols for cols, _ in groups]:
+        return False
+    prop = next((p for p in td.properties if p.name == key), None)
+    return prop is not None and not prop.type.list and prop.type.scalar in _INJECTIVE_KEY_TYPES
+
+
+_INJECTIVE_KEY_TYPES = frozenset({"String", "I32", "I64", "U32", "U64"})
+
+
+def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table]) -> None:
+    committed_counts = shadowed = None
+    if old is not None:
+        committed_counts = src_counts(old.column("src"))
+        if mode == "merge":
+            shadowed = shadowed_src_counts(old.column("id"), old.column("src"), ends.column("id"))
+    check_cardinality(td, ends.column("src"), committed_counts, overwrite=mode == "overwrite",
+                      shadowed_committed=shadowed, pending_ids=ends.column("id") if mode == "merge" else None)
+
+
+def run_checks(checks: Sequence[Callable[[], None]], max_workers: Optional[int] = None) -> None:
+    """Run independent load-wide checks concurrently (pyarrow kernels release the GIL) and raise
+    the error the FIRST failing check in ``checks`` order raises, exactly as running them one by
+    one would: a load with several problems always reports the same one."""
+    workers = min(len(checks), max_workers or min(4, os.cpu_count() or 1))
+    if workers <= 1:
+        for check in checks:
+            check()
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="omnigraph-validate") as pool:
+        futures = [pool.submit(check) for check in checks]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
 
 
 def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions) -> LoadResult:

@@ -206,3 +206,37 @@ def test_concurrent_writers_both_commit(spark, test_graph):
     ids = [r["id"] for r in rows(g, "node:Person")]
     assert ids == sorted([f"a{i}" for i in range(5)] + [f"b{i}" for i in range(5)])
     assert len(g.log()) == 3 and {c.actor_id for c in g.log()[1:]} == {"a", "b"}
+
+
+def test_load_wide_checks_run_concurrently_but_report_in_order():
+    """Validation runs its independent checks on a thread pool; the error raised is always the
+    one a sequential run raises first (I4: a bad load is refused, with a stable message)."""
+    import threading
+    import time
+
+    from omnigraph_spark.errors import DanglingEdgeError, UniqueViolationError
+    from omnigraph_spark.spark.writer import run_checks
+
+    ran: List[str] = []
+    lock = threading.Lock()
+
+    def ok(name, delay=0.0):
+        def f():
+            time.sleep(delay)
+            with lock:
+                ran.append(name)
+        return f
+
+    def fail(exc, delay=0.0):
+        def f():
+            time.sleep(delay)
+            raise exc
+        return f
+
+    # the later check fails first in wall time; the earlier one's error is the one reported
+    with pytest.raises(UniqueViolationError):
+        run_checks([ok("a"), fail(UniqueViolationError("dup"), 0.2), fail(DanglingEdgeError("dangling"))],
+                   max_workers=3)
+    run_checks([ok("x", 0.05), ok("y"), ok("z")], max_workers=3)
+    assert sorted(ran) == ["a", "x", "y", "z"]
+    run_checks([], max_workers=3)
