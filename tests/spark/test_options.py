@@ -60,6 +60,7 @@ def test_read_options():
                                   "version": "4", "maxRowsPerPartition": "100", "storage.x": "y"})
     assert o.columns == ("id", "name") and o.pushdown is False and o.version == 4
     assert o.max_rows_per_partition == 100 and o.storage_options == {"x": "y"}
+    assert o.min_partitions is None
     assert ReadOptions.from_options({"path": "/g", "type": "P"}).pushdown is True
     for extra in ({"version": "2", "commit": "01ABC"}, {"commit": "x", "timestampAsOf": "2026-01-01T00:00:00Z"},
                   {"timestampAsOf": "yesterday"}, {"writeMode": "append"}, {"pushdown": "maybe"}):
@@ -71,7 +72,7 @@ def test_options_table_documents_every_key():
     names = {o.name for o in OPTIONS}
     assert {"path", "type", "branch", "writeMode", "actor", "txnAppId", "txnVersion", "maxRowsPerFile",
             "maxBytesPerFile", "commitLeaseTimeout", "version", "commit", "timestampAsOf", "columns",
-            "maxRowsPerPartition", "pushdown", "storage.<key>"} == names
+            "maxRowsPerPartition", "minPartitions", "pushdown", "storage.<key>"} == names
     assert all(o.scope in ("read", "write", "read/write") and o.description for o in OPTIONS)
     for o in OPTIONS:  # every documented option parses in its scope
         if o.name.startswith("storage."):
