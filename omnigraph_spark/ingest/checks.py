@@ -188,6 +188,7 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
         if shadowed_committed is not None:
             neg = shadowed_committed.select(["src", "count"]).cast(parts[0].schema)
             parts.append(neg.set_column(1, "count", pc.negate(neg["count"])))
+    parts = parts[:1] + [p for p in parts[1:] if p.num_rows]  # nothing committed: no re-group
     if len(parts) == 1:  # pending edges only: value_counts already holds one row per source
         totals = parts[0].rename_columns(["src", "count_sum"])
     else:

@@ -77,6 +77,17 @@ def test_card_max_counts_committed_plus_pending(typed):
     assert "source 'a' has 3 edges (max 2)" in str(ex.value)
 
 
+def test_card_with_nothing_committed_checks_pending_alone(typed):
+    """An empty committed table (first load of an edge type) takes the no-regroup path: the
+    same verdicts and messages."""
+    e = typed.edges["E"]
+    empty = counts()
+    check_cardinality(e, pa.array(["a", "a", "b"]), empty)
+    with pytest.raises(DataError) as ex:
+        check_cardinality(e, pa.array(["b", "a", "a", "a", "b"]), empty, shadowed_committed=empty)
+    assert "source 'a' has 3 edges (max 2)" in str(ex.value) and "'b'" not in str(ex.value)
+
+
 def test_card_min_only_for_sources_with_edges(typed):
     e = catalog([node("P", [])], [edge("E", "P", "P", card={"min": 2, "max": None})]).edges["E"]
     check_cardinality(e, pa.array(["a", "a"]))  # 'b' has no edges: not checked
