@@ -487,11 +487,8 @@ class Bench:
         root, pq = self._last_graph, self._last_parquet + "/nodes"
         sel = F.col("qty") < 10  # 1% of rows
 
-        def og(filtered: bool) -> float:
-            r = self.spark.read.format("omnigraph").option("type", "Item")
-            if filtered:
-                r = r.option("pushdown", "true")
-            df = r.load(root)
+        def scan(df, filtered: bool) -> float:
+            """Seconds to read every column of ``df`` (filtered to 1 % or not) into a noop sink."""
             if filtered:
                 df = df.filter(sel)
             t: List[float] = []
@@ -499,14 +496,12 @@ class Bench:
                 df.write.format("noop").mode("overwrite").save()
             return t[0]
 
+        def og(filtered: bool) -> float:
+            r = self.spark.read.format("omnigraph").option("type", "Item")
+            return scan((r.option("pushdown", "true") if filtered else r).load(root), filtered)
+
         def parquet(filtered: bool) -> float:
-            df = self.spark.read.parquet(pq)
-            if filtered:
-                df = df.filter(sel)
-            t: List[float] = []
-            with timer(t):
-                df.write.format("noop").mode("overwrite").save()
-            return t[0]
+            return scan(self.spark.read.parquet(pq), filtered)
 
         from benchmarks.floor import NAME
         from omnigraph_spark import Graph
@@ -517,13 +512,7 @@ class Bench:
 
         def floor(filtered: bool) -> float:
             """A bare pylance Python source over the same fragments (benchmarks/floor.py)."""
-            df = self.spark.read.format(NAME).schema(item_schema).load(table_uri)
-            if filtered:
-                df = df.filter(sel)
-            t: List[float] = []
-            with timer(t):
-                df.write.format("noop").mode("overwrite").save()
-            return t[0]
+            return scan(self.spark.read.format(NAME).schema(item_schema).load(table_uri), filtered)
 
         og(False), parquet(False), floor(False)  # warm the OS cache and the workers for all
         res: Dict[str, Any] = {"rows": a.rows}

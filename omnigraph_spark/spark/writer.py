@@ -245,6 +245,9 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
     return validate
 
 
+_INJECTIVE_KEY_TYPES = frozenset({"String", "I32", "I64", "U32", "U64"})
+
+
 def _id_is_checked_key(td: TypeDef, groups: Sequence[Tuple[Tuple[str, ...], str]]) -> bool:
     """A keyed node's id is its @key value as text, an injective mapping for String and integer
     keys: the key's uniqueness check already proves the ids distinct (one hash pass, not two)."""
@@ -253,9 +256,6 @@ def _id_is_checked_key(td: TypeDef, groups: Sequence[Tuple[Tuple[str, ...], str]
         return False
     prop = next((p for p in td.properties if p.name == key), None)
     return prop is not None and not prop.type.list and prop.type.scalar in _INJECTIVE_KEY_TYPES
-
-
-_INJECTIVE_KEY_TYPES = frozenset({"String", "I32", "I64", "U32", "U64"})
 
 
 def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table]) -> None:

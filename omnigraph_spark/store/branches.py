@@ -107,7 +107,7 @@ def ensure_fork(root: str, entry: manifest.TableEntry, branch: str,
         ds = tables.open_dataset(base, branch=branch, storage_options=storage_options)
         if ds.version == entry.version and existing[branch].get("parent_version") == entry.version:
             return ds
-        if _named_by_pending_sidecar(root, base, branch, storage_options):
+        if _named_by_pending_sidecar(root, entry.table_key, branch, storage_options):
             # I8: not an orphan — a crashed load committed on this fork and recovery decides its
             # fate from it (the commit's heal rolls it forward); never delete the evidence.
             return ds
@@ -117,20 +117,15 @@ def ensure_fork(root: str, entry: manifest.TableEntry, branch: str,
     return tables.fork(base, entry.table_branch, entry.version, branch, storage_options)
 
 
-def _named_by_pending_sidecar(root: str, base: str, branch: str, storage_options) -> bool:
-    """Whether a pending recovery sidecar pins ``base`` on Lance branch ``branch`` (an unreadable
-    sidecar counts as yes: when in doubt, keep the fork)."""
+def _named_by_pending_sidecar(root: str, table_key: str, branch: str, storage_options) -> bool:
+    """Whether a pending recovery sidecar pins ``table_key`` on Lance branch ``branch`` (an
+    unreadable sidecar counts as yes: when in doubt, keep the fork)."""
+    from ..errors import OmnigraphError
     from .fs import RootStorage
     from . import sidecar as _sidecar
 
-    storage = RootStorage(root, storage_options)
-    for path in _sidecar.list_paths(storage, root):
-        try:
-            sc = _sidecar.Sidecar.from_json(storage.read_text(path), path)
-        except FileNotFoundError:
-            continue
-        except Exception:
-            return True
-        if any(p.table_path.rstrip("/") == base.rstrip("/") and p.table_branch == branch for p in sc.tables):
-            return True
-    return False
+    try:
+        pending = _sidecar.read_all(RootStorage(root, storage_options), root)
+    except OmnigraphError:
+        return True
+    return any(p.table_key == table_key and p.table_branch == branch for sc in pending for p in sc.tables)

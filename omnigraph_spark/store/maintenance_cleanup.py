@@ -166,8 +166,7 @@ def _kept_graph_state(graph, keep, cutoff, report: CleanupReport):
     # a pending recovery sidecar may restore its pinned version: keep it
     for sc in _sidecar.read_all(graph.storage, root):
         for p in sc.tables:
-            rel = p.table_path[len(root.rstrip("/")) + 1:] if p.table_path.startswith(root) else p.table_path
-            protect(rel, p.table_branch or MAIN, p.expected_version)
+            protect(p.table_dir or p.table_path, p.table_branch or MAIN, p.expected_version)
     report.protected = dict(protected)
     return protected, keys, placements
 

@@ -11,10 +11,8 @@ A sidecar is deleted only after its resolution is durable (I9).
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import logging
-import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -127,7 +125,7 @@ def _update_at(root: str, pin: SidecarPin, version: int, storage_options) -> man
     ds = tables.open_dataset(pin.table_path, branch=pin.table_branch, version=version,
                              storage_options=storage_options)
     loc = table_uri(pin.table_path, "", pin.table_branch)
-    rel = pin.table_path[len(root.rstrip("/")) + 1:] if pin.table_path.startswith(root) else pin.table_path
+    rel = pin.table_dir or pin.table_path
     return manifest.TableUpdate(pin.table_key, version, pin.table_branch, ds.count_rows(),
                                 tables.version_metadata_json(loc, version, rel, storage_options))
 
@@ -140,35 +138,10 @@ def _intent_satisfied(obs: List[TableObservation], state: manifest.ManifestState
     return True
 
 
-_TABLE_TAIL = re.compile(r"(?:^|/)((?:nodes|edges)/[0-9a-f]{16})/?$")
-
-
-def localize(root: str, sc: Sidecar) -> Sidecar:
-    """Point every pin at the table under ``root``.
-
-    A sidecar stores full dataset URIs (§H.1), so a graph copied or mounted elsewhere (``/dbfs/x``
-    vs ``dbfs:/x``, a backup copy) carries pins naming the *old* location. Healing through them
-    would restore tables of a different graph and publish versions this root does not have. The
-    table directory name is a hash of the table key, so the tail identifies the table; we resolve
-    it against the root being opened and say so when it differs.
-    """
-    base = root.rstrip("/")
-    pins = []
-    for pin in sc.tables:
-        m = _TABLE_TAIL.search(pin.table_path)
-        local = f"{base}/{m.group(1)}" if m else pin.table_path
-        if local != pin.table_path:
-            log.warning("recovery sidecar %s pins %s at %s; healing the table under this root instead: %s",
-                        sc.operation_id, pin.table_key, pin.table_path, local)
-            pin = dataclasses.replace(pin, table_path=local)
-        pins.append(pin)
-    return dataclasses.replace(sc, tables=tuple(pins))
-
-
 def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "full",
                 storage_options=None) -> RecoveryOutcome:
-    """Resolve one sidecar. Raises InvariantViolationError (Abort) in full mode."""
-    sc = localize(root, sc)
+    """Resolve one sidecar (its pins under ``root``: see :func:`sidecar.read`). Raises
+    InvariantViolationError (Abort) in full mode."""
     branch = sc.graph_branch
     mds = manifest.open_manifest(root, MAIN, storage_options=storage_options)
     if branch != MAIN and branch not in mds.branches.list():
@@ -256,11 +229,9 @@ def sweep(root: str, storage: RootStorage, *, mode: str = "full", storage_option
     """Resolve every pending sidecar in ULID order. A corrupt sidecar raises and stays."""
     out = []
     for path in sidecars.list_paths(storage, root):
-        try:
-            text = storage.read_text(path)
-        except FileNotFoundError:
+        sc = sidecars.read(storage, root, path)
+        if sc is None:
             continue  # resolved concurrently
-        sc = Sidecar.from_json(text, path)
         if only and sc.operation_id != only:
             continue
         out.append(resolve_one(root, storage, sc, mode=mode, storage_options=storage_options))

@@ -6,17 +6,23 @@ commit row, so a crash anywhere in between leaves enough on disk to finish or un
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from ..errors import CorruptSidecarError, UnsupportedFormatError
 from .commits import new_ulid, now_us
 from .fs import RootStorage
-from .layout import MAIN, RootPaths
+from .layout import MAIN, RootPaths, join
+
+log = logging.getLogger(__name__)
 
 SIDECAR_SCHEMA_VERSION = 2
 WRITER_KINDS = ("Mutation", "Load", "SchemaApply", "BranchMerge", "EnsureIndices", "Optimize")
+_TABLE_DIR = re.compile(r"(?:^|/)((?:nodes|edges)/[0-9a-f]{16})/?$")
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,13 @@ class SidecarPin:
     post_commit_pin: int
     confirmed_version: Optional[int] = None
     table_branch: Optional[str] = None
+
+    @property
+    def table_dir(self) -> Optional[str]:
+        """The table's path relative to its graph root (``nodes/<h16>``), or None if the pinned
+        URI does not end in one."""
+        m = _TABLE_DIR.search(self.table_path)
+        return m.group(1) if m else None
 
     def to_obj(self) -> dict:
         o = {"table_key": self.table_key, "table_path": self.table_path,
@@ -59,6 +72,24 @@ class Sidecar:
     @property
     def graph_branch(self) -> str:
         return self.branch or MAIN
+
+    def localized(self, root: str) -> "Sidecar":
+        """This sidecar with every pin pointing at the table under ``root``.
+
+        Pins are full dataset URIs (§H.1), so a graph copied or mounted elsewhere (a backup,
+        ``/dbfs/x`` vs ``dbfs:/x``) carries pins naming the *old* location; healing through them
+        would restore another graph's tables (interop D5). The ``nodes|edges/<hash>`` tail
+        names the table; we resolve it under the root being opened and say so when it differs.
+        """
+        pins = []
+        for pin in self.tables:
+            local = join(root, pin.table_dir) if pin.table_dir else pin.table_path
+            if local != pin.table_path:
+                log.warning("recovery sidecar %s pins %s at %s; using the table under this root instead: %s",
+                            self.operation_id, pin.table_key, pin.table_path, local)
+                pin = dataclasses.replace(pin, table_path=local)
+            pins.append(pin)
+        return dataclasses.replace(self, tables=tuple(pins))
 
     def to_json(self) -> str:
         o = {"schema_version": self.schema_version, "operation_id": self.operation_id,
@@ -122,5 +153,16 @@ def list_paths(storage: RootStorage, root: str) -> List[str]:
     return [f"{d}/{n}" for n in storage.list_dir(d) if n.endswith(".json")]
 
 
+def read(storage: RootStorage, root: str, path: str) -> Optional[Sidecar]:
+    """The pending sidecar at ``path``, pins localized under ``root``; None if it was resolved
+    (deleted) meanwhile. Raises CorruptSidecarError / UnsupportedFormatError."""
+    try:
+        text = storage.read_text(path)
+    except FileNotFoundError:
+        return None
+    return Sidecar.from_json(text, path).localized(root)
+
+
 def read_all(storage: RootStorage, root: str) -> List[Sidecar]:
-    return [Sidecar.from_json(storage.read_text(p), p) for p in list_paths(storage, root)]
+    """Every pending sidecar in ULID order, pins localized under ``root``."""
+    return [sc for sc in (read(storage, root, p) for p in list_paths(storage, root)) if sc is not None]

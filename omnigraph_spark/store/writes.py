@@ -342,9 +342,10 @@ def _heal(graph) -> None:
     for o in outcomes:
         if o.action == "Deferred" and graph.storage.exists(_op_marker(graph.root, o.operation_id)):
             log.warning("resolving sidecar %s of a crashed omnigraph-spark write", o.operation_id)
-            path = RootPaths(graph.root).sidecar(o.operation_id)
-            sc = _sidecar.Sidecar.from_json(graph.storage.read_text(path), path)
-            _recovery.resolve_one(graph.root, graph.storage, sc, mode="full", storage_options=graph.storage_options)
+            sc = _sidecar.read(graph.storage, graph.root, RootPaths(graph.root).sidecar(o.operation_id))
+            if sc is not None:
+                _recovery.resolve_one(graph.root, graph.storage, sc, mode="full",
+                                      storage_options=graph.storage_options)
             graph.storage.delete(_op_marker(graph.root, o.operation_id))
     ops_dir = join(RootPaths(graph.root).spark_dir, "ops")
     for name in graph.storage.list_dir(ops_dir):  # markers whose sidecar is resolved (by anyone)

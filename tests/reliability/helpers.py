@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 
 from omnigraph_spark import Graph
 from omnigraph_spark.store import commits, tables
+from tests.interop.helpers import copy_graph  # noqa: F401  (one copier that re-points sidecars)
 
 HERE = Path(__file__).resolve().parent
 JOB = str(HERE / "spark_job.py")
@@ -203,21 +203,3 @@ def engine_visible_ids(binary: str, root_copy: str, branch: str, home: str) -> D
         else:
             out.setdefault(f"edge:{r['edge']}", []).append(r["data"].get("id") or "")
     return {k: sorted(v) for k, v in out.items()}
-
-
-def copy_graph(src: str, dst: str) -> str:
-    """Copy a graph root, re-pointing pending sidecars at the copy.
-
-    Sidecars hold full table URIs and the engine heals through them verbatim: left alone, the
-    engine would restore the ORIGINAL graph's tables and publish versions the copy lacks
-    (docs/interop.md, D5). We localize pins ourselves; the engine does not.
-    """
-    shutil.copytree(src, dst, symlinks=True)
-    rec = os.path.join(dst, "__recovery")
-    for name in (os.listdir(rec) if os.path.isdir(rec) else []):
-        path = os.path.join(rec, name)
-        with open(path) as f:
-            text = f.read()
-        with open(path, "w") as f:
-            f.write(text.replace(f'"table_path": "{src.rstrip("/")}/', f'"table_path": "{dst.rstrip("/")}/'))
-    return dst
