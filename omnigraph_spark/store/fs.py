@@ -1,7 +1,7 @@
 """Small-file storage for the graph root: schema files, sidecars, lease and txn records.
 
 Lance handles the datasets; this handles the few JSON/text files around them. Local paths use
-the OS (atomic rename, O_EXCL create); object stores go through pyarrow.fs, where a single PUT
+the OS (atomic rename, create-if-absent by hard link of a complete temp file); object stores go through pyarrow.fs, where a single PUT
 is atomic but create-if-absent is check-then-put (documented in docs/format.md).
 """
 from __future__ import annotations
@@ -97,15 +97,23 @@ class RootStorage:
         """Create ``path`` only if absent. Returns False if it already existed."""
         try:
             if self.local:
+                # Write a private temp file, then hard-link it into place: the link either fails
+                # (already there) or publishes the whole content at once. An O_EXCL create would
+                # expose an empty file to a concurrent reader between create and write.
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                try:
-                    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-                except FileExistsError:
-                    return False
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+                with open(tmp, "w", encoding="utf-8") as f:
                     f.write(text)
                     f.flush()
                     os.fsync(f.fileno())
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    return False
+                except OSError:  # no hard links here (some FUSE mounts): exclusive create
+                    return self._create_exclusive(path, text)
+                finally:
+                    os.remove(tmp)
                 return True
             if self.exists(path):
                 return False
@@ -113,6 +121,19 @@ class RootStorage:
             return True
         except OSError as e:
             raise StorageError(f"cannot create '{path}': {e}", path=path) from e
+
+    @staticmethod
+    def _create_exclusive(path: str, text: str) -> bool:
+        """O_EXCL create then write: a reader can briefly see it empty (the lease allows for it)."""
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        return True
 
     def delete(self, path: str) -> bool:
         try:
@@ -161,3 +182,12 @@ class RootStorage:
         if self.local:
             return os.path.getsize(path)
         return self._pafs().get_file_info(self._strip(path)).size
+
+    def age_s(self, path: str) -> Optional[float]:
+        """Seconds since ``path`` was last modified, or None when the store does not say."""
+        import time
+
+        if self.local:
+            return time.time() - os.path.getmtime(path)
+        mtime = self._pafs().get_file_info(self._strip(path)).mtime
+        return None if mtime is None else time.time() - mtime.timestamp()

@@ -23,6 +23,7 @@ from .layout import RootPaths, join
 log = logging.getLogger(__name__)
 
 DEFAULT_TTL_S = 900.0
+UNPARSABLE_GRACE_S = 30.0
 
 
 @contextlib.contextmanager
@@ -71,17 +72,48 @@ def _break_if_stale(storage: RootStorage, path: str) -> None:
     except FileNotFoundError:
         return
     except ValueError:
+        # Unreadable content is a lease being written by a store without atomic create, or a
+        # corrupt one. Only the second is stale, and only age tells them apart.
+        try:
+            age = storage.age_s(path)
+        except (FileNotFoundError, OSError):
+            return
+        if age is not None and age < UNPARSABLE_GRACE_S:
+            return
         cur = {"expires_at": 0}
     dead = cur.get("host") == socket.gethostname() and isinstance(cur.get("pid"), int) and not _alive(cur["pid"])
     if dead or cur.get("expires_at", 0) < time.time():
         log.warning("breaking stale commit lease %s held by %s", path, cur.get("owner"))
         if storage.local:
-            try:
-                os.replace(path, f"{path}.stale.{uuid.uuid4().hex}")
-                for n in os.listdir(os.path.dirname(path)):
-                    if ".stale." in n:
-                        os.remove(os.path.join(os.path.dirname(path), n))
-            except OSError:
-                pass
+            _move_aside_if_same(path, cur.get("token"))
         else:
             storage.delete(path)
+
+
+def _move_aside_if_same(path: str, token: Optional[str]) -> None:
+    """Move a stale lease away, putting it back if a live holder replaced it meanwhile.
+
+    Two waiters can judge the same dead lease stale; the slower one must not remove the lease
+    a third writer has just taken. Safety never rests on this: the table and manifest version
+    checks (I6, I4) still turn any overlap into a typed conflict.
+    """
+    aside = f"{path}.stale.{uuid.uuid4().hex}"
+    try:
+        os.replace(path, aside)
+    except OSError:
+        return
+    try:
+        with open(aside, encoding="utf-8") as f:
+            moved = json.loads(f.read()).get("token")
+    except (OSError, ValueError):
+        moved = None
+    if moved != token:
+        try:
+            os.link(aside, path)
+            log.warning("commit lease %s was retaken while being broken; restored it", path)
+        except OSError:
+            pass
+    for n in os.listdir(os.path.dirname(path)):
+        if ".stale." in n:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(os.path.dirname(path), n))

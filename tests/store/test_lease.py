@@ -1,0 +1,119 @@
+"""The commit lease (I14): mutual exclusion among our writers, and breaking only dead leases."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+from omnigraph_spark.store import lease
+from omnigraph_spark.store.fs import RootStorage
+from omnigraph_spark.store.layout import RootPaths, join
+
+
+def _path(root: str) -> str:
+    return join(RootPaths(root).spark_dir, "commit.lease")
+
+
+def test_create_text_never_exposes_partial_content(tmp_path):  # I14
+    """A reader racing a create sees nothing or the whole file, never an empty one (CI flake)."""
+    st = RootStorage(str(tmp_path))
+    body = json.dumps({"token": "x" * 4000})
+    seen = []
+    stop = threading.Event()
+    target = str(tmp_path / "f.json")
+
+    def reader():
+        while not stop.is_set():
+            try:
+                seen.append(st.read_text(target))
+            except FileNotFoundError:
+                pass
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for _ in range(200):
+            assert st.create_text(target, body)
+            assert not st.create_text(target, "other")
+            os.remove(target)
+    finally:
+        stop.set()
+        t.join()
+    assert seen and all(s == body for s in seen)
+    assert sorted(os.listdir(tmp_path)) == []  # no temp files left
+
+
+def test_fresh_unparsable_lease_is_not_broken(tmp_path):  # I14
+    st = RootStorage(str(tmp_path))
+    p = _path(str(tmp_path))
+    os.makedirs(os.path.dirname(p))
+    open(p, "w").close()  # being written by a store without atomic create
+    lease._break_if_stale(st, p)
+    assert os.path.exists(p)
+    old = time.time() - lease.UNPARSABLE_GRACE_S - 5
+    os.utime(p, (old, old))  # the same file long after: corrupt, so stale
+    lease._break_if_stale(st, p)
+    assert not os.path.exists(p)
+
+
+def test_lease_of_a_dead_process_is_broken_and_a_live_one_is_kept(tmp_path):  # I14
+    import socket
+
+    st = RootStorage(str(tmp_path))
+    p = _path(str(tmp_path))
+    os.makedirs(os.path.dirname(p))
+    live = {"token": "a", "host": socket.gethostname(), "pid": os.getpid(), "expires_at": time.time() + 60}
+    st.write_text(p, json.dumps(live))
+    lease._break_if_stale(st, p)
+    assert json.loads(st.read_text(p))["token"] == "a"
+    dead = dict(live, token="b", pid=2 ** 22 + 12345)
+    st.write_text(p, json.dumps(dead))
+    lease._break_if_stale(st, p)
+    assert not os.path.exists(p)
+
+
+def test_breaking_puts_back_a_lease_retaken_meanwhile(tmp_path):  # I14
+    p = _path(str(tmp_path))
+    os.makedirs(os.path.dirname(p))
+    with open(p, "w") as f:
+        json.dump({"token": "fresh"}, f)
+    lease._move_aside_if_same(p, "dead-one")  # judged stale when it held 'dead-one'
+    assert json.loads(open(p).read())["token"] == "fresh"
+    assert [n for n in os.listdir(os.path.dirname(p)) if ".stale." in n] == []
+
+
+def test_threads_hold_the_lease_one_at_a_time(tmp_path):  # I14
+    st = RootStorage(str(tmp_path))
+    inside, worst, errors = [0], [0], []
+    mu = threading.Lock()
+
+    def worker():
+        try:
+            for _ in range(15):
+                with lease.hold(st, str(tmp_path), timeout_s=60):
+                    with mu:
+                        inside[0] += 1
+                        worst[0] = max(worst[0], inside[0])
+                    time.sleep(0.001)
+                    with mu:
+                        inside[0] -= 1
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker) for _ in range(6)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert errors == [] and worst[0] == 1
+    assert not os.path.exists(_path(str(tmp_path)))
+
+
+def test_create_text_without_hard_links_still_creates_once(tmp_path, monkeypatch):  # I14
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    st = RootStorage(str(tmp_path))
+    target = str(tmp_path / "f.json")
+    assert st.create_text(target, "one") and not st.create_text(target, "two")
+    assert st.read_text(target) == "one" and os.listdir(tmp_path) == ["f.json"]
