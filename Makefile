@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow test-all test-oldest-spark install engine clean
+.PHONY: demo test test-slow test-all test-oldest-spark install engine jvm-shim clean
 
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -16,16 +16,30 @@ $(VENV)/.installed: setup.py
 
 install: $(VENV)/.installed
 
-demo: $(VENV)/.installed
+# The JVM read path (jvm-shim/): the Lance Java SDK from Maven Central into jvm-shim/target/lib,
+# the shim compiled against the installed pyspark's own Spark jars. Needs javac and mvn.
+SHIM := jvm-shim/target/omnigraph-spark-shim.jar
+SHIM_SRC := $(wildcard jvm-shim/src/main/java/io/omnigraph/spark/*.java)
+$(SHIM): $(VENV)/.installed jvm-shim/pom.xml $(SHIM_SRC)
+	rm -rf jvm-shim/target/classes jvm-shim/target/lib
+	mvn -q -B -f jvm-shim/pom.xml dependency:copy-dependencies -DoutputDirectory=target/lib
+	mkdir -p jvm-shim/target/classes
+	javac -nowarn --release 17 -d jvm-shim/target/classes \
+	  -cp "$$($(PY) -c 'import pyspark,os;print(os.path.join(os.path.dirname(pyspark.__file__),"jars"))')/*:jvm-shim/target/lib/*" $(SHIM_SRC)
+	jar cf $@ -C jvm-shim/target/classes .
+
+jvm-shim: $(SHIM)
+
+demo: $(VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m omnigraph_spark.demo
 
 # The test command: every test except the ones marked slow (real Spark applications started as
 # subprocesses: examples, the Spark crash matrix, multi-application concurrency, task faults).
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # The slow half (CI runs it after `make test`).
-test-slow: $(VENV)/.installed
+test-slow: $(VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 test-all: test test-slow

@@ -6,7 +6,8 @@ without pyspark installed.
 from . import errors
 from .graph import Graph, Snapshot, TableInfo
 
-__all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "load_jsonl", "read_graph"]
+__all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "load_jsonl", "read_graph", "read_table",
+           "shim_jars"]
 __version__ = "0.1.0"
 
 
@@ -36,3 +37,18 @@ def read_graph(spark, uri, **kwargs):
     from .spark.read_graph import read_graph as _r
 
     return _r(spark, uri, **kwargs)
+
+
+def read_table(spark, uri, type, **kwargs):
+    """One node or edge type of one snapshot, through the JVM scan when it can (see
+    docs/api.md, "The JVM read path"), else the ``omnigraph`` Python source."""
+    from .spark.jvm_read import read_table as _r
+
+    return _r(spark, uri, type, **kwargs)
+
+
+def shim_jars(shim_dir=None):
+    """The JVM read path's jars, for ``spark.driver.extraClassPath`` (empty if not built)."""
+    from .spark.jvm_read import shim_jars as _j
+
+    return _j(shim_dir)

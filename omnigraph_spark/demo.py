@@ -11,7 +11,8 @@ What it does, in order:
    type, then a multi-type ``write_graph`` (nodes and edges in one commit);
 5. makes a branch and changes a row there (main is untouched);
 6. reads the tables back with ``spark.read.format("omnigraph")``, joins people to their employers
-   across the node and edge tables, and time-travels to the first load;
+   across the node and edge tables, time-travels to the first load, and reads the snapshot
+   again with ``read_graph`` (through the JVM read path when ``jvm-shim`` is built);
 7. prints a summary: tables, row counts, table versions, graph versions and commit ids.
 
 Exit status 0 when every check passed, 1 otherwise.
@@ -57,6 +58,10 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
     }
+    from .spark.jvm_read import shim_jars
+
+    if shim_jars():  # the JVM read path, when built (make jvm-shim)
+        settings["spark.driver.extraClassPath"] = os.pathsep.join(shim_jars())
     settings.update(conf or {})
     b = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
@@ -196,6 +201,16 @@ def run(graph_uri: str = DEFAULT_GRAPH, spark=None, quiet: bool = False) -> int:
         then = table("Person", commit=first_load.graph_commit_id).count()
         print(f"time travel to commit {first_load.graph_commit_id}: {then} people (now {counts['Person']})")
         checks.expect(then == 80, "time travel to the first load")
+
+        # the same snapshot through read_graph: scanned in the JVM when jvm-shim is built
+        from omnigraph_spark import read_graph
+        from omnigraph_spark.spark.jvm_read import shim_loaded
+
+        frames = read_graph(spark, graph_uri)
+        again = {n: df.count() for n, df in {**frames.nodes, **frames.edges}.items()}
+        via = "the JVM (jvm-shim)" if shim_loaded(spark) else "Python workers (jvm-shim not built)"
+        print(f"read_graph through {via}: {again}")
+        checks.expect(again == counts, "read_graph reads the same rows")
 
         # -- 6. summary ---------------------------------------------------------------------------
         g = Graph.open(graph_uri)

@@ -81,6 +81,13 @@ class OptionError(OmnigraphError, ValueError):
     code = "OPTION_INVALID"
 
 
+class JvmReadUnavailableError(OptionError):
+    """``engine="jvm"`` was asked for a read the JVM path cannot do: the shim is not on the
+    classpath, or a column needs a conversion only the Python reader makes."""
+
+    code = "JVM_READ_UNAVAILABLE"
+
+
 class DataError(OmnigraphError, ValueError):
     """Input rows break a rule of the catalog. Context names table, column, row, value."""
 

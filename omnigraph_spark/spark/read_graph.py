@@ -77,26 +77,29 @@ def _union(spark: SparkSession, frames, empty_schema: str) -> DataFrame:
 
 def read_graph(spark: SparkSession, uri: str, branch: str = MAIN, version: Optional[int] = None,
                commit: Optional[str] = None, timestamp: Union[None, str, dt.datetime] = None,
-               storage_options: Optional[Dict[str, str]] = None) -> GraphFrames:
+               storage_options: Optional[Dict[str, str]] = None, engine: str = "auto") -> GraphFrames:
     """Driver: resolve one snapshot (head of ``branch``, a manifest ``version``, a graph
     ``commit`` id, or the latest commit at or before ``timestamp``) and return every type at
     it. Nothing is read until an action runs; every action reads the same pinned versions.
 
+    ``engine`` picks each table's scan as in :func:`~omnigraph_spark.spark.jvm_read.read_table`
+    (``auto``: the JVM path for the tables it can read).
+
     Raises:
-        GraphNotFoundError, CommitNotFoundError, BranchNotFoundError.
+        GraphNotFoundError, CommitNotFoundError, BranchNotFoundError, OptionError,
+        JvmReadUnavailableError (``engine="jvm"`` only).
     """
+    from .jvm_read import load_table
+
     graph = Graph.open(uri, storage_options)
     snap = graph.snapshot(branch, version, commit=commit, timestamp=timestamp)
     for path in graph.pending_sidecars():
         log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only",
                     graph.root, path)
 
-    def load(type_name: str) -> DataFrame:
-        r = (spark.read.format("omnigraph").option("type", type_name).option("branch", snap.branch)
-             .option("version", str(snap.version)))
-        for k, v in (storage_options or {}).items():
-            r = r.option(f"storage.{k}", v)
-        return r.load(graph.root)
+    def load(key: str) -> DataFrame:
+        return load_table(spark, graph, snap, graph.catalog.resolve(key), storage_options=storage_options,
+                          engine=engine)
 
     cat = graph.catalog
     nodes = {n: load(f"node:{n}") for n in sorted(cat.nodes)}

@@ -1,0 +1,182 @@
+"""The JVM read path: a snapshot planned in Python, scanned by ``jvm-shim``.
+
+Why: a Python DataSource read moves every row through a Python worker, which caps a full scan
+at about 0.6x Spark's Parquet reader however fast the Python side is (docs/benchmarks.md: a
+source that only yields in-memory batches is no faster). ``jvm-shim``'s
+``io.omnigraph.spark.LanceSnapshotSource`` scans Lance fragments straight into Spark columnar
+batches in the executor JVM.
+
+Only the scan moves. The driver still does everything that knows the graph format, here in
+Python: open the graph, resolve ONE snapshot (branch, version, commit or timestamp), check the
+columns, and plan the tasks (:func:`~omnigraph_spark.spark.reader.plan_partitions`, the same
+fragment groups and row ranges as the Python reader). The JVM source receives a dataset path,
+a pinned version, the owning Lance branch and the task list, nothing else.
+
+When the JVM path is used (``engine="auto"``): the shim is on the driver's classpath, no
+storage options are given (credentials are not passed to the JVM yet), and every selected
+column is stored exactly as Spark reads it (String, enum, Bool, I32, I64, F32, F64, Date and
+lists of them). U32, U64, DateTime, Vector and Blob columns need the Python reader's exact
+conversions (docs/types.md), so such a read falls back to ``format("omnigraph")`` (logged);
+``engine="jvm"`` raises :class:`~omnigraph_spark.errors.JvmReadUnavailableError` instead.
+
+Filters are not pushed into the JVM scan: Spark applies them to the columnar batches. Column
+pruning is pushed.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+from typing import Dict, List, Optional, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from ..errors import JvmReadUnavailableError, OptionError
+from ..graph import Graph, Snapshot
+from ..schema.catalog import TypeDef
+from . import types as _types
+from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, plan_partitions
+
+log = logging.getLogger(__name__)
+
+SHIM_CLASS = "io.omnigraph.spark.LanceSnapshotSource"
+SHIM_JAR = "omnigraph-spark-shim.jar"
+SHIM_DIR_ENV = "OMNIGRAPH_SPARK_SHIM_DIR"
+ENGINES = ("auto", "python", "jvm")
+JVM_BATCH_SIZE = 65_536
+
+
+def shim_jars(shim_dir: Optional[str] = None) -> List[str]:
+    """The jars to put on ``spark.driver.extraClassPath`` / ``spark.executor.extraClassPath``
+    (the shim first, then its Lance libraries), or [] when the shim is not built.
+
+    Looks in ``shim_dir``, else ``$OMNIGRAPH_SPARK_SHIM_DIR``, else this checkout's
+    ``jvm-shim/target`` (``make jvm-shim``)."""
+    d = shim_dir or os.environ.get(SHIM_DIR_ENV) or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "jvm-shim", "target")
+    jar = os.path.join(d, SHIM_JAR)
+    if not os.path.isfile(jar):
+        return []
+    return [jar] + sorted(glob.glob(os.path.join(d, "lib", "*.jar")))
+
+
+def shim_loaded(spark: SparkSession) -> bool:
+    """Whether the running Spark can load the shim (False on Spark Connect: no py4j gateway)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(SHIM_CLASS))
+    except Exception:  # Spark Connect, a stopped context: no JVM path
+        return False
+
+
+def column_blockers(stored: pa.Schema, target: pa.Schema) -> List[str]:
+    """Why each target column cannot be scanned as stored (empty = the JVM path can read it).
+
+    Spark's ``ArrowColumnVector`` reads Arrow vectors as they are, so the stored type must be
+    exactly the type Spark expects: no widening, no unit change."""
+    out = []
+    for f in target:
+        if f.name not in stored.names:
+            out.append(f"column '{f.name}' is not stored at this version (older schema: reads as nulls)")
+        elif not stored.field(f.name).type.equals(f.type):
+            out.append(f"column '{f.name}' is stored as {stored.field(f.name).type} and reads as {f.type}")
+    return out
+
+
+def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, *,
+               columns: Optional[Sequence[str]] = None, storage_options: Optional[Dict[str, str]] = None,
+               engine: str = "auto", min_partitions: Optional[int] = None,
+               max_rows_per_partition: Optional[int] = None) -> DataFrame:
+    """Driver: one type of an already resolved snapshot as a DataFrame, through the JVM scan
+    when ``engine`` allows and the table qualifies, else through ``format("omnigraph")``.
+
+    Raises:
+        OptionError: unknown ``engine``.
+        JvmReadUnavailableError: ``engine="jvm"`` and the JVM path cannot do this read.
+    """
+    if engine not in ENGINES:
+        raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
+    schema = _types.spark_schema(typedef, columns)
+    if engine != "python":
+        why = _jvm_blocker(spark, graph, snap, typedef, schema, storage_options)
+        if why is None:
+            return _jvm_frame(spark, graph, snap, typedef, schema, min_partitions, max_rows_per_partition)
+        if engine == "jvm":
+            raise JvmReadUnavailableError(f"cannot read '{typedef.name}' through the JVM path: {why}",
+                                          type=typedef.name)
+        log.info("reading %s through the Python source: %s", typedef.table_key, why)
+    r = (spark.read.format("omnigraph").option("type", typedef.name).option("branch", snap.branch)
+         .option("version", str(snap.version)))
+    if columns is not None:
+        r = r.option("columns", ",".join(columns))
+    if min_partitions is not None:
+        r = r.option("minPartitions", str(min_partitions))
+    if max_rows_per_partition is not None:
+        r = r.option("maxRowsPerPartition", str(max_rows_per_partition))
+    for k, v in (storage_options or {}).items():
+        r = r.option(f"storage.{k}", v)
+    return r.load(graph.root)
+
+
+def _jvm_blocker(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, schema,
+                 storage_options: Optional[Dict[str, str]]) -> Optional[str]:
+    if storage_options:
+        return "storage options are not passed to the JVM reader yet"
+    if not shim_loaded(spark):
+        return (f"the JVM shim ({SHIM_CLASS}) is not on the classpath; build it with `make jvm-shim` and "
+                "add omnigraph_spark.spark.jvm_read.shim_jars() to spark.driver.extraClassPath")
+    stored = graph.open_table(typedef.table_key, snap).schema
+    problems = column_blockers(stored, _types.arrow_target_schema(schema))
+    return "; ".join(problems) or None
+
+
+def _jvm_frame(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, schema,
+               min_partitions: Optional[int], max_rows_per_partition: Optional[int]) -> DataFrame:
+    table = snap.table(typedef.table_key)
+    ds = graph.open_table(typedef.table_key, snap)
+    frags = [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
+    parallelism = min_partitions or spark.sparkContext.defaultParallelism
+    tasks = []
+    for ids, rng in plan_partitions(frags, max_rows_per_partition or DEFAULT_MAX_ROWS_PER_PARTITION,
+                                    parallelism):
+        if ids:  # an empty table plans one empty task: the JVM source just gets none
+            tasks.append({"fragments": list(ids), "filter": _range_filter(ids[0], rng) if rng else None})
+    log.info("omnigraph JVM read %s on %s: manifest v%d (commit %s), table version %d, %d fragments, %d tasks",
+             typedef.table_key, snap.branch, snap.version, snap.commit_id, table.version, len(frags), len(tasks))
+    r = (spark.read.format(SHIM_CLASS).schema(schema)
+         .option("path", table.base_path).option("version", str(table.version))
+         .option("partitions", json.dumps(tasks)).option("table", typedef.table_key)
+         .option("batchSize", str(JVM_BATCH_SIZE)))
+    if table.lance_branch:
+        r = r.option("branch", table.lance_branch)
+    return r.load()
+
+
+def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main", version: Optional[int] = None,
+               commit: Optional[str] = None, timestamp=None, columns: Optional[Sequence[str]] = None,
+               storage_options: Optional[Dict[str, str]] = None, engine: str = "auto",
+               min_partitions: Optional[int] = None, max_rows_per_partition: Optional[int] = None) -> DataFrame:
+    """One node or edge type of one snapshot, through the fastest path that can read it.
+
+    The same rows, columns and Spark types as
+    ``spark.read.format("omnigraph").option("type", type)...load(uri)`` with the same snapshot
+    options; ``engine`` picks the scan: ``"auto"`` (JVM when possible), ``"jvm"`` (or raise
+    JvmReadUnavailableError), ``"python"`` (the Python DataSource).
+
+    Raises:
+        GraphNotFoundError, UnknownTypeError, UnknownColumnError, BranchNotFoundError,
+        CommitNotFoundError, OptionError, JvmReadUnavailableError.
+    """
+    graph = Graph.open(uri, storage_options)
+    for path in graph.pending_sidecars():
+        log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only",
+                    graph.root, path)
+    typedef = graph.catalog.resolve(type)
+    snap = graph.snapshot(branch, version, commit=commit, timestamp=timestamp)
+    return load_table(spark, graph, snap, typedef, columns=columns, storage_options=storage_options,
+                      engine=engine, min_partitions=min_partitions, max_rows_per_partition=max_rows_per_partition)
+
+
+__all__ = ["read_table", "load_table", "shim_jars", "shim_loaded", "column_blockers", "ENGINES", "SHIM_CLASS"]

@@ -1,0 +1,182 @@
+"""The JVM read path (jvm-shim + omnigraph_spark.read_table): the same rows, types and
+snapshots as the Python source, with the scan in the executor JVM. Skipped only when the shim
+is not built (`make test` builds it)."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+from chispa import assert_df_equality
+
+from omnigraph_spark import Graph, read_graph, read_table
+from omnigraph_spark.errors import JvmReadUnavailableError, OptionError, UnknownColumnError
+from omnigraph_spark.spark.jvm_read import SHIM_CLASS, column_blockers, shim_jars, shim_loaded
+from omnigraph_spark.store import writes
+from tests.spark.test_read import ALL_TYPES_PG, listing
+from tests.store.helpers import people, write_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+
+
+@pytest.fixture(scope="module")
+def jvm(spark):
+    if not shim_loaded(spark):
+        pytest.skip("the JVM shim is not built (make jvm-shim)")
+    return spark
+
+
+def scans_in_jvm(df) -> bool:
+    return "omnigraph node:" in _plan(df) or "omnigraph edge:" in _plan(df)
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def both(spark, root, type_name, **kw):
+    """The same read through the JVM path and through the Python source."""
+    j = read_table(spark, root, type_name, engine="jvm", **kw)
+    p = read_table(spark, root, type_name, engine="python", **kw)
+    assert scans_in_jvm(j) and not scans_in_jvm(p)
+    return j, p
+
+
+JVM_TYPES_PG = """
+node Thing {
+    slug: String @key
+    color: enum(red, green)?
+    flag: Bool?
+    i32: I32?
+    i64: I64?
+    f32: F32?
+    f64: F64?
+    day: Date?
+    tags: [String]?
+    nums: [I64]?
+}
+edge Rel: Thing -> Thing {
+    w: F64?
+}
+"""
+
+
+def _things(n: int, start: int = 0):
+    return [{"id": f"t{i:05d}", "slug": f"t{i:05d}", "color": ("red", "green", None)[i % 3],
+             "flag": (True, False, None)[i % 3], "i32": (-2 ** 31 if i == 0 else i), "i64": 2 ** 63 - 1 - i,
+             "f32": i / 4, "f64": -i / 3, "day": dt.date(2024, 2, 29) + dt.timedelta(days=i),
+             "tags": None if i % 5 == 0 else ["a", None, f"x{i}"], "nums": [i, -i]} for i in range(start, start + n)]
+
+
+def _write(g, key, rows, mode="append", branch="main"):
+    target = writes.prepare_target(g, branch, key, mode)
+    return writes.commit_load(g, branch, [writes.stage(target, pa.Table.from_pylist(rows, schema=target.schema)
+                                                        .to_batches())])
+
+
+def test_every_jvm_type_reads_like_the_python_source(jvm, tmp_path):
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    _write(g, "node:Thing", _things(300))
+    _write(g, "edge:Rel", [{"id": f"e{i}", "src": f"t{i:05d}", "dst": f"t{(i + 1) % 300:05d}", "w": i * 0.5}
+                           for i in range(300)])
+    for t in ("Thing", "Rel"):
+        j, p = both(jvm, g.root, t)
+        assert j.schema == p.schema
+        assert_df_equality(j, p, ignore_row_order=True)
+    j = read_table(jvm, g.root, "Thing", engine="jvm")
+    first = j.filter("id = 't00000'").collect()[0].asDict()
+    assert first == {"id": "t00000", "slug": "t00000", "color": "red", "flag": True, "i32": -2 ** 31,
+                     "i64": 2 ** 63 - 1, "f32": 0.0, "f64": -0.0, "day": dt.date(2024, 2, 29), "tags": None,
+                     "nums": [0, 0]}
+
+
+def test_auto_falls_back_for_columns_that_need_a_conversion(jvm, tmp_path, caplog):
+    g = Graph.init(str(tmp_path / "types"), ALL_TYPES_PG)
+    with caplog.at_level("INFO", logger="omnigraph_spark.spark.jvm_read"):
+        auto = read_table(jvm, g.root, "Thing")
+    assert not scans_in_jvm(auto)
+    assert "'u32' is stored as uint32 and reads as int64" in caplog.text
+    with pytest.raises(JvmReadUnavailableError) as e:
+        read_table(jvm, g.root, "Thing", engine="jvm")
+    for col in ("u32", "u64", "at", "emb"):
+        assert f"'{col}'" in str(e.value)
+    assert e.value.code == "JVM_READ_UNAVAILABLE"
+    # the convertible columns alone go through the JVM
+    sel = read_table(jvm, g.root, "Thing", columns=["slug", "i64", "tags"])
+    assert scans_in_jvm(sel) and sel.columns == ["slug", "i64", "tags"]
+    with pytest.raises(OptionError):
+        read_table(jvm, g.root, "Thing", engine="fast")
+    with pytest.raises(UnknownColumnError):
+        read_table(jvm, g.root, "Thing", columns=["nope"])
+
+
+def test_storage_options_stay_on_the_python_path(jvm, test_graph):
+    write_rows(test_graph, "node:Person", people("a"))
+    with pytest.raises(JvmReadUnavailableError, match="storage options"):
+        read_table(jvm, test_graph.root, "Person", engine="jvm", storage_options={"x": "y"})
+
+
+def test_snapshots_time_travel_and_branches(jvm, test_graph):
+    root = test_graph.root
+    r1 = write_rows(test_graph, "node:Person", people("a1", age=1))
+    test_graph.create_branch("dev")
+    write_rows(test_graph, "node:Person", people("dev1", age=2), branch="dev")
+    r3 = write_rows(test_graph, "node:Person", people("a2", age=3))
+    cases = [({}, ["a1", "a2"]), ({"version": r1.manifest_version}, ["a1"]),
+             ({"commit": r3.graph_commit_id}, ["a1", "a2"]), ({"branch": "dev"}, ["a1", "dev1"])]
+    for kw, want in cases:
+        j, p = both(jvm, root, "Person", **kw)
+        assert sorted(r.id for r in j.collect()) == want, kw
+        assert_df_equality(j, p, ignore_row_order=True)
+    # a read is pinned when planned: a later commit does not change it
+    pinned = read_table(jvm, root, "Person", engine="jvm")
+    write_rows(test_graph, "node:Person", people("late"))
+    assert sorted(r.id for r in pinned.collect()) == ["a1", "a2"]
+    assert read_table(jvm, root, "Company", engine="jvm").count() == 0  # never written
+
+
+def test_merges_deletions_and_split_fragments(jvm, test_graph):
+    """Row ranges over fragments with deleted rows read every live row exactly once."""
+    n = 70_000
+    write_rows(test_graph, "node:Person", people(*[f"p{i:05d}" for i in range(n)], age=1))
+    write_rows(test_graph, "node:Person", people(*[f"p{i:05d}" for i in range(0, n, 7)], age=2), mode="merge")
+    j = read_table(jvm, test_graph.root, "Person", engine="jvm", min_partitions=2)
+    assert j.rdd.getNumPartitions() >= 2
+    got = {r["age"]: r["count"] for r in j.groupBy("age").count().collect()}
+    assert got == {1: n - len(range(0, n, 7)), 2: len(range(0, n, 7))}
+    assert j.select("id").distinct().count() == n == j.count()
+    p = read_table(jvm, test_graph.root, "Person", engine="python")
+    assert_df_equality(j, p, ignore_row_order=True)
+    assert j.filter("age = 2 AND id < 'p00010'").count() == 2  # Spark-side filter on JVM batches
+
+
+def test_read_graph_uses_the_jvm_path_and_never_writes(jvm, test_graph):
+    write_rows(test_graph, "node:Person", people("alice", "bob"))
+    write_rows(test_graph, "edge:Knows", [{"id": "k1", "src": "alice", "dst": "bob", "since": dt.date(2020, 1, 1)}])
+    before = listing(test_graph.root)
+    g = read_graph(jvm, test_graph.root)
+    assert scans_in_jvm(g.nodes["Person"]) and scans_in_jvm(g.edges["Knows"])
+    assert [tuple(x) for x in g.edges_df().collect()] == [("alice", "bob", "k1", "Knows")]
+    py = read_graph(jvm, test_graph.root, engine="python")
+    for name in ("Person", "Company"):
+        assert_df_equality(g.nodes[name], py.nodes[name], ignore_row_order=True)
+    assert listing(test_graph.root) == before
+
+
+def test_column_blockers_are_exact():
+    stored = pa.schema([("a", pa.string()), ("b", pa.uint32()), ("c", pa.list_(pa.field("item", pa.int64())))])
+    target = pa.schema([("a", pa.string()), ("b", pa.int64()), ("c", pa.list_(pa.field("element", pa.int64()))),
+                        ("d", pa.string())])
+    assert column_blockers(stored, target) == [
+        "column 'b' is stored as uint32 and reads as int64",
+        "column 'd' is not stored at this version (older schema: reads as nulls)"]
+
+
+def test_shim_jars_lists_the_shim_first(tmp_path):
+    assert shim_jars(str(tmp_path)) == []
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "omnigraph-spark-shim.jar").write_bytes(b"")
+    (tmp_path / "lib" / "b.jar").write_bytes(b"")
+    (tmp_path / "lib" / "a.jar").write_bytes(b"")
+    assert shim_jars(str(tmp_path)) == [str(tmp_path / n) for n in ("omnigraph-spark-shim.jar", "lib/a.jar", "lib/b.jar")]
