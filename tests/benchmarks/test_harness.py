@@ -16,7 +16,7 @@ def test_harness_writes_every_metric(spark, tmp_path):
     from benchmarks import run
 
     out = tmp_path / "bench"
-    run.main(["--rows", "200", "--repeats", "1", "--out", str(out), "--no-warm-up",
+    run.main(["--rows", "200", "--repeats", "1", "--read-repeats", "1", "--out", str(out), "--no-warm-up",
               "--fragments", "2,4", "--tables", "1,2", "--commit-rows-fragments", "2",
               "--commit-rows-per-fragment", "1,10", "--memory-sizes", "100,200"], spark=spark)
     res = json.loads((out / "results.json").read_text())
@@ -31,6 +31,8 @@ def test_harness_writes_every_metric(spark, tmp_path):
     for kind in ("full_scan", "selective_filter"):
         assert res["read"][kind]["ratio_omnigraph_vs_parquet_throughput"] > 0
         assert res["read"][kind]["ratio_omnigraph_vs_python_floor_throughput"] > 0
+        if res["read"]["jvm_path"]:  # the session has jvm-shim on its class path (make test builds it)
+            assert res["read"][kind]["ratio_omnigraph_jvm_vs_parquet_throughput"] > 0
     assert [x["fragments"] for x in res["commit_vs_fragments"]] == [2, 4]
     assert [x["tables"] for x in res["commit_vs_tables"]] == [1, 2]
     assert len(res["commit_vs_rows"]) == 2
@@ -41,5 +43,8 @@ def test_harness_writes_every_metric(spark, tmp_path):
     for t in ("write_ge_parquet", "read_ge_parquet", "commit_lt_1s_at_1000_fragments",
               "commit_independent_of_rows", "validation_lt_half_write", "memory_flat"):
         assert t in res["targets"]
+    from omnigraph_spark.spark.jvm_read import shim_jars
+
+    assert res["read"]["jvm_path"] == bool(shim_jars())
     assert (out / "results.md").read_text().startswith("# omnigraph-spark benchmark")
     assert (out / "results.png").stat().st_size > 0
