@@ -144,7 +144,7 @@ def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_
 
 def src_counts(src: ArrayLike) -> pa.Table:
     """Edges per source as a table ``(src: string, count: int64)``."""
-    vc = pc.value_counts(_combine(src).drop_null())  # the engine skips null src
+    vc = pc.value_counts(src.drop_null())  # the engine skips null src; chunks are counted in place
     return pa.table({"src": vc.field("values"), "count": pc.cast(vc.field("counts"), pa.int64())})
 
 
@@ -169,18 +169,27 @@ def _last_per_id(pending_src: pa.Array, pending_ids: pa.Array) -> pa.Array:
 def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
                       committed_src_counts: Optional[pa.Table] = None, *, overwrite: bool = False,
                       shadowed_committed: Optional[pa.Table] = None,
-                      pending_ids: Optional[ArrayLike] = None, limit: int = 5) -> None:
+                      pending_ids: Optional[ArrayLike] = None, committed_src: Optional[ArrayLike] = None,
+                      limit: int = 5) -> None:
     """Apply ``@card(min..max)`` to committed + pending edges per source.
 
     ``committed_src_counts`` and ``shadowed_committed`` are ``(src, count)`` tables (see
     :func:`src_counts`, :func:`shadowed_src_counts`); both are ignored when ``overwrite``.
-    Pass ``pending_ids`` in merge mode to collapse pending rows sharing an id."""
+    Pass ``pending_ids`` in merge mode to collapse pending rows sharing an id.
+    ``committed_src`` (append: the committed ``src`` column itself, instead of its counts) is
+    counted together with the pending sources in ONE hash pass, with no re-grouping."""
     card = edge_typedef.cardinality
     if card.min == 0 and card.max is None:
         return
     pending = _combine(pending_src)
     if pending_ids is not None:
         pending = _last_per_id(pending, _combine(pending_ids))
+    if committed_src is not None and not overwrite:
+        if committed_src_counts is not None or shadowed_committed is not None or pending_ids is not None:
+            raise ValueError("committed_src is the append form: no counts, shadows or pending ids with it")
+        chunks = [c if c.type == pa.string() else c.cast(pa.string())
+                  for a in (pending, committed_src) for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])]
+        pending = pa.chunked_array(chunks, pa.string())
     parts = [src_counts(pending)]
     if not overwrite:
         if committed_src_counts is not None:

@@ -98,6 +98,8 @@ class RowConverter:
         self.typedef = typedef
         self.schema = table_schema if table_schema is not None else typedef.arrow_schema()
         self.exact_vectors = exact_vectors
+        #: rows converted so far whose id came from the input or a @key (not minted here)
+        self.given_ids = 0
         self.label = f"{typedef.kind} {typedef.name}"
         expected = list(typedef.system_columns) + [p.name for p in typedef.properties]
         if self.schema.names != expected:
@@ -240,7 +242,10 @@ class RowConverter:
             explicit = self._string_column(explicit, "id", row_offset, where, nullable=True)
         key = self.typedef.key_property
         if key is None:
+            if explicit is not None:
+                self.given_ids += n - explicit.null_count
             return fill_missing_ids(explicit if explicit is not None else pa.nulls(n, pa.string()))
+        self.given_ids += n
         derived = props[key]
         derived = pc.cast(derived, pa.string())  # integers: decimal text; Bool: "true"/"false"
         if derived.null_count:  # only if the catalog marks the key nullable, which it must not
@@ -284,6 +289,7 @@ class RowConverter:
             given = cols.get("id")
             ids = (self._string_column(given, "id", row_offset, where, nullable=True)
                    if given is not None else pa.nulls(n, pa.string()))
+            self.given_ids += n - ids.null_count
             out["id"] = fill_missing_ids(ids)
         else:
             out["id"] = self._node_ids(cols, props, n, row_offset, where)

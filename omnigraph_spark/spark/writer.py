@@ -18,11 +18,13 @@ therefore carries its code as a message prefix (``[DANGLING_EDGE] ...``) and
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type
 
@@ -137,7 +139,8 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
             yield out
 
     try:
-        return stage(target, converted())
+        staged = stage(target, converted())
+        return dataclasses.replace(staged, minted_ids=conv.given_ids == 0)
     except Exception as e:
         original = state["error"]
         if isinstance(original, OmnigraphError) and original is not e:
@@ -185,28 +188,28 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
     so = graph.storage_options
 
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable]) -> None:
-        pending: Dict[Tuple[str, Tuple[str, ...]], pa.Table] = {}
+        # Every read is lazy and shared (_Once): the checks below run concurrently and each
+        # reads what it needs, so Lance reads overlap other checks' hashing instead of all
+        # reads running first. Each column set is still read once.
+        once = _Once()
 
         def staged_cols(key: str, cols: Sequence[str]) -> pa.Table:
-            ck = (key, tuple(cols))
-            if ck not in pending:
+            def read() -> pa.Table:
                 s = staged[key]
                 t = _tables.read_staged_columns(s.stage_uri, s.fragments, list(cols), so) if s.fragments else None
                 if t is None:
                     schema = graph.open_table(key, snap).schema
                     t = pa.Table.from_batches([], schema=pa.schema([schema.field(c) for c in cols]))
-                pending[ck] = t
-            return pending[ck]
+                return t
+            return once(("staged", key, tuple(cols)), read)
 
         def committed(key: str, cols: Sequence[str]) -> pa.Table:
-            return graph.open_table(key, snap).to_table(columns=list(cols))
-
-        ids_by_type: Dict[str, pa.ChunkedArray] = {}
+            return once(("committed", key, tuple(cols)),
+                        lambda: graph.open_table(key, snap).to_table(columns=list(cols)))
 
         def node_ids(type_name: str) -> pa.ChunkedArray:
-            if type_name not in ids_by_type:  # the same object for both ends of X -> X edges
-                ids_by_type[type_name] = _node_ids(type_name)
-            return ids_by_type[type_name]
+            # the same object for both ends of X -> X edges (check_endpoints hashes it once)
+            return once(("ids", type_name), lambda: _node_ids(type_name))
 
         def _node_ids(type_name: str) -> pa.ChunkedArray:
             key = f"node:{type_name}"
@@ -224,22 +227,25 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
             td = catalog.by_table_key(key)
             groups = unique_groups(td)
             for cols, what in groups:
-                checks.append(functools.partial(check_unique, td, staged_cols(key, cols), cols, what=what))
-            if not _id_is_checked_key(td, groups):
+                checks.append(functools.partial(_unique_of, td, staged_cols, key, cols, what))
+            if not _id_is_checked_key(td, groups) and not s.minted_ids:
                 # edges: read id, src and dst in one pass and check id on that table
-                id_table = staged_cols(key, ["id", "src", "dst"]) if td.is_edge else staged_cols(key, ["id"])
                 checks.append(functools.partial(
-                    check_unique, td, id_table, ["id"],
-                    what="duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"))
+                    _unique_of, td, staged_cols, key, ["id"],
+                    "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id",
+                    read_cols=["id", "src", "dst"] if td.is_edge else ["id"]))
             if not td.is_edge:
                 continue
-            ends = staged_cols(key, ["id", "src", "dst"])
-            checks.append(functools.partial(check_endpoints, td, ends.column("src"), ends.column("dst"),
-                                            node_ids(td.from_type or ""), node_ids(td.to_type or "")))
+            # minted ids are all new: nothing to shadow, nothing to collapse, so no id column
+            end_cols = ["src", "dst"] if s.minted_ids else ["id", "src", "dst"]
+            checks.append(functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids))
             card = td.cardinality
             if card.min > 0 or card.max is not None:
-                old = committed(key, ["id", "src"]) if s.mode != "overwrite" else None
-                checks.append(functools.partial(_check_card, td, s.mode, ends, old))
+                shadows = s.mode == "merge" and not s.minted_ids
+                card_mode = "append" if s.mode == "merge" and not shadows else s.mode
+                old_cols = (["id", "src"] if shadows else ["src"]) if s.mode != "overwrite" else None
+                checks.append(functools.partial(_card_of, td, card_mode, staged_cols, key, end_cols,
+                                                committed, old_cols))
         run_checks(checks)
 
     return validate
@@ -258,12 +264,52 @@ def _id_is_checked_key(td: TypeDef, groups: Sequence[Tuple[Tuple[str, ...], str]
     return prop is not None and not prop.type.list and prop.type.scalar in _INJECTIVE_KEY_TYPES
 
 
+class _Once:
+    """A thread-safe memo: the first caller of a key computes it, concurrent callers wait for
+    that result (or its error) instead of computing it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._futures: Dict[object, Future] = {}
+
+    def __call__(self, key: object, compute: Callable[[], object]):
+        with self._lock:
+            fut = self._futures.get(key)
+            mine = fut is None
+            if mine:
+                fut = self._futures[key] = Future()
+        if mine:
+            try:
+                fut.set_result(compute())
+            except BaseException as e:
+                fut.set_exception(e)
+        return fut.result()
+
+
+def _unique_of(td: TypeDef, staged_cols, key: str, cols: Sequence[str], what: str,
+               read_cols: Optional[Sequence[str]] = None) -> None:
+    check_unique(td, staged_cols(key, read_cols or cols), list(cols), what=what)
+
+
+def _endpoints_of(td: TypeDef, staged_cols, key: str, end_cols: Sequence[str], node_ids) -> None:
+    ends = staged_cols(key, end_cols)
+    check_endpoints(td, ends.column("src"), ends.column("dst"), node_ids(td.from_type or ""),
+                    node_ids(td.to_type or ""))
+
+
+def _card_of(td: TypeDef, mode: str, staged_cols, key: str, end_cols: Sequence[str], committed,
+             old_cols: Optional[Sequence[str]]) -> None:
+    _check_card(td, mode, staged_cols(key, end_cols), committed(key, old_cols) if old_cols else None)
+
+
 def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table]) -> None:
+    if old is not None and mode != "merge":  # append: committed + pending in one counting pass
+        check_cardinality(td, ends.column("src"), committed_src=old.column("src"))
+        return
     committed_counts = shadowed = None
     if old is not None:
         committed_counts = src_counts(old.column("src"))
-        if mode == "merge":
-            shadowed = shadowed_src_counts(old.column("id"), old.column("src"), ends.column("id"))
+        shadowed = shadowed_src_counts(old.column("id"), old.column("src"), ends.column("id"))
     check_cardinality(td, ends.column("src"), committed_counts, overwrite=mode == "overwrite",
                       shadowed_committed=shadowed, pending_ids=ends.column("id") if mode == "merge" else None)
 

@@ -81,13 +81,16 @@ class StagedTable:
     fragments: Tuple[FragmentMetadata, ...]
     rows: int
     bytes: int
+    #: every row's id was minted here (a fresh ULID, 80 random bits): no input id to collide,
+    #: so load-wide validation skips the id uniqueness pass (as the engine does for its own)
+    minted_ids: bool = False
 
     @staticmethod
     def merge(parts: Sequence["StagedTable"]) -> "StagedTable":
         first = parts[0]
         return StagedTable(first.table_key, first.mode, first.stage_uri, first.base_version,
                            tuple(f for p in parts for f in p.fragments), sum(p.rows for p in parts),
-                           sum(p.bytes for p in parts))
+                           sum(p.bytes for p in parts), all(p.minted_ids or p.rows == 0 for p in parts))
 
 
 @dataclass(frozen=True)

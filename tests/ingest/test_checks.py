@@ -125,3 +125,21 @@ def test_unique_single_column_fast_path_nulls_exempt_and_duplicates_found(typed)
     with pytest.raises(DataError) as e:
         check_unique(typed.nodes["P"], pa.table({"k": ["x", None, "y", None, "x"]}), ["k"], what="@key")
     assert "'x'" in str(e.value) and "rows 0 and 4" in str(e.value)
+
+
+def test_card_append_form_counts_committed_and_pending_in_one_pass(typed):
+    """``committed_src`` (the raw committed column, chunked as Lance returns it) gives the same
+    verdicts and messages as precomputed committed counts."""
+    e = typed.edges["E"]
+    committed = pa.chunked_array([pa.array(["a", "c"]), pa.array([], pa.string()), pa.array(["c", None])])
+    check_cardinality(e, pa.array(["a", "b"]), committed_src=committed)
+    for pending in (pa.array(["a", "a"]), pa.chunked_array([pa.array(["c"]), pa.array(["a", "a"])])):
+        with pytest.raises(DataError) as fast:
+            check_cardinality(e, pending, committed_src=committed)
+        with pytest.raises(DataError) as slow:
+            check_cardinality(e, pending, src_counts(committed))
+        assert str(fast.value) == str(slow.value)
+    assert "source 'a' has 3 edges (max 2)" in str(fast.value) and "'c' has 3" in str(fast.value)
+    check_cardinality(e, pa.array(["a", "a"]), committed_src=committed, overwrite=True)  # overwrite ignores it
+    with pytest.raises(ValueError):
+        check_cardinality(e, pa.array(["a"]), counts(a=1), committed_src=committed)
