@@ -52,7 +52,7 @@ $(OLD_VENV)/.installed: setup.py
 	$(OLD_VENV)/bin/python -m pip install -q --config-settings editable_mode=compat -e '.[test]' 'pyspark==4.0.1'
 	touch $@
 
-test-oldest-spark: $(OLD_VENV)/.installed
+test-oldest-spark: $(OLD_VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest -m "spark and not slow" tests/spark $(PYTEST_ARGS)
 
 engine:

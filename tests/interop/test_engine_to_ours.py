@@ -4,6 +4,7 @@ Spark; every row, version, commit and branch must equal the engine's own view.""
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 
@@ -126,11 +127,20 @@ def test_engine_graph_read_through_spark(engine, spark, fixtures_dir, tmp_path):
     p.write_text(BRANCH_APPEND)
     engine.load(root, p, "append", branch="feature", from_branch="main")
     exported = {b: export_rows(engine.export(root, b)) for b in ("main", "feature")}
-    for branch in ("main", "feature"):
-        for type_name, key in (("Person", "node:Person"), ("Knows", "edge:Knows"), ("WorksAt", "edge:WorksAt")):
-            df = spark.read.format("omnigraph").option("type", type_name).option("branch", branch).load(root)
-            rows = [r.asDict() for r in df.collect()]
-            for r in rows:
-                if r.get("since") is not None:
-                    r["since"] = (r["since"] - dt.date(1970, 1, 1)).days
-            assert sorted(rows, key=lambda r: r["id"]) == sorted(exported[branch][key], key=lambda r: r["id"])
+    from omnigraph_spark import read_table
+    from omnigraph_spark.spark.jvm_read import shim_loaded
+
+    readers = {"python source": lambda t, b: spark.read.format("omnigraph").option("type", t).option("branch", b)
+               .load(root)}
+    if shim_loaded(spark):  # the JVM read path (Lance Java SDK) on engine-written tables and branches
+        readers["jvm path"] = lambda t, b: read_table(spark, root, t, branch=b, engine="jvm")
+    assert "jvm path" in readers or not os.environ.get("OMNIGRAPH_SPARK_REQUIRE_SHIM")
+    for how, read in readers.items():
+        for branch in ("main", "feature"):
+            for type_name, key in (("Person", "node:Person"), ("Knows", "edge:Knows"), ("WorksAt", "edge:WorksAt")):
+                rows = [r.asDict() for r in read(type_name, branch).collect()]
+                for r in rows:
+                    if r.get("since") is not None:
+                        r["since"] = (r["since"] - dt.date(1970, 1, 1)).days
+                assert sorted(rows, key=lambda r: r["id"]) == sorted(exported[branch][key], key=lambda r: r["id"]), \
+                    (how, branch, type_name)

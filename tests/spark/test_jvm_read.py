@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not
 @pytest.fixture(scope="module")
 def jvm(spark):
     if not shim_loaded(spark):
+        if os.environ.get("OMNIGRAPH_SPARK_REQUIRE_SHIM"):  # CI: a missing shim is a failure
+            pytest.fail(f"OMNIGRAPH_SPARK_REQUIRE_SHIM is set but the JVM shim is not loadable ({shim_jars()})")
         pytest.skip("the JVM shim is not built (make jvm-shim)")
     return spark
 
