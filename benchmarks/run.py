@@ -232,10 +232,10 @@ def make_spark(arrow_batch: Optional[int]):
     quiet_warnings()
     from pyspark.sql import SparkSession
 
-    from omnigraph_spark.spark.jvm_read import shim_jars
+    from omnigraph_spark.spark.jvm_read import shim_spark_conf
 
     b = (SparkSession.builder.master("local[2]").appName("omnigraph-spark-bench")
-         .config("spark.driver.extraClassPath", os.pathsep.join(shim_jars()))  # the JVM read path
+         .config(map=shim_spark_conf())  # the JVM read path
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "2")

@@ -58,10 +58,9 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
     }
-    from .spark.jvm_read import shim_jars
+    from .spark.jvm_read import shim_spark_conf
 
-    if shim_jars():  # the JVM read path, when built (make jvm-shim)
-        settings["spark.driver.extraClassPath"] = os.pathsep.join(shim_jars())
+    settings.update(shim_spark_conf())  # the JVM read path, when built (make jvm-shim)
     settings.update(conf or {})
     b = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():

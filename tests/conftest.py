@@ -46,7 +46,7 @@ def spark():
     filter pushdown on (tests that need it off use the `pushdown_off` fixture)."""
     from pyspark.sql import SparkSession
 
-    from omnigraph_spark.spark.jvm_read import shim_jars
+    from omnigraph_spark.spark.jvm_read import shim_spark_conf
 
     s = (SparkSession.builder.master("local[2]").appName("omnigraph-spark-tests")
          .config("spark.ui.enabled", "false")
@@ -57,7 +57,7 @@ def spark():
          .config("spark.sql.python.filterPushdown.enabled", "true")
          .config("spark.python.worker.reuse", "true")
          # the JVM read path when built (make test builds it; tests of it skip without it)
-         .config("spark.driver.extraClassPath", os.pathsep.join(shim_jars()))
+         .config(map=shim_spark_conf())
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     from omnigraph_spark.spark import register

@@ -37,7 +37,7 @@ from ..errors import JvmReadUnavailableError, OptionError
 from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
-from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, plan_partitions
+from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, fragment_rows, plan_partitions
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,13 @@ def shim_jars(shim_dir: Optional[str] = None) -> List[str]:
     if not os.path.isfile(jar):
         return []
     return [jar] + sorted(glob.glob(os.path.join(d, "lib", "*.jar")))
+
+
+def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
+    """The session setting that puts the shim on the driver's class path (local mode: the
+    executors too), or {} when it is not built. Set before the session starts."""
+    jars = shim_jars(shim_dir)
+    return {"spark.driver.extraClassPath": os.pathsep.join(jars)} if jars else {}
 
 
 def shim_loaded(spark: SparkSession) -> bool:
@@ -101,9 +108,12 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
         raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
     schema = _types.spark_schema(typedef, columns)
     if engine != "python":
-        why = _jvm_blocker(spark, graph, snap, typedef, schema, storage_options)
+        why = _setup_blocker(spark, storage_options)
         if why is None:
-            return _jvm_frame(spark, graph, snap, typedef, schema, min_partitions, max_rows_per_partition)
+            ds = graph.open_table(typedef.table_key, snap)  # opened once: checked, then planned
+            why = "; ".join(column_blockers(ds.schema, _types.arrow_target_schema(schema))) or None
+            if why is None:
+                return _jvm_frame(spark, snap, typedef, schema, ds, min_partitions, max_rows_per_partition)
         if engine == "jvm":
             raise JvmReadUnavailableError(f"cannot read '{typedef.name}' through the JVM path: {why}",
                                           type=typedef.name)
@@ -121,23 +131,20 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
     return r.load(graph.root)
 
 
-def _jvm_blocker(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, schema,
-                 storage_options: Optional[Dict[str, str]]) -> Optional[str]:
+def _setup_blocker(spark: SparkSession, storage_options: Optional[Dict[str, str]]) -> Optional[str]:
+    """Why no table can take the JVM path in this session (None: it is available)."""
     if storage_options:
         return "storage options are not passed to the JVM reader yet"
     if not shim_loaded(spark):
         return (f"the JVM shim ({SHIM_CLASS}) is not on the classpath; build it with `make jvm-shim` and "
                 "add omnigraph_spark.spark.jvm_read.shim_jars() to spark.driver.extraClassPath")
-    stored = graph.open_table(typedef.table_key, snap).schema
-    problems = column_blockers(stored, _types.arrow_target_schema(schema))
-    return "; ".join(problems) or None
+    return None
 
 
-def _jvm_frame(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, schema,
+def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds,
                min_partitions: Optional[int], max_rows_per_partition: Optional[int]) -> DataFrame:
     table = snap.table(typedef.table_key)
-    ds = graph.open_table(typedef.table_key, snap)
-    frags = [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
+    frags = fragment_rows(ds)
     parallelism = min_partitions or spark.sparkContext.defaultParallelism
     tasks = []
     for ids, rng in plan_partitions(frags, max_rows_per_partition or DEFAULT_MAX_ROWS_PER_PARTITION,
@@ -180,4 +187,4 @@ def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main"
                       engine=engine, min_partitions=min_partitions, max_rows_per_partition=max_rows_per_partition)
 
 
-__all__ = ["read_table", "load_table", "shim_jars", "shim_loaded", "column_blockers", "ENGINES", "SHIM_CLASS"]
+__all__ = ["read_table", "load_table", "shim_jars", "shim_spark_conf", "shim_loaded", "column_blockers", "ENGINES", "SHIM_CLASS"]

@@ -137,6 +137,12 @@ class OmnigraphPartition(InputPartition):
         self.filter = filter
 
 
+def fragment_rows(ds) -> List[Tuple[int, int, int]]:
+    """(fragment id, live rows, physical rows) of every fragment of ``ds``: the input of
+    :func:`plan_partitions`."""
+    return [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
+
+
 def task_rows(fragments: Sequence[Tuple[int, int, int]], max_rows: int, parallelism: int,
               min_rows: int = MIN_ROWS_PER_PARTITION) -> int:
     """Target rows per read task: enough tasks to keep ``parallelism`` cores busy, but none
@@ -243,7 +249,7 @@ class OmnigraphReader(DataSourceReader):
         self.plan = ReadPlan(table.base_path, table.lance_branch, table.version,
                              tuple(c for c in wanted if c in stored.names),
                              tuple(sorted((opts.storage_options or {}).items())) or None)
-        self._fragments = [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
+        self._fragments = fragment_rows(ds)
         log.info("omnigraph read %s on %s: manifest v%d (commit %s), table version %d, %d fragments",
                  typedef.table_key, snap.branch, snap.version, snap.commit_id, table.version, len(self._fragments))
 

@@ -236,16 +236,16 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
                     read_cols=["id", "src", "dst"] if td.is_edge else ["id"]))
             if not td.is_edge:
                 continue
-            # minted ids are all new: nothing to shadow, nothing to collapse, so no id column
+            # minted ids are all new: nothing to shadow, nothing to collapse, so no id column,
+            # and a merge of them only inserts: to the counts it is an append
             end_cols = ["src", "dst"] if s.minted_ids else ["id", "src", "dst"]
             checks.append(functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids))
             card = td.cardinality
             if card.min > 0 or card.max is not None:
-                shadows = s.mode == "merge" and not s.minted_ids
-                card_mode = "append" if s.mode == "merge" and not shadows else s.mode
-                old_cols = (["id", "src"] if shadows else ["src"]) if s.mode != "overwrite" else None
-                checks.append(functools.partial(_card_of, td, card_mode, staged_cols, key, end_cols,
-                                                committed, old_cols))
+                mode = "append" if s.mode == "merge" and s.minted_ids else s.mode
+                old_cols = {"append": ["src"], "merge": ["id", "src"]}.get(mode)  # overwrite: None
+                checks.append(functools.partial(_card_of, td, mode, staged_cols, key, end_cols, committed,
+                                                old_cols))
         run_checks(checks)
 
     return validate

@@ -1,12 +1,14 @@
 """Small-file storage for the graph root: schema files, sidecars, lease and txn records.
 
 Lance handles the datasets; this handles the few JSON/text files around them. Local paths use
-the OS (atomic rename, create-if-absent by hard link of a complete temp file); object stores go through pyarrow.fs, where a single PUT
-is atomic but create-if-absent is check-then-put (documented in docs/format.md).
+the OS (atomic rename; create-if-absent by hard link of a complete temp file); object stores go
+through pyarrow.fs, where a single PUT is atomic but create-if-absent is check-then-put
+(documented in docs/format.md).
 """
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Dict, List, Optional
 
@@ -81,11 +83,8 @@ class RootStorage:
         try:
             if self.local:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-                with open(tmp, "w", encoding="utf-8") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
+                tmp = _temp_name(path)
+                _write_synced(tmp, text)
                 os.replace(tmp, path)
                 return
             with self._pafs().open_output_stream(self._strip(path)) as f:
@@ -101,17 +100,17 @@ class RootStorage:
                 # (already there) or publishes the whole content at once. An O_EXCL create would
                 # expose an empty file to a concurrent reader between create and write.
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-                with open(tmp, "w", encoding="utf-8") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
+                tmp = _temp_name(path)
+                _write_synced(tmp, text)
                 try:
                     os.link(tmp, path)
                 except FileExistsError:
                     return False
-                except OSError:  # no hard links here (some FUSE mounts): exclusive create
-                    return self._create_exclusive(path, text)
+                except OSError:  # no hard links here (some FUSE mounts): O_EXCL create, then write
+                    try:  # a reader can briefly see it empty (the lease allows for that)
+                        _write_synced(path, text, exclusive=True)
+                    except FileExistsError:
+                        return False
                 finally:
                     os.remove(tmp)
                 return True
@@ -121,19 +120,6 @@ class RootStorage:
             return True
         except OSError as e:
             raise StorageError(f"cannot create '{path}': {e}", path=path) from e
-
-    @staticmethod
-    def _create_exclusive(path: str, text: str) -> bool:
-        """O_EXCL create then write: a reader can briefly see it empty (the lease allows for it)."""
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        return True
 
     def delete(self, path: str) -> bool:
         try:
@@ -185,9 +171,19 @@ class RootStorage:
 
     def age_s(self, path: str) -> Optional[float]:
         """Seconds since ``path`` was last modified, or None when the store does not say."""
-        import time
-
         if self.local:
             return time.time() - os.path.getmtime(path)
         mtime = self._pafs().get_file_info(self._strip(path)).mtime
         return None if mtime is None else time.time() - mtime.timestamp()
+
+
+def _temp_name(path: str) -> str:
+    return f"{path}.{uuid.uuid4().hex}.tmp"
+
+
+def _write_synced(path: str, text: str, *, exclusive: bool = False) -> None:
+    """Write ``text`` to a local file and fsync it; ``exclusive`` fails if it exists (O_EXCL)."""
+    with open(path, "x" if exclusive else "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())

@@ -45,19 +45,9 @@ def both(spark, root, type_name, **kw):
     return j, p
 
 
-JVM_TYPES_PG = """
-node Thing {
-    slug: String @key
-    color: enum(red, green)?
-    flag: Bool?
-    i32: I32?
-    i64: I64?
-    f32: F32?
-    f64: F64?
-    day: Date?
-    tags: [String]?
-    nums: [I64]?
-}
+#: the every-type schema of test_read.py without the columns only the Python reader converts
+JVM_TYPES_PG = "\n".join(line for line in ALL_TYPES_PG.splitlines()
+                         if line.split(":")[0].strip() not in {"u32", "u64", "at", "emb", "data"}) + """
 edge Rel: Thing -> Thing {
     w: F64?
 }
