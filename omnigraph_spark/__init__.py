@@ -6,7 +6,7 @@ without pyspark installed.
 from . import errors
 from .graph import Graph, Snapshot, TableInfo
 
-__all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "load_jsonl", "read_graph", "read_table",
+__all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "write_table", "load_jsonl", "read_graph", "read_table",
            "shim_jars"]
 __version__ = "0.1.0"
 
@@ -23,6 +23,14 @@ def write_graph(uri, frames, **kwargs):
     from .spark.graph_io import write_graph as _w
 
     return _w(uri, frames, **kwargs)
+
+
+def write_table(df, uri, type, **kwargs):
+    """One DataFrame into one node or edge type as one graph commit, staged by the JVM sink
+    when it can (see docs/api.md, "The JVM write path"), else by Python workers."""
+    from .spark.graph_io import write_table as _w
+
+    return _w(df, uri, type, **kwargs)
 
 
 def load_jsonl(spark, uri, path, **kwargs):

@@ -88,6 +88,14 @@ class JvmReadUnavailableError(OptionError):
     code = "JVM_READ_UNAVAILABLE"
 
 
+class JvmWriteUnavailableError(OptionError):
+    """``engine="jvm"`` was asked for a write the JVM path cannot stage: the shim is not on the
+    classpath, the graph is not on a local file system, or a column needs a per-value check
+    only the Python path makes (docs/api.md, "The JVM write path")."""
+
+    code = "JVM_WRITE_UNAVAILABLE"
+
+
 class DataError(OmnigraphError, ValueError):
     """Input rows break a rule of the catalog. Context names table, column, row, value."""
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-from ..errors import DataError, InvalidRecordError, OmnigraphError, OptionError
+from ..errors import DataError, InvalidRecordError, JvmWriteUnavailableError, OmnigraphError, OptionError
 from ..graph import Graph
 from ..ingest import parse_record, records_to_batch
 from ..schema.catalog import Catalog, TypeDef
@@ -31,6 +31,7 @@ from ..store import tables as _tables
 from ..store.fs import RootStorage
 from ..store.layout import MAIN, RootPaths, join
 from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
+from . import jvm_write as _jvm_write
 from .options import WriteOptions
 from .writer import (_task_ids, commit_staged, convert_and_stage, precheck_columns, spark_to_arrow_schema,
                      tag_error, unwrap_error)
@@ -157,14 +158,23 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run) -> LoadRes
 
 # -- write_graph -------------------------------------------------------------------------------
 
+ENGINES = ("auto", "python", "jvm")
+
+
 def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branch: str = MAIN,
-                actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None) -> LoadResult:
+                actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
+                engine: str = "auto") -> LoadResult:
     """Write several DataFrames (``{"Person": df, "Knows": df2}``) as ONE graph commit.
 
     Driver. Each DataFrame is staged by its own Spark job; edges are validated against the
     committed nodes plus the nodes of this load. ``options`` takes the write options that are
     not parameters here (txnAppId/txnVersion, maxRowsPerFile, maxBytesPerFile,
-    commitLeaseTimeout, storage.*). Raises the typed OmnigraphError (unwrapped from Spark)."""
+    commitLeaseTimeout, storage.*). ``engine`` picks how each DataFrame is staged: ``"auto"``
+    (the JVM sink when it can, see :mod:`.jvm_write`, else Python workers), ``"jvm"`` (or raise
+    JvmWriteUnavailableError before any job runs), ``"python"``. Validation and the commit are
+    the same either way. Raises the typed OmnigraphError (unwrapped from Spark)."""
+    if engine not in ENGINES:
+        raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
     opts = _write_options(uri, mode, branch, actor, options)
     graph = Graph.open(opts.path, opts.storage_options)
     resolved: Dict[str, Tuple[TypeDef, Any]] = {}
@@ -180,6 +190,7 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
     for key in order:
         td, df = resolved[key]
         precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
+    plans = _jvm_plans(resolved, targets, order, engine)
     journal = _Journal.new(graph)
 
     def run() -> List[StagedTable]:
@@ -187,25 +198,62 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         for key in order:
             td, df = resolved[key]
             target = targets[key]
-
-            def stage_partition(batches: Iterator[pa.RecordBatch], target=target, td=td) -> Iterator[pa.RecordBatch]:
-                pid, attempt = _task_ids()
-                try:
-                    st = convert_and_stage(target, td, batches, f"{td.name} partition {pid}")
-                except OmnigraphError as e:
-                    raise tag_error(e)
-                journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
-                yield _payload([st])
-
-            got = _collect(df, stage_partition)
+            plan = plans.get(key)
+            if plan is not None:
+                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory)
+            else:
+                got = _collect(df, _python_stager(td, target, journal))
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)
                 got = [StagedTable(key, target.mode, target.stage_uri, target.base_version, (), 0, 0)]
-            log.info("staged %s: %d rows in %d fragments from %d tasks", key, sum(s.rows for s in got),
-                     sum(len(s.fragments) for s in got), len(got))
+            log.info("staged %s (%s): %d rows in %d fragments from %d tasks", key, "jvm" if plan else "python",
+                     sum(s.rows for s in got), sum(len(s.fragments) for s in got), len(got))
             out.extend(got)
         return out
 
     return _finish(graph, opts, journal, run)
+
+
+def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal):
+    """The mapInArrow function staging one DataFrame in Python workers (RowConverter)."""
+
+    def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pid, attempt = _task_ids()
+        try:
+            st = convert_and_stage(target, td, batches, f"{td.name} partition {pid}")
+        except OmnigraphError as e:
+            raise tag_error(e)
+        journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
+        yield _payload([st])
+
+    return stage_partition
+
+
+def _jvm_plans(resolved: Mapping[str, Tuple[TypeDef, Any]], targets: Mapping[str, WriteTarget],
+               order: Sequence[str], engine: str) -> Dict[str, "_jvm_write.JvmStagePlan"]:
+    """Driver, before any job: which DataFrames the JVM sink stages (``engine`` auto/jvm)."""
+    plans: Dict[str, _jvm_write.JvmStagePlan] = {}
+    if engine == "python":
+        return plans
+    for key in order:
+        td, df = resolved[key]
+        why = _jvm_write.setup_blocker(df.sparkSession, targets[key])
+        plan, reasons = (None, [why]) if why else _jvm_write.plan_stage(td, targets[key], df.schema)
+        if plan is not None:
+            plans[key] = plan
+            continue
+        if engine == "jvm":
+            raise JvmWriteUnavailableError(
+                f"cannot stage {td.kind} {td.name} through the JVM path: {'; '.join(reasons)}", type=td.name)
+        log.info("staging %s through Python workers: %s", key, "; ".join(reasons))
+    return plans
+
+
+def write_table(df: Any, uri: str, type: str, mode: str = "append", branch: str = MAIN,
+                actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
+                engine: str = "auto") -> LoadResult:
+    """Write one DataFrame into one node or edge type as one graph commit: what
+    ``df.write.format("omnigraph")`` does, through the JVM sink when it can (``engine``)."""
+    return write_graph(uri, {type: df}, mode=mode, branch=branch, actor=actor, options=options, engine=engine)
 
 
 # -- load_jsonl -------------------------------------------------------------------------------
@@ -371,4 +419,4 @@ def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = M
     return _finish(graph, opts, journal, run)
 
 
-__all__ = ["write_graph", "load_jsonl", "iter_json_values"]
+__all__ = ["write_graph", "write_table", "load_jsonl", "iter_json_values", "ENGINES"]

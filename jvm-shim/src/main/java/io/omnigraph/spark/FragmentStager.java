@@ -1,0 +1,335 @@
+package io.omnigraph.spark;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.omnigraph.spark.LanceFragmentSink.StagedMessage;
+import io.omnigraph.spark.LanceFragmentSink.WriteSpec;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.net.URI;
+import java.nio.channels.Channels;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.TimeUnit;
+import org.apache.arrow.c.ArrowArrayStream;
+import org.apache.arrow.c.Data;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.VectorLoader;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.VectorUnloader;
+import org.apache.arrow.vector.ipc.ArrowReader;
+import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.lance.Fragment;
+import org.lance.FragmentMetadata;
+import org.lance.WriteParams;
+import org.lance.fragment.DataFile;
+
+/**
+ * One task attempt of the JVM write path: Spark rows -> Arrow batches (Spark's own
+ * {@link ArrowWriter}) -> {@link RowRules} -> one streaming Lance fragment write.
+ *
+ * <p>Memory is bounded: the task thread fills one batch of {@code batchRows} rows while a second
+ * thread runs {@code Fragment.write()} over a stream fed by a queue of at most two batches
+ * (encoding overlaps conversion). Nothing is committed; {@link #commit} returns the fragments'
+ * metadata and notes their files in the load's staging journal, {@link #abort} deletes them.
+ */
+final class FragmentStager implements DataWriter<InternalRow> {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(FragmentStager.class);
+  private static final Object END = new Object();
+  private static final Object FAILED = new Object();
+
+  private final WriteSpec spec;
+  private final int partitionId;
+  private final long taskId;
+  private final BufferAllocator allocator = new RootAllocator(Long.MAX_VALUE);
+  private final Schema schema;
+  private final RowRules rules;
+  private final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(2);
+
+  private VectorSchemaRoot root;
+  private ArrowWriter writer;
+  private int inBatch;
+  private long rows;
+  private Thread lance;
+  private volatile Throwable lanceError;
+  private volatile List<FragmentMetadata> written;
+
+  FragmentStager(WriteSpec spec, int partitionId, long taskId) {
+    this.spec = spec;
+    this.partitionId = partitionId;
+    this.taskId = taskId;
+    try {
+      this.schema = MessageSerializer.deserializeSchema(
+          new ReadChannel(Channels.newChannel(new ByteArrayInputStream(spec.arrowSchema))));
+    } catch (IOException e) {
+      throw new IllegalArgumentException("bad 'arrowSchema' option", e);
+    }
+    this.rules = new RowRules(spec, spec.where + " " + partitionId);
+  }
+
+  @Override
+  public void write(InternalRow row) throws IOException {
+    if (writer == null) {
+      root = VectorSchemaRoot.create(schema, allocator);
+      writer = ArrowWriter.create(root);
+    }
+    writer.write(row);
+    if (++inBatch >= spec.batchRows) {
+      flush();
+    }
+  }
+
+  /** Close the batch being filled: apply the row rules, then queue it for the Lance thread. */
+  private void flush() throws IOException {
+    writer.finish();
+    VectorSchemaRoot ready = rules.apply(root, rows, allocator);
+    rows += ready.getRowCount();
+    root = null;
+    writer = null;
+    inBatch = 0;
+    ArrowRecordBatch batch;
+    try {
+      batch = new VectorUnloader(ready).getRecordBatch();
+    } finally {
+      ready.close(); // the batch holds its own references to the buffers
+    }
+    startLance();
+    offer(batch);
+  }
+
+  private void offer(Object item) throws IOException {
+    try {
+      while (!queue.offer(item, 100, TimeUnit.MILLISECONDS)) {
+        if (lanceError != null || !lance.isAlive()) {
+          if (item instanceof ArrowRecordBatch) {
+            ((ArrowRecordBatch) item).close();
+          }
+          throw new IOException(spec.label + ": the Lance writer stopped (" + spec.where + " " + partitionId + ")",
+              lanceError);
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while staging " + spec.tableKey, e);
+    }
+  }
+
+  private void startLance() {
+    if (lance != null) {
+      return;
+    }
+    lance = new Thread(this::runLance, "omnigraph-stage-" + spec.tableKey + "-p" + partitionId);
+    lance.setDaemon(true);
+    lance.start();
+  }
+
+  /** The Lance thread: one streaming fragment write, in APPEND mode so field ids are the table's (I5). */
+  private void runLance() {
+    try (ArrowArrayStream stream = ArrowArrayStream.allocateNew(allocator)) {
+      Data.exportArrayStream(allocator, new QueueReader(allocator, schema, queue), stream);
+      org.lance.WriteFragmentBuilder b = Fragment.write()
+          .datasetUri(spec.datasetUri)
+          .allocator(allocator)
+          .data(stream)
+          .mode(WriteParams.WriteMode.APPEND)
+          .dataStorageVersion(spec.dataStorageVersion)
+          .maxRowsPerFile(spec.maxRowsPerFile);
+      if (spec.maxBytesPerFile > 0) {
+        b = b.maxBytesPerFile(spec.maxBytesPerFile);
+      }
+      written = b.execute();
+    } catch (Throwable t) {
+      lanceError = t;
+    }
+  }
+
+  @Override
+  public WriterCommitMessage commit() throws IOException {
+    if (inBatch > 0) {
+      flush();
+    }
+    List<String> fragments = new ArrayList<>();
+    long bytes = 0;
+    List<String> files = new ArrayList<>();
+    if (lance != null) {
+      offer(END);
+      join();
+      if (lanceError != null) {
+        throw new IOException(spec.label + ": staging failed (" + spec.where + " " + partitionId + "): "
+            + lanceError, lanceError);
+      }
+      for (FragmentMetadata f : written) {
+        fragments.add(fragmentJson(f));
+        for (DataFile d : f.getFiles()) {
+          files.add(d.getPath());
+          bytes += d.getFileSizeBytes() == null ? 0 : d.getFileSizeBytes();
+        }
+      }
+      journal(files);
+    }
+    return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments);
+  }
+
+  @Override
+  public void abort() throws IOException {
+    if (lance != null) {
+      queue.clear();
+      queue.offer(FAILED);
+      join();
+    }
+    if (written != null) {
+      for (FragmentMetadata f : written) {
+        for (DataFile d : f.getFiles()) {
+          Files.deleteIfExists(dataDir().resolve(d.getPath()));
+        }
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    if (root != null) {
+      root.close();
+    }
+    for (Object o : queue) {
+      if (o instanceof ArrowRecordBatch) {
+        ((ArrowRecordBatch) o).close();
+      }
+    }
+    queue.clear();
+    try {
+      allocator.close();
+    } catch (IllegalStateException e) { // a leak report must not fail a task whose files are staged
+      LOG.warn("{}: Arrow memory not released after staging: {}", spec.tableKey, e.getMessage());
+    }
+  }
+
+  private void join() throws IOException {
+    try {
+      lance.join();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while staging " + spec.tableKey, e);
+    }
+  }
+
+  private Path dataDir() {
+    String uri = spec.datasetUri;
+    Path base = uri.startsWith("file:") ? Paths.get(URI.create(uri)) : Paths.get(uri);
+    return base.resolve("data");
+  }
+
+  /** Note this attempt's files where the Python driver finds them (it deletes what it does not commit). */
+  private void journal(List<String> files) {
+    ArrayNode entry = LanceSnapshotSource.JSON.createArrayNode();
+    ObjectNode e = entry.addObject();
+    e.put("table_key", spec.tableKey);
+    e.put("stage_uri", spec.datasetUri);
+    ArrayNode names = e.putArray("files");
+    files.forEach(names::add);
+    String name = "jvm-" + spec.tableKey.replace(':', '-') + "-p" + partitionId + "-t" + taskId + "-"
+        + UUID.randomUUID().toString().substring(0, 8) + ".json";
+    LanceFragmentSink.writeAtomically(Paths.get(spec.journal, name), entry.toString());
+  }
+
+  /** The fragment as pylance's {@code FragmentMetadata.from_json} reads it. */
+  private String fragmentJson(FragmentMetadata f) {
+    if (f.getDeletionFile() != null || f.getRowIdMeta() != null) {
+      throw new IllegalStateException(spec.label + ": a freshly staged fragment carries a deletion file or "
+          + "row id metadata; the JVM write path does not hand those over");
+    }
+    ObjectNode o = LanceSnapshotSource.JSON.createObjectNode();
+    o.put("id", f.getId());
+    ArrayNode files = o.putArray("files");
+    for (DataFile d : f.getFiles()) {
+      ObjectNode df = files.addObject();
+      df.put("path", d.getPath());
+      ArrayNode fields = df.putArray("fields");
+      for (int x : d.getFields()) {
+        fields.add(x);
+      }
+      ArrayNode idx = df.putArray("column_indices");
+      for (int x : d.getColumnIndices()) {
+        idx.add(x);
+      }
+      df.put("file_major_version", d.getFileMajorVersion());
+      df.put("file_minor_version", d.getFileMinorVersion());
+      if (d.getFileSizeBytes() == null) {
+        df.putNull("file_size_bytes");
+      } else {
+        df.put("file_size_bytes", d.getFileSizeBytes());
+      }
+      if (d.getBaseId().isPresent()) {
+        df.put("base_id", d.getBaseId().get());
+      } else {
+        df.putNull("base_id");
+      }
+    }
+    o.put("physical_rows", f.getPhysicalRows());
+    o.putNull("deletion_file");
+    o.putNull("row_id_meta");
+    o.putNull("created_at_version_meta");
+    o.putNull("last_updated_at_version_meta");
+    return o.toString();
+  }
+
+  /** The stream Lance consumes: batches the task thread queues, until END (or FAILED: an error). */
+  private static final class QueueReader extends ArrowReader {
+    private final Schema schema;
+    private final BlockingQueue<Object> queue;
+
+    QueueReader(BufferAllocator allocator, Schema schema, BlockingQueue<Object> queue) {
+      super(allocator);
+      this.schema = schema;
+      this.queue = queue;
+    }
+
+    @Override
+    public boolean loadNextBatch() throws IOException {
+      Object item;
+      try {
+        item = queue.take();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException("interrupted", e);
+      }
+      if (item == END) {
+        return false;
+      }
+      if (item == FAILED) {
+        throw new IOException("the Spark task failed; staging abandoned");
+      }
+      try (ArrowRecordBatch batch = (ArrowRecordBatch) item) {
+        new VectorLoader(getVectorSchemaRoot()).load(batch);
+      }
+      return true;
+    }
+
+    @Override
+    public long bytesRead() {
+      return 0;
+    }
+
+    @Override
+    protected void closeReadSource() {}
+
+    @Override
+    protected Schema readSchema() {
+      return schema;
+    }
+  }
+}

@@ -1,0 +1,284 @@
+package io.omnigraph.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The JVM write path of omnigraph-spark: executors stage one table's rows as UNCOMMITTED Lance
+ * fragments, with no Python worker in between. It commits nothing.
+ *
+ * <p>Why it exists: a Python writer receives every row through a Python worker, which alone costs
+ * about what Spark's whole Parquet write costs (docs/benchmarks.md). This sink does only the
+ * staging: the Python driver ({@code omnigraph_spark.spark.jvm_write}) plans the write (the
+ * projection into the table's exact column order and types, the row rules below), and after the
+ * job it reads the hand-off file this sink's {@link BatchWrite#commit} writes, validates the load
+ * and commits it exactly as a Python-staged load (one graph commit, sidecar-guarded).
+ *
+ * <p>Per row, in the executor ({@link FragmentStager}): non-nullable columns must not be null,
+ * enum values must be allowed, null ids get fresh ULIDs. Errors carry the connector's error code
+ * as a message prefix ({@code [NULL_VIOLATION] ...}) and name the table, column, row and value,
+ * worded exactly as the Python path words them.
+ *
+ * <p>Files: each task attempt that finishes notes its data files in the load's staging journal
+ * ({@code journal} option, the directory the Python driver cleans); an aborted attempt deletes
+ * its files itself. Local file systems only (the planner falls back to the Python path for
+ * object stores). Not registered under a short name, so it never shadows the Python source.
+ */
+public final class LanceFragmentSink implements TableProvider {
+
+  @Override
+  public StructType inferSchema(CaseInsensitiveStringMap options) {
+    throw new IllegalArgumentException(
+        "io.omnigraph.spark.LanceFragmentSink is planned by omnigraph_spark.write_table()/write_graph()");
+  }
+
+  @Override
+  public boolean supportsExternalMetadata() {
+    return true;
+  }
+
+  @Override
+  public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+    return new SinkTable(schema, WriteSpec.parse(properties));
+  }
+
+  /** The parsed options: small and serialisable, shipped to executors with the writer factory. */
+  static final class WriteSpec implements Serializable {
+    final String datasetUri;
+    final String tableKey;
+    final String label; // "node Item" / "edge Link", as error messages name the table
+    final String typeName;
+    final String where; // "Item partition" -> "(Item partition 3)"
+    final byte[] arrowSchema; // the table's Arrow schema, IPC-serialised by pyarrow
+    final String mintColumn; // null ids get ULIDs here (null: no minting)
+    final List<ColumnRule> rules; // in the order the Python converter applies them
+    final int maxRowsPerFile;
+    final long maxBytesPerFile; // 0: Lance's default
+    final int batchRows;
+    final String dataStorageVersion; // the table's ("2.2"): Lance's writer default may differ
+    final String journal;
+    final String handoff;
+
+    private WriteSpec(CaseInsensitiveStringMap m) {
+      this.datasetUri = require(m, "datasetUri");
+      this.tableKey = require(m, "tableKey");
+      this.label = require(m, "label");
+      this.typeName = require(m, "typeName");
+      this.where = m.getOrDefault("where", "partition");
+      this.arrowSchema = Base64.getDecoder().decode(require(m, "arrowSchema"));
+      this.mintColumn = m.get("mintColumn");
+      this.maxRowsPerFile = Integer.parseInt(m.getOrDefault("maxRowsPerFile", "1048576"));
+      this.maxBytesPerFile = Long.parseLong(m.getOrDefault("maxBytesPerFile", "0"));
+      this.batchRows = Integer.parseInt(m.getOrDefault("batchRows", "65536"));
+      this.dataStorageVersion = require(m, "dataStorageVersion");
+      this.journal = require(m, "journal");
+      this.handoff = require(m, "handoff");
+      this.rules = new ArrayList<>();
+      try {
+        for (JsonNode r : LanceSnapshotSource.JSON.readTree(require(m, "rules"))) {
+          List<String> allowed = null;
+          if (r.hasNonNull("enum")) {
+            allowed = new ArrayList<>();
+            for (JsonNode v : r.get("enum")) {
+              allowed.add(v.asText());
+            }
+          }
+          rules.add(new ColumnRule(r.get("column").asText(),
+              r.hasNonNull("notNull") ? r.get("notNull").asText() : null, allowed));
+        }
+      } catch (IOException e) {
+        throw new UncheckedIOException("bad 'rules' option", e);
+      }
+    }
+
+    static WriteSpec parse(Map<String, String> options) {
+      return new WriteSpec(new CaseInsensitiveStringMap(options));
+    }
+
+    private static String require(CaseInsensitiveStringMap m, String key) {
+      String v = m.get(key);
+      if (v == null) {
+        throw new IllegalArgumentException("option '" + key + "' is required");
+      }
+      return v;
+    }
+  }
+
+  /** One column's row rules: non-null (with the catalog type to name) and/or enum membership. */
+  static final class ColumnRule implements Serializable {
+    final String column;
+    final String notNull; // the catalog type as written ("I64", "String"); null: nullable
+    final List<String> allowed; // enum values in catalog order; null: not an enum
+
+    ColumnRule(String column, String notNull, List<String> allowed) {
+      this.column = column;
+      this.notNull = notNull;
+      this.allowed = allowed;
+    }
+  }
+
+  static final class SinkTable implements SupportsWrite {
+    private final StructType schema;
+    private final WriteSpec spec;
+
+    SinkTable(StructType schema, WriteSpec spec) {
+      this.schema = schema;
+      this.spec = spec;
+    }
+
+    @Override
+    public String name() {
+      return "omnigraph staging " + spec.tableKey;
+    }
+
+    @Override
+    public StructType schema() {
+      return schema;
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+      // the planner already projected the exact columns: Spark must not re-resolve them
+      return EnumSet.of(TableCapability.BATCH_WRITE, TableCapability.ACCEPT_ANY_SCHEMA);
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+      return new WriteBuilder() {
+        @Override
+        public Write build() {
+          return new Write() {
+            @Override
+            public BatchWrite toBatch() {
+              return new StagingBatchWrite(spec);
+            }
+
+            @Override
+            public String description() {
+              return "omnigraph staging of " + spec.tableKey;
+            }
+          };
+        }
+      };
+    }
+  }
+
+  /** What one task attempt staged: the fragments' JSON as pylance's FragmentMetadata reads it. */
+  static final class StagedMessage implements WriterCommitMessage {
+    final int partition;
+    final long taskId;
+    final long rows;
+    final long bytes;
+    final long givenIds;
+    final List<String> fragments;
+
+    StagedMessage(int partition, long taskId, long rows, long bytes, long givenIds, List<String> fragments) {
+      this.partition = partition;
+      this.taskId = taskId;
+      this.rows = rows;
+      this.bytes = bytes;
+      this.givenIds = givenIds;
+      this.fragments = fragments;
+    }
+  }
+
+  /**
+   * Driver side. {@link #commit} receives exactly the messages of the attempts Spark committed
+   * (one per partition) and hands them to the Python driver through a local file; it commits
+   * nothing to the graph. {@link #abort} leaves the files to the Python driver, which deletes
+   * every journaled file of a failed job.
+   */
+  static final class StagingBatchWrite implements BatchWrite {
+    private final WriteSpec spec;
+
+    StagingBatchWrite(WriteSpec spec) {
+      this.spec = spec;
+    }
+
+    @Override
+    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+      return new StagerFactory(spec);
+    }
+
+    @Override
+    public void commit(WriterCommitMessage[] messages) {
+      ObjectNode out = LanceSnapshotSource.JSON.createObjectNode();
+      ArrayNode tasks = out.putArray("tasks");
+      for (WriterCommitMessage m : messages) {
+        if (!(m instanceof StagedMessage)) {
+          continue;
+        }
+        StagedMessage s = (StagedMessage) m;
+        ObjectNode t = tasks.addObject();
+        t.put("partition", s.partition);
+        t.put("task_id", s.taskId);
+        t.put("rows", s.rows);
+        t.put("bytes", s.bytes);
+        t.put("given_ids", s.givenIds);
+        ArrayNode frags = t.putArray("fragments");
+        s.fragments.forEach(frags::add);
+      }
+      writeAtomically(Paths.get(spec.handoff), out.toString());
+    }
+
+    @Override
+    public void abort(WriterCommitMessage[] messages) {
+      // the Python driver deletes every journaled file of this load when save() fails
+    }
+  }
+
+  static final class StagerFactory implements DataWriterFactory {
+    private final WriteSpec spec;
+
+    StagerFactory(WriteSpec spec) {
+      this.spec = spec;
+    }
+
+    @Override
+    public org.apache.spark.sql.connector.write.DataWriter<org.apache.spark.sql.catalyst.InternalRow> createWriter(
+        int partitionId, long taskId) {
+      return new FragmentStager(spec, partitionId, taskId);
+    }
+  }
+
+  /** Write a small text file completely, then rename it into place (readers see all or nothing). */
+  static void writeAtomically(Path path, String text) {
+    Path tmp = path.resolveSibling("." + path.getFileName() + ".tmp");
+    try {
+      Files.createDirectories(path.getParent());
+      Files.write(tmp, text.getBytes(StandardCharsets.UTF_8));
+      Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot write " + path, e);
+    }
+  }
+}

@@ -1,0 +1,179 @@
+package io.omnigraph.spark;
+
+import com.github.f4b6a3.ulid.UlidFactory;
+import io.omnigraph.spark.LanceFragmentSink.ColumnRule;
+import io.omnigraph.spark.LanceFragmentSink.WriteSpec;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.function.IntFunction;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
+
+/**
+ * The per-row rules of the JVM write path, applied to one converted Arrow batch: non-null
+ * columns, enum membership, fresh ULIDs for null ids. The Python planner only sends a write here
+ * when every other rule of the type is already guaranteed by the column types (widening casts),
+ * so these are all the checks a row needs.
+ *
+ * <p>Messages match the Python path's word for word (rows numbered from 0 within the task, the
+ * task named in parentheses), with the error code as a prefix the driver turns back into the typed
+ * error.
+ */
+final class RowRules {
+  private final WriteSpec spec;
+  private final String where;
+  private final List<Set<String>> allowed = new ArrayList<>();
+  private final UlidFactory ulids = UlidFactory.newInstance(new BulkRandom());
+  private long givenIds;
+
+  RowRules(WriteSpec spec, String where) {
+    this.spec = spec;
+    this.where = where;
+    for (ColumnRule r : spec.rules) {
+      allowed.add(r.allowed == null ? null : new HashSet<>(r.allowed));
+    }
+  }
+
+  /** Ids that came from the input (not minted here), over every batch so far. */
+  long givenIds() {
+    return givenIds;
+  }
+
+  /** Check ``root`` (rows ``offset`` onwards of this task) and mint ids; may return a new root. */
+  VectorSchemaRoot apply(VectorSchemaRoot root, long offset, BufferAllocator allocator) {
+    for (int k = 0; k < spec.rules.size(); k++) {
+      ColumnRule r = spec.rules.get(k);
+      FieldVector v = root.getVector(r.column);
+      if (r.notNull != null && v.getNullCount() > 0) {
+        int i = firstNull(v);
+        throw new RowRuleException("NULL_VIOLATION", spec.label + " column '" + r.column + "' row " + (offset + i)
+            + ": non-nullable property '" + r.column + "' (" + r.notNull + ") is null (" + where + ")");
+      }
+      if (r.allowed != null) {
+        checkEnum(r, allowed.get(k), v, offset);
+      }
+    }
+    return spec.mintColumn == null ? root : mint(root, allocator);
+  }
+
+  private static int firstNull(FieldVector v) {
+    for (int i = 0; i < v.getValueCount(); i++) {
+      if (v.isNull(i)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private void checkEnum(ColumnRule r, Set<String> ok, FieldVector v, long offset) {
+    if (v instanceof ListVector) {
+      ListVector list = (ListVector) v;
+      VarCharVector items = (VarCharVector) list.getDataVector();
+      for (int row = 0; row < list.getValueCount(); row++) {
+        if (list.isNull(row)) {
+          continue;
+        }
+        for (int j = list.getElementStartIndex(row); j < list.getElementEndIndex(row); j++) {
+          checkValue(r, ok, items, j, offset + row);
+        }
+      }
+      return;
+    }
+    VarCharVector values = (VarCharVector) v;
+    for (int i = 0; i < values.getValueCount(); i++) {
+      checkValue(r, ok, values, i, offset + i);
+    }
+  }
+
+  private void checkValue(ColumnRule r, Set<String> ok, VarCharVector values, int i, long row) {
+    if (values.isNull(i)) {
+      return;
+    }
+    String value = new String(values.get(i), StandardCharsets.UTF_8);
+    if (!ok.contains(value)) {
+      throw new RowRuleException("CONSTRAINT_VIOLATION", spec.label + " column '" + r.column + "' row " + row
+          + ": invalid enum value " + pythonRepr(value) + " for " + spec.typeName + "." + r.column
+          + " (expected: " + String.join(", ", r.allowed) + ") (" + where + ")");
+    }
+  }
+
+  /** Replace null ids with fresh ULIDs (as the engine does for rows without an id). */
+  private VectorSchemaRoot mint(VectorSchemaRoot root, BufferAllocator allocator) {
+    VarCharVector ids = (VarCharVector) root.getVector(spec.mintColumn);
+    int n = root.getRowCount();
+    int missing = ids.getNullCount();
+    givenIds += n - missing;
+    if (missing == 0) {
+      return root;
+    }
+    VarCharVector fresh = new VarCharVector(ids.getField(), allocator);
+    fresh.allocateNew(32L * n, n); // setSafe grows it for longer given ids
+    for (int i = 0; i < n; i++) {
+      if (ids.isNull(i)) {
+        fresh.setSafe(i, ulids.create().toString().getBytes(StandardCharsets.US_ASCII));
+      } else {
+        fresh.setSafe(i, ids.get(i));
+      }
+    }
+    fresh.setValueCount(n);
+    List<FieldVector> vectors = new ArrayList<>(root.getFieldVectors());
+    vectors.set(vectors.indexOf(ids), fresh);
+    ids.close();
+    return new VectorSchemaRoot(root.getSchema().getFields(), vectors, n);
+  }
+
+  /** Python's repr() of a str, so messages equal the Python path's ({@code 'x'}, {@code "it's"}). */
+  static String pythonRepr(String s) {
+    char quote = s.indexOf('\'') >= 0 && s.indexOf('"') < 0 ? '"' : '\'';
+    StringBuilder b = new StringBuilder().append(quote);
+    s.codePoints().forEach(c -> {
+      if (c == quote || c == '\\') {
+        b.append('\\').appendCodePoint(c);
+      } else if (c == '\n') {
+        b.append("\\n");
+      } else if (c == '\r') {
+        b.append("\\r");
+      } else if (c == '\t') {
+        b.append("\\t");
+      } else if (c < 0x20 || c == 0x7f) {
+        b.append(String.format("\\x%02x", c));
+      } else {
+        b.appendCodePoint(c);
+      }
+    });
+    return b.append(quote).toString();
+  }
+
+  /** 80 random bits per ULID from one SecureRandom, filled 64 KiB at a time (one call per id is slow). */
+  private static final class BulkRandom implements IntFunction<byte[]> {
+    private final SecureRandom random = new SecureRandom();
+    private final byte[] pool = new byte[65536];
+    private int pos = pool.length;
+
+    @Override
+    public byte[] apply(int n) {
+      if (pos + n > pool.length) {
+        random.nextBytes(pool);
+        pos = 0;
+      }
+      byte[] out = new byte[n];
+      System.arraycopy(pool, pos, out, 0, n);
+      pos += n;
+      return out;
+    }
+  }
+
+  /** A row that breaks a rule; the message starts with the connector's error code. */
+  static final class RowRuleException extends IllegalArgumentException {
+    RowRuleException(String code, String message) {
+      super("[" + code + "] " + message);
+    }
+  }
+}

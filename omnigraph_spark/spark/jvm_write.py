@@ -1,0 +1,212 @@
+"""The JVM write path: a load planned and committed in Python, staged by ``jvm-shim``.
+
+Why: a Python writer receives every row through a Python worker; that hop alone costs about
+what Spark's whole Parquet write costs (docs/benchmarks.md), so no Python-side work can bring a
+write to Parquet's speed. ``jvm-shim``'s ``io.omnigraph.spark.LanceFragmentSink`` stages the
+rows as uncommitted Lance fragments in the executor JVM instead.
+
+Only the staging moves. The driver keeps everything that knows the graph format: it resolves
+the type, checks the input columns (the same planning checks as the Python path, so the same
+errors), and projects the DataFrame into the table's exact column order and Spark types with
+*widening* casts only (int -> bigint, float -> double, ...), which can never lose a value. The
+rules a value can still break are applied per row in the JVM (non-null, enum membership) with
+the Python path's messages; null ids get ULIDs there. After the job the driver reads the
+fragments the sink hands over and validates and commits them exactly as a Python-staged load
+(``commit_load``: one graph commit, load-wide checks, sidecar-guarded publish).
+
+When the JVM path stages a DataFrame (``engine="auto"``): the shim is loaded, the graph is on a
+local file system with no storage options, and every column is covered by the above: targets
+String, enum, Bool, I32, I64, F32, F64, Date and lists of them, fed by a Spark type that widens
+to them, and no @range or @check on the type; a keyed node must not also give an ``id`` column
+(that equality check stays in Python). Everything else (U32/U64/DateTime/Vector/Blob, decimals,
+strings parsed as dates, range and pattern rules) goes through the Python path, logged;
+``engine="jvm"`` raises :class:`~omnigraph_spark.errors.JvmWriteUnavailableError` instead.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+import pyarrow.types as pt
+from lance.fragment import FragmentMetadata
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateType, DoubleType, FloatType,
+                               IntegerType, LongType, NullType, ShortType, StringType, StructType)
+
+from ..schema.catalog import TypeDef
+from ..store.writes import StagedTable, WriteTarget
+from .jvm_read import shim_loaded
+
+log = logging.getLogger(__name__)
+
+SINK_CLASS = "io.omnigraph.spark.LanceFragmentSink"
+#: rows per Arrow batch handed from the Spark task thread to the Lance writer thread
+JVM_BATCH_ROWS = 65_536
+
+#: stored Arrow type -> (Spark type it is written as, Spark input types that widen to it exactly)
+_WIDENS: Dict[pa.DataType, Tuple[DataType, Tuple[type, ...]]] = {
+    pa.string(): (StringType(), (StringType,)),
+    pa.bool_(): (BooleanType(), (BooleanType,)),
+    pa.int32(): (IntegerType(), (ByteType, ShortType, IntegerType)),
+    pa.int64(): (LongType(), (ByteType, ShortType, IntegerType, LongType)),
+    pa.float32(): (FloatType(), (ByteType, ShortType, FloatType)),
+    pa.float64(): (DoubleType(), (ByteType, ShortType, IntegerType, FloatType, DoubleType)),
+    pa.date32(): (DateType(), (DateType,)),
+}
+
+
+@dataclass(frozen=True)
+class JvmStagePlan:
+    """How one DataFrame is staged by the sink: the projection and the per-row rules."""
+
+    columns: Tuple[Tuple[str, Optional[str], DataType], ...]  # (target, input column or None, Spark type)
+    rules: Tuple[Dict[str, Any], ...]  # in the order the Python converter applies them
+    mint_column: Optional[str]  # "id" when null ids get ULIDs
+
+
+def _spark_type(t: pa.DataType) -> Optional[DataType]:
+    if pt.is_list(t):
+        inner = _spark_type(t.value_type)
+        return None if inner is None else ArrayType(inner, True)
+    hit = _WIDENS.get(t)
+    return hit[0] if hit else None
+
+
+def _widens(src: DataType, target: pa.DataType) -> bool:
+    """Whether every value of Spark type ``src`` casts to ``target`` exactly (no value check needed)."""
+    if isinstance(src, NullType):
+        return True
+    if pt.is_list(target):
+        return isinstance(src, ArrayType) and _widens(src.elementType, target.value_type)
+    hit = _WIDENS.get(target)
+    return hit is not None and isinstance(src, hit[1])
+
+
+def setup_blocker(spark: SparkSession, target: WriteTarget) -> Optional[str]:
+    """Why no table of this load can be staged in the JVM (None: the JVM path is available)."""
+    if target.storage_options:
+        return "storage options are not passed to the JVM writer"
+    uri = target.stage_uri
+    if "://" in uri and not uri.startswith("file://"):
+        return f"the graph is not on a local file system ({uri.split('://')[0]}://)"
+    if not shim_loaded(spark):
+        return ("the JVM shim is not on the classpath; build it with `make jvm-shim` and add "
+                "omnigraph_spark.shim_jars() to spark.driver.extraClassPath")
+    return None
+
+
+def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) -> Tuple[Optional[JvmStagePlan], List[str]]:
+    """The sink's plan for a DataFrame of ``input_schema``, or (None, the reasons it cannot).
+
+    Call after :func:`~omnigraph_spark.spark.writer.precheck_columns`: unknown, missing and
+    incompatible columns have raised there already, as on the Python path."""
+    given = {f.name: f.dataType for f in input_schema.fields}
+    why: List[str] = []
+    if typedef.ranges or typedef.checks:
+        why.append(f"{typedef.kind} {typedef.name} has @range/@check rules (applied by the Python path)")
+    columns: List[Tuple[str, Optional[str], DataType]] = []
+    mint: Optional[str] = None
+    key = typedef.key_property
+    for f in target.schema:
+        spark_type = _spark_type(f.type)
+        if spark_type is None:
+            why.append(f"column '{f.name}' is stored as {f.type}, which Spark's Arrow writer cannot produce exactly")
+            continue
+        if f.name == "id":
+            if key is not None and not typedef.is_edge:
+                if "id" in given:
+                    why.append(f"an explicit 'id' beside @key '{key}' is compared to the key by the Python path")
+                columns.append(("id", key, spark_type))
+            else:
+                if "id" in given and not _widens(given["id"], f.type):
+                    why.append(f"column 'id': {given['id'].simpleString()} is not a string")
+                columns.append(("id", "id" if "id" in given else None, spark_type))
+                mint = "id"
+            continue
+        if f.name in ("src", "dst") and typedef.is_edge:
+            alias = "from" if f.name == "src" else "to"
+            columns.append((f.name, alias if alias in given else f.name, spark_type))
+            continue
+        src = given.get(f.name)
+        if src is not None and not _widens(src, f.type):
+            why.append(f"column '{f.name}': {src.simpleString()} -> {f.type} needs a per-value check (Python path)")
+        columns.append((f.name, f.name if src is not None else None, spark_type))
+    if why:
+        return None, why
+    rules: List[Dict[str, Any]] = []
+    for p in typedef.properties:  # the converter's order: properties (schema order), then endpoints
+        rule: Dict[str, Any] = {"column": p.name}
+        if not p.type.nullable:
+            rule["notNull"] = p.type.describe()
+        if p.type.enum_values is not None:
+            rule["enum"] = list(p.type.enum_values)
+        if len(rule) > 1:
+            rules.append(rule)
+    order = {f.name: i for i, f in enumerate(target.schema)}
+    rules.sort(key=lambda r: order[r["column"]])
+    if typedef.is_edge:
+        rules += [{"column": "src", "notNull": "String"}, {"column": "dst", "notNull": "String"}]
+    return JvmStagePlan(tuple(columns), tuple(rules), mint), []
+
+
+def _col(name: str):
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
+    """``df`` in the table's exact column order and Spark types (widening casts only)."""
+    exprs = []
+    for name, src, spark_type in plan.columns:
+        e = _col(src).cast(spark_type) if src is not None else F.lit(None).cast(spark_type)
+        exprs.append(e.alias(name))
+    return df.select(*exprs)
+
+
+def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
+              journal_dir: str) -> List[StagedTable]:
+    """Driver: run one Spark job that stages ``df`` through the sink; one StagedTable per task.
+
+    Each committed task's files are also noted in ``journal_dir`` (the caller's staging
+    journal), so a failed job leaves nothing the caller cannot delete."""
+    handoff_dir = tempfile.mkdtemp(prefix="omnigraph-handoff-")
+    handoff = os.path.join(handoff_dir, "staged.json")
+    stage_uri = target.stage_uri
+    if stage_uri.startswith("file://"):
+        stage_uri = stage_uri[len("file://"):]
+    w = (projected(df, plan).write.format(SINK_CLASS).mode("append")
+         .option("datasetUri", stage_uri).option("tableKey", target.table_key)
+         .option("label", f"{typedef.kind} {typedef.name}").option("typeName", typedef.name)
+         .option("where", f"{typedef.name} partition")
+         .option("arrowSchema", base64.b64encode(target.schema.serialize().to_pybytes()).decode("ascii"))
+         .option("rules", json.dumps(list(plan.rules)))
+         .option("maxRowsPerFile", str(target.max_rows_per_file))
+         .option("maxBytesPerFile", str(target.max_bytes_per_file or 0))
+         .option("batchRows", str(JVM_BATCH_ROWS))
+         .option("dataStorageVersion", target.open_for_staging().data_storage_version)
+         .option("journal", journal_dir).option("handoff", handoff))
+    if plan.mint_column:
+        w = w.option("mintColumn", plan.mint_column)
+    try:
+        w.save()
+        with open(handoff, encoding="utf-8") as fh:
+            tasks = json.load(fh)["tasks"]
+    finally:
+        shutil.rmtree(handoff_dir, ignore_errors=True)
+    out = []
+    for t in sorted(tasks, key=lambda t: t["partition"]):
+        frags = tuple(FragmentMetadata.from_json(f) for f in t["fragments"])
+        minted = plan.mint_column is not None and int(t["given_ids"]) == 0
+        out.append(StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, frags,
+                               int(t["rows"]), int(t["bytes"]), minted_ids=minted))
+    return out
+
+
+__all__ = ["SINK_CLASS", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]
