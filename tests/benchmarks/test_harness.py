@@ -23,7 +23,12 @@ def test_harness_writes_every_metric(spark, tmp_path):
     for key in run.REQUIRED_METRICS:
         assert key in res, key
     w = res["write"]
-    assert set(w["contenders"]) == {"omnigraph", "parquet", "python_source_floor", "lance_single_process"}
+    jvm = {"omnigraph_jvm"} if w["jvm_path"] else set()  # the JVM write path (make test builds the shim)
+    assert set(w["contenders"]) == {"omnigraph", "parquet", "python_source_floor", "lance_single_process"} | jvm
+    if w["jvm_path"]:
+        assert w["ratio_omnigraph_jvm_vs_parquet_throughput"] > 0
+        assert res["write_graph"]["staging_engine"] == "jvm"
+        assert all(s["jvm_path_jvm_rss_mb"] > 0 for s in res["memory"]["sizes"])
     assert w["ratio_omnigraph_vs_python_floor_throughput"] > 0
     for c in w["contenders"].values():
         assert c["rows_per_s"] > 0 and c["mb_per_s"] > 0
@@ -45,6 +50,6 @@ def test_harness_writes_every_metric(spark, tmp_path):
         assert t in res["targets"]
     from omnigraph_spark.spark.jvm_read import shim_jars
 
-    assert res["read"]["jvm_path"] == bool(shim_jars())
+    assert res["read"]["jvm_path"] == bool(shim_jars()) == w["jvm_path"]
     assert (out / "results.md").read_text().startswith("# omnigraph-spark benchmark")
     assert (out / "results.png").stat().st_size > 0

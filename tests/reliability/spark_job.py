@@ -142,7 +142,8 @@ def job_task_fault(spark):
     else:
         from omnigraph_spark.spark.graph_io import write_graph
 
-        write_graph(SPEC["root"], {"Person": df}, options={"maxRowsPerFile": "4"})
+        engine = "jvm" if api == "graph_jvm" else "python"
+        write_graph(SPEC["root"], {"Person": df}, options={"maxRowsPerFile": "4"}, engine=engine)
     marks = SPEC.get("marks")
     return {"ids": [f"f{i:03d}" for i in range(SPEC["n"])],
             "attempts": sorted(os.listdir(marks)) if marks and os.path.isdir(marks) else None}
@@ -199,7 +200,12 @@ def main() -> int:
     t0 = time.monotonic()
     spark = None
     try:
-        spark = session(SPEC.get("master", "local[2]"), SPEC.get("conf"))
+        conf = dict(SPEC.get("conf") or {})
+        if SPEC.get("api") == "graph_jvm":  # the JVM write path: the shim on the class path
+            from omnigraph_spark.spark.jvm_read import shim_spark_conf
+
+            conf.update(shim_spark_conf())
+        spark = session(SPEC.get("master", "local[2]"), conf)
         print(f"STARTED {time.monotonic() - t0:.1f}s", flush=True)
         result = JOBS[SPEC["kind"]](spark)
         result["seconds"] = round(time.monotonic() - t0, 1)

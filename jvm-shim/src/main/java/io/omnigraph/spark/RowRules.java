@@ -14,7 +14,6 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.complex.ListVector;
 
 /**
  * The per-row rules of the JVM write path, applied to one converted Arrow batch: non-null
@@ -73,20 +72,7 @@ final class RowRules {
   }
 
   private void checkEnum(ColumnRule r, Set<String> ok, FieldVector v, long offset) {
-    if (v instanceof ListVector) {
-      ListVector list = (ListVector) v;
-      VarCharVector items = (VarCharVector) list.getDataVector();
-      for (int row = 0; row < list.getValueCount(); row++) {
-        if (list.isNull(row)) {
-          continue;
-        }
-        for (int j = list.getElementStartIndex(row); j < list.getElementEndIndex(row); j++) {
-          checkValue(r, ok, items, j, offset + row);
-        }
-      }
-      return;
-    }
-    VarCharVector values = (VarCharVector) v;
+    VarCharVector values = (VarCharVector) v; // enums are scalar in the schema language
     for (int i = 0; i < values.getValueCount(); i++) {
       checkValue(r, ok, values, i, offset + i);
     }
