@@ -16,10 +16,12 @@ fragments the sink hands over and validates and commits them exactly as a Python
 
 When the JVM path stages a DataFrame (``engine="auto"``): the shim is loaded, the graph is on a
 local file system with no storage options, and every column is covered by the above: targets
-String, enum, Bool, I32, I64, F32, F64, Date and lists of them, fed by a Spark type that widens
-to them, and no @range or @check on the type; a keyed node must not also give an ``id`` column
-(that equality check stays in Python). Everything else (U32/U64/DateTime/Vector/Blob, decimals,
-strings parsed as dates, range and pattern rules) goes through the Python path, logged;
+String, enum, Bool, I32, I64, F32, F64, Date and lists of them fed by a Spark type that widens
+to them; DateTime fed by a timestamp or a date (converted in the JVM, a sub-millisecond part
+refused); U32/U64/DateTime/Vector columns the DataFrame does not give (nulls); no @range or
+@check on the type; a keyed node must not also give an ``id`` column (that equality check stays
+in Python). Everything else (given U32/U64/Vector/Blob columns, decimals, strings parsed as
+dates, range and pattern rules) goes through the Python path, logged;
 ``engine="jvm"`` raises :class:`~omnigraph_spark.errors.JvmWriteUnavailableError` instead.
 """
 from __future__ import annotations
@@ -39,7 +41,7 @@ from lance.fragment import FragmentMetadata
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateType, DoubleType, FloatType,
-                               IntegerType, LongType, NullType, ShortType, StringType, StructType)
+                               IntegerType, LongType, NullType, ShortType, StringType, StructType, TimestampType)
 
 from ..schema.catalog import TypeDef
 from ..store.writes import StagedTable, WriteTarget
@@ -65,11 +67,19 @@ _WIDENS: Dict[pa.DataType, Tuple[DataType, Tuple[type, ...]]] = {
 
 @dataclass(frozen=True)
 class JvmStagePlan:
-    """How one DataFrame is staged by the sink: the projection and the per-row rules."""
+    """How one DataFrame is staged by the sink: the projection and the per-row rules.
 
-    columns: Tuple[Tuple[str, Optional[str], DataType], ...]  # (target, input column or None, Spark type)
+    ``columns`` are the projected ones, in table order: ``(target, input column or None, Spark
+    type, how)`` with ``how`` "cast" (a widening cast), "micros" (a DateTime target: the input
+    timestamp/date as microseconds since the epoch; the sink converts to milliseconds and
+    refuses a sub-millisecond part) . ``kinds`` tells the sink which table columns are not
+    plain: "micros", or "null" (a nullable column the DataFrame does not give, of a type
+    Spark's Arrow writer cannot produce: written as nulls)."""
+
+    columns: Tuple[Tuple[str, Optional[str], DataType, str], ...]
     rules: Tuple[Dict[str, Any], ...]  # in the order the Python converter applies them
     mint_column: Optional[str]  # "id" when null ids get ULIDs
+    kinds: Tuple[Tuple[str, str], ...] = ()
 
 
 def _spark_type(t: pa.DataType) -> Optional[DataType]:
@@ -112,33 +122,43 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
     why: List[str] = []
     if typedef.ranges or typedef.checks:
         why.append(f"{typedef.kind} {typedef.name} has @range/@check rules (applied by the Python path)")
-    columns: List[Tuple[str, Optional[str], DataType]] = []
+    columns: List[Tuple[str, Optional[str], DataType, str]] = []
+    kinds: List[Tuple[str, str]] = []
     mint: Optional[str] = None
     key = typedef.key_property
     for f in target.schema:
         spark_type = _spark_type(f.type)
+        src = given.get(f.name)
         if spark_type is None:
-            why.append(f"column '{f.name}' is stored as {f.type}, which Spark's Arrow writer cannot produce exactly")
+            if pt.is_date64(f.type) and isinstance(src, (TimestampType, DateType, NullType)):
+                columns.append((f.name, f.name, LongType(), "micros"))
+                kinds.append((f.name, "micros"))
+            elif src is None and f.nullable and not (pt.is_large_binary(f.type) or pt.is_binary(f.type)
+                                                     or isinstance(f.type, pa.ExtensionType)):
+                kinds.append((f.name, "null"))  # not given: nulls, written by the sink itself
+            elif src is None:
+                why.append(f"column '{f.name}' is stored as {f.type} (Blob columns stay on the Python path)")
+            else:
+                why.append(f"column '{f.name}': {src.simpleString()} -> {f.type} needs the Python path's conversion")
             continue
         if f.name == "id":
             if key is not None and not typedef.is_edge:
                 if "id" in given:
                     why.append(f"an explicit 'id' beside @key '{key}' is compared to the key by the Python path")
-                columns.append(("id", key, spark_type))
+                columns.append(("id", key, spark_type, "cast"))
             else:
                 if "id" in given and not _widens(given["id"], f.type):
                     why.append(f"column 'id': {given['id'].simpleString()} is not a string")
-                columns.append(("id", "id" if "id" in given else None, spark_type))
+                columns.append(("id", "id" if "id" in given else None, spark_type, "cast"))
                 mint = "id"
             continue
         if f.name in ("src", "dst") and typedef.is_edge:
             alias = "from" if f.name == "src" else "to"
-            columns.append((f.name, alias if alias in given else f.name, spark_type))
+            columns.append((f.name, alias if alias in given else f.name, spark_type, "cast"))
             continue
-        src = given.get(f.name)
         if src is not None and not _widens(src, f.type):
             why.append(f"column '{f.name}': {src.simpleString()} -> {f.type} needs a per-value check (Python path)")
-        columns.append((f.name, f.name if src is not None else None, spark_type))
+        columns.append((f.name, f.name if src is not None else None, spark_type, "cast"))
     if why:
         return None, why
     rules: List[Dict[str, Any]] = []
@@ -154,7 +174,7 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
     rules.sort(key=lambda r: order[r["column"]])
     if typedef.is_edge:
         rules += [{"column": "src", "notNull": "String"}, {"column": "dst", "notNull": "String"}]
-    return JvmStagePlan(tuple(columns), tuple(rules), mint), []
+    return JvmStagePlan(tuple(columns), tuple(rules), mint, tuple(kinds)), []
 
 
 def _col(name: str):
@@ -163,9 +183,17 @@ def _col(name: str):
 
 def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
     """``df`` in the table's exact column order and Spark types (widening casts only)."""
+    given = {f.name: f.dataType for f in df.schema.fields}
     exprs = []
-    for name, src, spark_type in plan.columns:
-        e = _col(src).cast(spark_type) if src is not None else F.lit(None).cast(spark_type)
+    for name, src, spark_type, how in plan.columns:
+        if src is None or isinstance(given.get(src), NullType):
+            e = F.lit(None).cast(spark_type)
+        elif how == "micros" and isinstance(given[src], DateType):
+            e = F.unix_date(_col(src)).cast(LongType()) * F.lit(86_400_000_000)  # UTC midnight, exact
+        elif how == "micros":
+            e = F.unix_micros(_col(src))  # a Spark timestamp is an instant: no time zone involved
+        else:
+            e = _col(src).cast(spark_type)
         exprs.append(e.alias(name))
     return df.select(*exprs)
 
@@ -187,6 +215,7 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
          .option("where", f"{typedef.name} partition")
          .option("arrowSchema", base64.b64encode(target.schema.serialize().to_pybytes()).decode("ascii"))
          .option("rules", json.dumps(list(plan.rules)))
+         .option("kinds", json.dumps(dict(plan.kinds)))
          .option("maxRowsPerFile", str(target.max_rows_per_file))
          .option("maxBytesPerFile", str(target.max_bytes_per_file or 0))
          .option("batchRows", str(JVM_BATCH_ROWS))

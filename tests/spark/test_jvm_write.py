@@ -16,7 +16,7 @@ from chispa import assert_df_equality
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
 from omnigraph_spark.errors import (ConstraintViolationError, DanglingEdgeError, JvmWriteUnavailableError,
-                                    NullViolationError, OptionError, UniqueViolationError)
+                                    NullViolationError, OptionError, TypeMismatchError, UniqueViolationError)
 from omnigraph_spark.spark import jvm_write
 from omnigraph_spark.store import writes
 from tests.spark.test_jvm_read import JVM_TYPES_PG, jvm  # noqa: F401  (the fixture)
@@ -195,7 +195,8 @@ node Ranged {
 }
 """)
     cases = [
-        ("Thing", jvm.createDataFrame([("a", 5)], "slug string, u32 int"), "column 'u32' is stored as uint32"),
+        ("Thing", jvm.createDataFrame([("a", 5)], "slug string, u32 int"), "column 'u32': int -> uint32"),
+        ("Thing", jvm.createDataFrame([("a",)], "slug string"), "column 'data' is stored as large_binary"),
         ("Thing", jvm.createDataFrame([("a", 5)], "slug string, i32 bigint"), "column 'i32': bigint -> int32"),
         ("Thing", jvm.createDataFrame([("a", "a")], "slug string, id string"), "an explicit 'id' beside @key"),
         ("Ranged", jvm.createDataFrame([(5,)], "n bigint"), "@range/@check"),
@@ -237,3 +238,57 @@ def test_a_failed_job_leaves_no_staged_file(jvm, tmp_path):
     assert data_files(g.root) == files0
     assert not os.listdir(os.path.join(g.root, "_omnigraph_spark", "staging")) if os.path.isdir(
         os.path.join(g.root, "_omnigraph_spark", "staging")) else True
+
+
+EVENT_PG = """
+node Event {
+    name: String @key
+    at: DateTime?
+    on: DateTime
+    big: U64?
+    small: U32?
+    emb: Vector(3)?
+}
+"""
+
+
+def test_datetime_from_timestamps_and_dates_and_absent_unwritable_columns(jvm, tmp_path, caplog):
+    """DateTime fed by a Spark timestamp or date (converted to milliseconds in the JVM), and
+    U64/U32/Vector columns the DataFrame does not give (nulls): the JVM path stages them, with
+    the same rows as the Python path."""
+    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.graph_io")
+    utc = dt.timezone.utc
+    rows = [(f"e{i}", dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=utc) + dt.timedelta(minutes=i) if i % 3 else None,
+             dt.date(1969, 12, 31) + dt.timedelta(days=i)) for i in range(500)]
+    df = jvm.createDataFrame(rows, "name string, at timestamp, on date").repartition(2)
+    roots = {}
+    for engine in ("jvm", "python"):
+        g = Graph.init(str(tmp_path / engine), EVENT_PG)
+        write_table(df, g.root, "Event", engine=engine)
+        assert engine_used(caplog, "node:Event") == engine
+        roots[engine] = g.root
+    j = read_table(jvm, roots["jvm"], "Event", engine="python")
+    p = read_table(jvm, roots["python"], "Event", engine="python")
+    assert_df_equality(j, p, ignore_row_order=True)
+    got = {r["name"]: r for r in j.collect()}
+    assert got["e1"]["at"] == dt.datetime(2024, 1, 2, 3, 5, 5, 678000)  # session time zone is UTC
+    assert got["e0"]["at"] is None and got["e0"]["on"] == dt.datetime(1969, 12, 31, 0, 0)
+    assert got["e1"]["big"] is None and got["e1"]["small"] is None and got["e1"]["emb"] is None
+
+
+def test_sub_millisecond_timestamps_are_refused(jvm, tmp_path):
+    g = Graph.init(str(tmp_path / "g"), EVENT_PG)
+    v0, files0 = g.snapshot().version, data_files(g.root)
+    utc = dt.timezone.utc
+    df = jvm.createDataFrame([("a", dt.datetime(2024, 1, 2, tzinfo=utc), dt.date(2024, 1, 1)),
+                              ("b", dt.datetime(2024, 1, 2, 0, 0, 0, 1, tzinfo=utc), dt.date(2024, 1, 1))],
+                             "name string, at timestamp, on date").coalesce(1)
+    with pytest.raises(TypeMismatchError) as ei:
+        write_table(df, g.root, "Event", engine="jvm")
+    assert ("node Event column 'at' row 1: value '2024-01-02T00:00:00.000001Z' (timestamp[us]) has a "
+            "sub-millisecond part; DateTime stores milliseconds (Event partition 0)") in str(ei.value)
+    with pytest.raises(TypeMismatchError, match="sub-millisecond"):  # the Python path refuses it too
+        write_table(df, g.root, "Event", engine="python")
+    with pytest.raises(NullViolationError, match="column 'on' row 0"):
+        write_table(jvm.createDataFrame([("a", None)], "name string, on date"), g.root, "Event", engine="jvm")
+    assert Graph.open(g.root).snapshot().version == v0 and data_files(g.root) == files0

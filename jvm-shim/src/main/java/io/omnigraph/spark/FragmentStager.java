@@ -21,6 +21,9 @@ import org.apache.arrow.c.ArrowArrayStream;
 import org.apache.arrow.c.Data;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.DateMilliVector;
+import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorLoader;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.VectorUnloader;
@@ -62,6 +65,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
 
   private VectorSchemaRoot root;
   private ArrowWriter writer;
+  private final java.util.Map<String, BigIntVector> micro = new java.util.HashMap<>();
   private int inBatch;
   private long rows;
   private Thread lance;
@@ -84,8 +88,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   @Override
   public void write(InternalRow row) throws IOException {
     if (writer == null) {
-      root = VectorSchemaRoot.create(schema, allocator);
-      writer = ArrowWriter.create(root);
+      newBatch();
     }
     writer.write(row);
     if (++inBatch >= spec.batchRows) {
@@ -93,9 +96,79 @@ final class FragmentStager implements DataWriter<InternalRow> {
     }
   }
 
+  /**
+   * A fresh batch in the table's schema. Spark's writer fills the plain columns in place; a
+   * DateTime column fed by Spark microseconds goes through a temporary BigInt vector; columns the
+   * DataFrame does not give are not in Spark's rows at all (see {@link #finishColumns}).
+   */
+  private void newBatch() {
+    root = VectorSchemaRoot.create(schema, allocator);
+    List<org.apache.arrow.vector.types.pojo.Field> fields = new ArrayList<>();
+    List<FieldVector> vectors = new ArrayList<>();
+    for (FieldVector v : root.getFieldVectors()) {
+      String kind = spec.kinds.get(v.getName());
+      if (kind == null) {
+        vectors.add(v);
+      } else if (kind.equals("micros")) {
+        BigIntVector micros = new BigIntVector(v.getName(), allocator);
+        micro.put(v.getName(), micros);
+        vectors.add(micros);
+      } else {
+        continue;
+      }
+      fields.add(vectors.get(vectors.size() - 1).getField());
+    }
+    writer = ArrowWriter.create(new VectorSchemaRoot(fields, vectors, 0));
+  }
+
+  /** The non-plain columns of a finished batch of ``n`` rows (rows ``rows`` onwards of this task). */
+  private void finishColumns(int n) {
+    for (FieldVector v : root.getFieldVectors()) {
+      String kind = spec.kinds.get(v.getName());
+      if ("null".equals(kind)) {
+        v.setInitialCapacity(n);
+        v.allocateNew();
+        v.setValueCount(n);
+        if (v.getNullCount() != n) {
+          throw new IllegalStateException(spec.label + ": column '" + v.getName() + "' is not all null");
+        }
+      } else if ("micros".equals(kind)) {
+        BigIntVector micros = micro.remove(v.getName());
+        try {
+          toMillis(micros, (DateMilliVector) v, n);
+        } finally {
+          micros.close();
+        }
+      }
+    }
+    root.setRowCount(n);
+  }
+
+  /** DateTime stores milliseconds: exact conversion, or the Python path's error for a finer value. */
+  private void toMillis(BigIntVector micros, DateMilliVector out, int n) {
+    out.allocateNew(n);
+    for (int i = 0; i < n; i++) {
+      if (micros.isNull(i)) {
+        out.setNull(i);
+        continue;
+      }
+      long us = micros.get(i);
+      if (Math.floorMod(us, 1000L) != 0) {
+        java.time.Instant at = java.time.Instant.ofEpochSecond(Math.floorDiv(us, 1_000_000L),
+            Math.floorMod(us, 1_000_000L) * 1000L);
+        throw new RowRules.RowRuleException("TYPE_MISMATCH", spec.label + " column '" + out.getName() + "' row "
+            + (rows + i) + ": value '" + at + "' (timestamp[us]) has a sub-millisecond part; DateTime stores "
+            + "milliseconds (" + spec.where + " " + partitionId + ")");
+      }
+      out.set(i, Math.floorDiv(us, 1000L));
+    }
+    out.setValueCount(n);
+  }
+
   /** Close the batch being filled: apply the row rules, then queue it for the Lance thread. */
   private void flush() throws IOException {
     writer.finish();
+    finishColumns(inBatch);
     VectorSchemaRoot ready = rules.apply(root, rows, allocator);
     rows += ready.getRowCount();
     root = null;
@@ -205,6 +278,8 @@ final class FragmentStager implements DataWriter<InternalRow> {
     if (root != null) {
       root.close();
     }
+    micro.values().forEach(BigIntVector::close);
+    micro.clear();
     for (Object o : queue) {
       if (o instanceof ArrowRecordBatch) {
         ((ArrowRecordBatch) o).close();

@@ -81,6 +81,7 @@ public final class LanceFragmentSink implements TableProvider {
     final byte[] arrowSchema; // the table's Arrow schema, IPC-serialised by pyarrow
     final String mintColumn; // null ids get ULIDs here (null: no minting)
     final List<ColumnRule> rules; // in the order the Python converter applies them
+    final Map<String, String> kinds; // column -> "micros" (DateTime from Spark micros) | "null" (not given)
     final int maxRowsPerFile;
     final long maxBytesPerFile; // 0: Lance's default
     final int batchRows;
@@ -103,7 +104,10 @@ public final class LanceFragmentSink implements TableProvider {
       this.journal = require(m, "journal");
       this.handoff = require(m, "handoff");
       this.rules = new ArrayList<>();
+      this.kinds = new java.util.HashMap<>();
       try {
+        LanceSnapshotSource.JSON.readTree(m.getOrDefault("kinds", "{}")).fields()
+            .forEachRemaining(e -> kinds.put(e.getKey(), e.getValue().asText()));
         for (JsonNode r : LanceSnapshotSource.JSON.readTree(require(m, "rules"))) {
           List<String> allowed = null;
           if (r.hasNonNull("enum")) {
