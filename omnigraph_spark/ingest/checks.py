@@ -107,6 +107,23 @@ def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, w
         duplicates=dup.num_rows)
 
 
+#: probes longer than this run on two threads, each with its own hash set of the ids (building
+#: one costs ~0.2 s per million ids, probing ~0.28 s per million endpoints: 2M endpoints against
+#: 1M ids, 0.74 s on one thread, 0.51 s on two)
+PARALLEL_PROBE_ROWS = 1 << 20
+
+
+def _is_in(values: pa.Array, ids: pa.Array) -> pa.Array:
+    if len(values) < PARALLEL_PROBE_ROWS:
+        return pc.is_in(values, value_set=ids)
+    from concurrent.futures import ThreadPoolExecutor
+
+    half = len(values) // 2
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="omnigraph-probe") as pool:
+        parts = list(pool.map(lambda a: pc.is_in(a, value_set=ids), (values.slice(0, half), values.slice(half))))
+    return pa.concat_arrays(parts)
+
+
 def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_ids: ArrayLike,
                     to_ids: ArrayLike, *, positions: Optional[ArrayLike] = None,
                     limit: int = 5) -> None:
@@ -115,11 +132,11 @@ def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_
     src, dst = _combine(src), _combine(dst)
     if from_ids is to_ids and src.type == dst.type:
         # one endpoint type (Person -> Person): build the id hash set once for both ends
-        found = pc.fill_null(pc.is_in(pa.concat_arrays([src, dst]), value_set=_combine(from_ids)), False)
+        found = pc.fill_null(_is_in(pa.concat_arrays([src, dst]), _combine(from_ids)), False)
         bad_src, bad_dst = pc.invert(found.slice(0, len(src))), pc.invert(found.slice(len(src)))
     else:
-        bad_src = pc.invert(pc.fill_null(pc.is_in(src, value_set=_combine(from_ids)), False))
-        bad_dst = pc.invert(pc.fill_null(pc.is_in(dst, value_set=_combine(to_ids)), False))
+        bad_src = pc.invert(pc.fill_null(_is_in(src, _combine(from_ids)), False))
+        bad_dst = pc.invert(pc.fill_null(_is_in(dst, _combine(to_ids)), False))
     n_src = pc.sum(pc.cast(bad_src, pa.int64())).as_py() or 0
     n_dst = pc.sum(pc.cast(bad_dst, pa.int64())).as_py() or 0
     if not n_src and not n_dst:

@@ -39,7 +39,6 @@ import pyarrow as pa
 import pyarrow.types as pt
 from lance.fragment import FragmentMetadata
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateType, DoubleType, FloatType,
                                IntegerType, LongType, NullType, ShortType, StringType, StructType, TimestampType)
 
@@ -177,25 +176,29 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
     return JvmStagePlan(tuple(columns), tuple(rules), mint, tuple(kinds)), []
 
 
-def _col(name: str):
-    return F.col("`" + name.replace("`", "``") + "`")
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
-    """``df`` in the table's exact column order and Spark types (widening casts only)."""
+    """``df`` in the table's exact column order and Spark types (widening casts only).
+
+    One ``selectExpr`` (a single JVM call; building Column objects costs one py4j round trip
+    each, 0.1 s per write)."""
     given = {f.name: f.dataType for f in df.schema.fields}
     exprs = []
     for name, src, spark_type, how in plan.columns:
+        sql_type = spark_type.simpleString()
         if src is None or isinstance(given.get(src), NullType):
-            e = F.lit(None).cast(spark_type)
+            e = f"CAST(NULL AS {sql_type})"
         elif how == "micros" and isinstance(given[src], DateType):
-            e = F.unix_date(_col(src)).cast(LongType()) * F.lit(86_400_000_000)  # UTC midnight, exact
+            e = f"CAST(unix_date({_q(src)}) AS BIGINT) * 86400000000"  # UTC midnight, exact
         elif how == "micros":
-            e = F.unix_micros(_col(src))  # a Spark timestamp is an instant: no time zone involved
+            e = f"unix_micros({_q(src)})"  # a Spark timestamp is an instant: no time zone involved
         else:
-            e = _col(src).cast(spark_type)
-        exprs.append(e.alias(name))
-    return df.select(*exprs)
+            e = f"CAST({_q(src)} AS {sql_type})"
+        exprs.append(f"{e} AS {_q(name)}")
+    return df.selectExpr(*exprs)
 
 
 def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,

@@ -23,7 +23,7 @@ def test_harness_writes_every_metric(spark, tmp_path):
     for key in run.REQUIRED_METRICS:
         assert key in res, key
     w = res["write"]
-    jvm = {"omnigraph_jvm"} if w["jvm_path"] else set()  # the JVM write path (make test builds the shim)
+    jvm = {"omnigraph_jvm", "omnigraph_jvm_graph"} if w["jvm_path"] else set()  # the JVM write path (make test builds the shim)
     assert set(w["contenders"]) == {"omnigraph", "parquet", "python_source_floor", "lance_single_process"} | jvm
     if w["jvm_path"]:
         assert w["ratio_omnigraph_jvm_vs_parquet_throughput"] > 0

@@ -64,6 +64,26 @@ def test_endpoints_limit_and_count(typed):
     assert "and 7 more" in str(ex.value) and "s3" not in str(ex.value)
 
 
+@pytest.mark.parametrize("same_ids", [True, False])
+def test_endpoints_split_probe_finds_what_one_probe_finds(typed, monkeypatch, same_ids):
+    """Above PARALLEL_PROBE_ROWS the probe runs on two threads: the same verdict, rows, counts."""
+    from omnigraph_spark.ingest import checks
+
+    e = typed.edges["E"]
+    ids = pa.array([f"n{i}" for i in range(100)])
+    src = pa.array([f"n{i}" for i in range(40)] + ["bad-src"] + [f"n{i}" for i in range(9)])
+    dst = pa.array([f"n{i}" for i in range(49)] + ["bad-dst"])
+    other = ids if same_ids else pa.array([f"n{i}" for i in range(100)])
+    messages = []
+    for split in (1 << 30, 8):
+        monkeypatch.setattr(checks, "PARALLEL_PROBE_ROWS", split)
+        with pytest.raises(DataError) as ex:
+            check_endpoints(e, src, dst, ids, other)
+        messages.append((str(ex.value), ex.value.context))
+    assert messages[0] == messages[1]
+    assert "row 40: src 'bad-src'" in messages[0][0] and "row 49: dst 'bad-dst'" in messages[0][0]
+
+
 def counts(**kv):
     return pa.table({"src": list(kv), "count": pa.array(list(kv.values()), pa.int64())})
 

@@ -95,7 +95,8 @@ def job_load(spark):
 
     knows = spark.createDataFrame(knows_rows(prefix, n), "id string, `from` string, `to` string").repartition(2)
     res = write_graph(SPEC["root"], {"Person": people, "Knows": knows}, mode=mode, branch=branch,
-                      actor=SPEC.get("actor", "reliability"), options=SPEC.get("options"))
+                      actor=SPEC.get("actor", "reliability"), options=SPEC.get("options"),
+                      engine="jvm" if SPEC["api"] == "graph_jvm" else "python")
     return {"ids": [r[0] for r in people_rows(prefix, n)] + [r[0] for r in extra],
             "edges": [r[0] for r in knows_rows(prefix, n)], "manifest_version": res.manifest_version}
 

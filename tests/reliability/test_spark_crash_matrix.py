@@ -16,9 +16,10 @@ Spark Python worker), and a failpoint kills the committing process at one protoc
   read, no sidecar left (I9), an audit row for each resolved sidecar (I9), Lance HEAD == pin for
   every owned table (I7), the lease of the dead process was broken (I14).
 
-Default run: 15 cells (every step once — append, main, multi-type —, every mode on a branch at
-the two decisive steps, single-type at ``after_table_commit#1``); ``OMNIGRAPH_FULL_MATRIX=1``
-runs all 180 (api x mode x branch x step x exit/kill).
+Default run: 17 cells (every step once — append, main, multi-type —, every mode on a branch at
+the two decisive steps, single-type at ``after_table_commit#1``, and ``graph_jvm``: the same
+multi-type load staged by the JVM write path, killed before the sidecar and after the first
+table commit); ``OMNIGRAPH_FULL_MATRIX=1`` runs all 276 (api x mode x branch x step x exit/kill).
 """
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def expected_people(mode: str, visible: bool) -> list:
 
 def cells():
     out, n_default = [], 0
-    for api in ("graph", "df"):
+    for api in ("graph", "graph_jvm", "df"):
         for mode in ("append", "merge", "overwrite"):
             for branch in ("main", "feature"):
                 for step in STEPS:
@@ -78,6 +79,8 @@ def cells():
                         continue  # one table: there is no second commit
                     default = (
                         (api == "graph" and mode == "append" and branch == "main")
+                        or (api == "graph_jvm" and mode == "merge" and branch == "feature"
+                            and step in ("before_sidecar", "after_table_commit#1"))
                         or (api == "graph" and branch == "feature"
                             and step in ("after_table_commit#1", "after_all_commits"))
                         or (api == "df" and mode == "append" and branch == "main"
@@ -115,7 +118,7 @@ def _write_next(g: Graph, branch: str):
 @pytest.mark.parametrize("api,mode,branch,step,action", cells())
 def test_spark_crash_cell(tmp_path, test_schema_text, api, mode, branch, step, action):
     """I1, I2, I7, I8, I9, I13, I14 under a real Spark job killed at ``step``."""
-    multi = api == "graph"
+    multi = api in ("graph", "graph_jvm")
     g = _base_graph(tmp_path, test_schema_text, branch)
     main_version = g.snapshot("main").version
     spec = {"kind": "load", "api": api, "mode": mode, "branch": branch, "prefix": "new", "n": N,

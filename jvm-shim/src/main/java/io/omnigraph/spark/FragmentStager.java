@@ -54,6 +54,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(FragmentStager.class);
   private static final Object END = new Object();
   private static final Object FAILED = new Object();
+  private static final long ABORT_WAIT_MS = 60_000;
 
   private final WriteSpec spec;
   private final int partitionId;
@@ -260,9 +261,26 @@ final class FragmentStager implements DataWriter<InternalRow> {
   @Override
   public void abort() throws IOException {
     if (lance != null) {
-      queue.clear();
+      List<Object> dropped = new ArrayList<>();
+      queue.drainTo(dropped);
+      for (Object o : dropped) {
+        if (o instanceof ArrowRecordBatch) {
+          ((ArrowRecordBatch) o).close();
+        }
+      }
       queue.offer(FAILED);
-      join();
+      // a cancelled task arrives here interrupted: still wait for the Lance thread to stop, so
+      // that a file it finished is known (and deleted) and the allocator is not closed under it
+      boolean interrupted = Thread.interrupted();
+      try {
+        lance.join(ABORT_WAIT_MS);
+      } catch (InterruptedException e) {
+        interrupted = true;
+      } finally {
+        if (interrupted) {
+          Thread.currentThread().interrupt();
+        }
+      }
     }
     if (written != null) {
       for (FragmentMetadata f : written) {
@@ -286,6 +304,11 @@ final class FragmentStager implements DataWriter<InternalRow> {
       }
     }
     queue.clear();
+    if (lance != null && lance.isAlive()) { // never free memory the Lance writer may still read
+      LOG.warn("{}: the Lance writer thread is still running at close; its memory is left to the GC",
+          spec.tableKey);
+      return;
+    }
     try {
       allocator.close();
     } catch (IllegalStateException e) { // a leak report must not fail a task whose files are staged
