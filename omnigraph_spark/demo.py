@@ -8,7 +8,8 @@ What it does, in order:
 3. loads the bundled JSONL sample (people, companies, Knows and WorksAt edges) through Spark as
    ONE graph commit (``load_jsonl``);
 4. appends new people and their jobs from DataFrames: one ``df.write.format("omnigraph")`` per
-   type, then a multi-type ``write_graph`` (nodes and edges in one commit);
+   type, then a multi-type ``write_graph`` (nodes and edges in one commit; staged in the JVM
+   when jvm-shim is built);
 5. makes a branch and changes a row there (main is untouched);
 6. reads the tables back with ``spark.read.format("omnigraph")``, joins people to their employers
    across the node and edge tables, time-travels to the first load, and reads the snapshot
