@@ -32,6 +32,7 @@ from ..store.fs import RootStorage
 from ..store.layout import MAIN, RootPaths, join
 from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
 from . import jvm_write as _jvm_write
+from .jvm_read import ENGINES
 from .options import WriteOptions
 from .writer import (_task_ids, commit_staged, convert_and_stage, precheck_columns, spark_to_arrow_schema,
                      tag_error, unwrap_error)
@@ -157,9 +158,6 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run) -> LoadRes
 
 
 # -- write_graph -------------------------------------------------------------------------------
-
-ENGINES = ("auto", "python", "jvm")
-
 
 def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branch: str = MAIN,
                 actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,

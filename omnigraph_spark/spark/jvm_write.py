@@ -161,7 +161,10 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
     if why:
         return None, why
     rules: List[Dict[str, Any]] = []
-    for p in typedef.properties:  # the converter's order: properties (schema order), then endpoints
+    for f in target.schema:  # the converter's order: properties in table order, then endpoints
+        p = typedef.prop(f.name)
+        if p is None:
+            continue
         rule: Dict[str, Any] = {"column": p.name}
         if not p.type.nullable:
             rule["notNull"] = p.type.describe()
@@ -169,8 +172,6 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
             rule["enum"] = list(p.type.enum_values)
         if len(rule) > 1:
             rules.append(rule)
-    order = {f.name: i for i, f in enumerate(target.schema)}
-    rules.sort(key=lambda r: order[r["column"]])
     if typedef.is_edge:
         rules += [{"column": "src", "notNull": "String"}, {"column": "dst", "notNull": "String"}]
     return JvmStagePlan(tuple(columns), tuple(rules), mint, tuple(kinds)), []
