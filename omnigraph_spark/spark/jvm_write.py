@@ -69,11 +69,12 @@ class JvmStagePlan:
     """How one DataFrame is staged by the sink: the projection and the per-row rules.
 
     ``columns`` are the projected ones, in table order: ``(target, input column or None, Spark
-    type, how)`` with ``how`` "cast" (a widening cast), "micros" (a DateTime target: the input
-    timestamp/date as microseconds since the epoch; the sink converts to milliseconds and
-    refuses a sub-millisecond part) . ``kinds`` tells the sink which table columns are not
-    plain: "micros", or "null" (a nullable column the DataFrame does not give, of a type
-    Spark's Arrow writer cannot produce: written as nulls)."""
+    type, how)`` with ``how`` "cast" (a widening cast; no input column: typed nulls),
+    "micros_ts" / "micros_date" (a DateTime target: the input timestamp or date as microseconds
+    since the epoch; the sink converts to milliseconds and refuses a sub-millisecond part).
+    ``kinds`` tells the sink which table columns are not plain: "micros", or "null" (a nullable
+    column the DataFrame does not give, of a type Spark's Arrow writer cannot produce: written
+    as nulls)."""
 
     columns: Tuple[Tuple[str, Optional[str], DataType, str], ...]
     rules: Tuple[Dict[str, Any], ...]  # in the order the Python converter applies them
@@ -103,8 +104,8 @@ def setup_blocker(spark: SparkSession, target: WriteTarget) -> Optional[str]:
     """Why no table of this load can be staged in the JVM (None: the JVM path is available)."""
     if target.storage_options:
         return "storage options are not passed to the JVM writer"
-    uri = target.stage_uri
-    if "://" in uri and not uri.startswith("file://"):
+    uri = target.stage_uri  # local roots are plain paths (file:// is normalised away on open)
+    if "://" in uri:
         return f"the graph is not on a local file system ({uri.split('://')[0]}://)"
     if not shim_loaded(spark):
         return ("the JVM shim is not on the classpath; build it with `make jvm-shim` and add "
@@ -130,7 +131,8 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
         src = given.get(f.name)
         if spark_type is None:
             if pt.is_date64(f.type) and isinstance(src, (TimestampType, DateType, NullType)):
-                columns.append((f.name, f.name, LongType(), "micros"))
+                how = "micros_date" if isinstance(src, DateType) else "micros_ts"
+                columns.append((f.name, None if isinstance(src, NullType) else f.name, LongType(), how))
                 kinds.append((f.name, "micros"))
             elif src is None and f.nullable and not (pt.is_large_binary(f.type) or pt.is_binary(f.type)
                                                      or isinstance(f.type, pa.ExtensionType)):
@@ -157,7 +159,8 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
             continue
         if src is not None and not _widens(src, f.type):
             why.append(f"column '{f.name}': {src.simpleString()} -> {f.type} needs a per-value check (Python path)")
-        columns.append((f.name, f.name if src is not None else None, spark_type, "cast"))
+        given_col = src is not None and not isinstance(src, NullType)
+        columns.append((f.name, f.name if given_col else None, spark_type, "cast"))
     if why:
         return None, why
     rules: List[Dict[str, Any]] = []
@@ -186,15 +189,14 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
 
     One ``selectExpr`` (a single JVM call; building Column objects costs one py4j round trip
     each, 0.1 s per write)."""
-    given = {f.name: f.dataType for f in df.schema.fields}
     exprs = []
     for name, src, spark_type, how in plan.columns:
         sql_type = spark_type.simpleString()
-        if src is None or isinstance(given.get(src), NullType):
+        if src is None:
             e = f"CAST(NULL AS {sql_type})"
-        elif how == "micros" and isinstance(given[src], DateType):
+        elif how == "micros_date":
             e = f"CAST(unix_date({_q(src)}) AS BIGINT) * 86400000000"  # UTC midnight, exact
-        elif how == "micros":
+        elif how == "micros_ts":
             e = f"unix_micros({_q(src)})"  # a Spark timestamp is an instant: no time zone involved
         else:
             e = f"CAST({_q(src)} AS {sql_type})"
@@ -210,11 +212,8 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     journal), so a failed job leaves nothing the caller cannot delete."""
     handoff_dir = tempfile.mkdtemp(prefix="omnigraph-handoff-")
     handoff = os.path.join(handoff_dir, "staged.json")
-    stage_uri = target.stage_uri
-    if stage_uri.startswith("file://"):
-        stage_uri = stage_uri[len("file://"):]
     w = (projected(df, plan).write.format(SINK_CLASS).mode("append")
-         .option("datasetUri", stage_uri).option("tableKey", target.table_key)
+         .option("datasetUri", target.stage_uri).option("tableKey", target.table_key)
          .option("label", f"{typedef.kind} {typedef.name}").option("typeName", typedef.name)
          .option("where", f"{typedef.name} partition")
          .option("arrowSchema", base64.b64encode(target.schema.serialize().to_pybytes()).decode("ascii"))
@@ -223,7 +222,7 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
          .option("maxRowsPerFile", str(target.max_rows_per_file))
          .option("maxBytesPerFile", str(target.max_bytes_per_file or 0))
          .option("batchRows", str(JVM_BATCH_ROWS))
-         .option("dataStorageVersion", target.open_for_staging().data_storage_version)
+         .option("dataStorageVersion", target.data_storage_version)
          .option("journal", journal_dir).option("handoff", handoff))
     if plan.mint_column:
         w = w.option("mintColumn", plan.mint_column)

@@ -56,6 +56,7 @@ class WriteTarget:
     storage_options: Optional[Dict[str, str]] = field(default=None, repr=False)  # credentials: never in reprs
     max_rows_per_file: int = 1024 * 1024
     max_bytes_per_file: Optional[int] = None
+    data_storage_version: Optional[str] = None  # the dataset's ("2.2"): staged files must match it
 
     def open_for_staging(self) -> lance.LanceDataset:
         return _tables.open_dataset(self.base_uri, branch=self.lance_branch, version=self.base_version,
@@ -139,7 +140,7 @@ def prepare_target(graph, branch: str, table_key: str, mode: str, *, max_rows_pe
     _tables.check_no_auto_cleanup(ds, table_key)
     return WriteTarget(graph.root, table_key, mode, snap.branch, t.base_path,
                        None if snap.branch == MAIN else snap.branch, t.version, ds.schema,
-                       graph.storage_options, max_rows_per_file, max_bytes_per_file)
+                       graph.storage_options, max_rows_per_file, max_bytes_per_file, ds.data_storage_version)
 
 
 def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable:

@@ -40,6 +40,20 @@ def assert_export_equals_ours(engine, root: str, graph: Graph, branch: str = "ma
     return exported
 
 
+def assert_feature_branch_in_engine(engine, ours: str, g: Graph, fixtures_dir, tmp_path) -> None:
+    """The fixture's ``feature`` branch (Eve and her Knows edge added, Bob merged to 26) as the
+    engine exports and queries it; then the engine writes on top of it and we read its write."""
+    feature = export_rows(engine.export(ours, "feature"))
+    assert {"id": "Bob", "age": 26, "name": "Bob"} in feature["node:Person"]
+    assert any(r["src"] == "Eve" and r["since"] == 18295 for r in feature["edge:Knows"])
+    got = engine.query(ours, fixtures_dir / "test.gq", "friends_of", {"name": "Eve"}, branch="feature")
+    assert got["rows"] == [{"f.name": "Alice", "f.age": 30}]
+    more = tmp_path / "more.jsonl"
+    more.write_text('{"type": "Company", "data": {"name": "Initech"}}\n')
+    engine.load(ours, more, "append", branch="feature")
+    assert_export_equals_ours(engine, ours, g, "feature")
+
+
 #: Queries that need a full-text (INVERTED) index: Lance 7.0 answers a full-text search on a
 #: table with no such index with no rows (or an error), it has no flat fallback. The engine
 #: builds the indexes inside its load; we build none (docs/interop.md, difference D1).
@@ -126,16 +140,7 @@ def test_store_writer_branch_is_read_by_engine(engine, fixtures_dir, tmp_path):
         assert_engine_open_is_clean(engine, ours, g, branch)
         assert_export_equals_ours(engine, ours, g, branch)
         assert engine_commits(engine.commits(ours, branch)) == our_commits(g, branch)
-    feature = export_rows(engine.export(ours, "feature"))
-    assert {"id": "Bob", "age": 26, "name": "Bob"} in feature["node:Person"]
-    assert any(r["src"] == "Eve" and r["since"] == 18295 for r in feature["edge:Knows"])
-    got = engine.query(ours, fixtures_dir / "test.gq", "friends_of", {"name": "Eve"}, branch="feature")
-    assert got["rows"] == [{"f.name": "Alice", "f.age": 30}]
-    # the engine can write on top of our branch, and we read its write
-    more = tmp_path / "more.jsonl"
-    more.write_text('{"type": "Company", "data": {"name": "Initech"}}\n')
-    engine.load(ours, more, "append", branch="feature")
-    assert_export_equals_ours(engine, ours, g, "feature")
+    assert_feature_branch_in_engine(engine, ours, g, fixtures_dir, tmp_path)
     assert_engine_open_is_clean(engine, ours, g, "feature")
 
 
@@ -199,12 +204,4 @@ def test_jvm_staged_graph_is_read_by_engine(engine, spark, fixtures_dir, tmp_pat
     for branch in ("main", "feature"):
         assert_engine_open_is_clean(engine, ours, g, branch)
         assert_export_equals_ours(engine, ours, g, branch)
-    feature = export_rows(engine.export(ours, "feature"))
-    assert {"id": "Bob", "age": 26, "name": "Bob"} in feature["node:Person"]
-    assert any(r["src"] == "Eve" and r["since"] == 18295 for r in feature["edge:Knows"])
-    got = engine.query(ours, fixtures_dir / "test.gq", "friends_of", {"name": "Eve"}, branch="feature")
-    assert got["rows"] == [{"f.name": "Alice", "f.age": 30}]
-    more = tmp_path / "more.jsonl"
-    more.write_text('{"type": "Company", "data": {"name": "Initech"}}\n')
-    engine.load(ours, more, "append", branch="feature")
-    assert_export_equals_ours(engine, ours, g, "feature")
+    assert_feature_branch_in_engine(engine, ours, g, fixtures_dir, tmp_path)

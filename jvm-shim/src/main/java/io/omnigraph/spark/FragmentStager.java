@@ -6,7 +6,6 @@ import io.omnigraph.spark.LanceFragmentSink.StagedMessage;
 import io.omnigraph.spark.LanceFragmentSink.WriteSpec;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
-import java.net.URI;
 import java.nio.channels.Channels;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -326,9 +325,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   }
 
   private Path dataDir() {
-    String uri = spec.datasetUri;
-    Path base = uri.startsWith("file:") ? Paths.get(URI.create(uri)) : Paths.get(uri);
-    return base.resolve("data");
+    return Paths.get(spec.datasetUri).resolve("data"); // a local path: the planner sends no URI
   }
 
   /** Note this attempt's files where the Python driver finds them (it deletes what it does not commit). */

@@ -1,5 +1,7 @@
 package io.omnigraph.spark;
 
+import static io.omnigraph.spark.LanceSnapshotSource.require;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -128,13 +130,6 @@ public final class LanceFragmentSink implements TableProvider {
       return new WriteSpec(new CaseInsensitiveStringMap(options));
     }
 
-    private static String require(CaseInsensitiveStringMap m, String key) {
-      String v = m.get(key);
-      if (v == null) {
-        throw new IllegalArgumentException("option '" + key + "' is required");
-      }
-      return v;
-    }
   }
 
   /** One column's row rules: non-null (with the catalog type to name) and/or enum membership. */

@@ -42,6 +42,15 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 public final class LanceSnapshotSource implements TableProvider {
   static final ObjectMapper JSON = new ObjectMapper();
 
+  /** An option the Python planner always sets (shared by the read source and the write sink). */
+  static String require(CaseInsensitiveStringMap m, String key) {
+    String v = m.get(key);
+    if (v == null) {
+      throw new IllegalArgumentException("option '" + key + "' is required");
+    }
+    return v;
+  }
+
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     throw new IllegalArgumentException(
@@ -97,13 +106,6 @@ public final class LanceSnapshotSource implements TableProvider {
           Integer.parseInt(m.getOrDefault("batchSize", "65536")), parts);
     }
 
-    private static String require(CaseInsensitiveStringMap m, String key) {
-      String v = m.get(key);
-      if (v == null) {
-        throw new IllegalArgumentException("option '" + key + "' is required");
-      }
-      return v;
-    }
   }
 
   /** One read task: whole fragments, or one fragment restricted by a row-address filter. */
