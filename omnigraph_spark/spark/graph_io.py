@@ -193,12 +193,14 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
 
     def run() -> List[StagedTable]:
         out: List[StagedTable] = []
+        snap = graph.snapshot(opts.branch) if any(resolved[k][0].is_edge for k in plans) else None
         for key in order:
             td, df = resolved[key]
             target = targets[key]
             plan = plans.get(key)
             if plan is not None:
-                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory)
+                ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None
+                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends)
             else:
                 got = _collect(df, _python_stager(td, target, journal))
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)

@@ -43,7 +43,7 @@ from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateT
                                IntegerType, LongType, NullType, ShortType, StringType, StructType, TimestampType)
 
 from ..schema.catalog import TypeDef
-from ..store.writes import StagedTable, WriteTarget
+from ..store.writes import EndsProof, IdSource, StagedTable, WriteTarget
 from .jvm_read import shim_loaded
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 SINK_CLASS = "io.omnigraph.spark.LanceFragmentSink"
 #: rows per Arrow batch handed from the Spark task thread to the Lance writer thread
 JVM_BATCH_ROWS = 65_536
+#: node ids an executor indexes for the endpoint check while staging edges (40-60 bytes of heap
+#: per 20-byte id; the executor also refuses an index above a quarter of its heap); above this
+#: the driver checks endpoints as it always did
+MAX_INDEXED_IDS = 10_000_000
 
 #: stored Arrow type -> (Spark type it is written as, Spark input types that widen to it exactly)
 _WIDENS: Dict[pa.DataType, Tuple[DataType, Tuple[type, ...]]] = {
@@ -205,11 +209,13 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
 
 
 def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
-              journal_dir: str) -> List[StagedTable]:
+              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None) -> List[StagedTable]:
     """Driver: run one Spark job that stages ``df`` through the sink; one StagedTable per task.
 
     Each committed task's files are also noted in ``journal_dir`` (the caller's staging
-    journal), so a failed job leaves nothing the caller cannot delete."""
+    journal), so a failed job leaves nothing the caller cannot delete. ``ends`` (edges): the id
+    sources of the from and to types; the tasks check every endpoint against them while staging
+    and bound the edges per source (see :func:`endpoint_sources`, invariant I15)."""
     handoff_dir = tempfile.mkdtemp(prefix="omnigraph-handoff-")
     handoff = os.path.join(handoff_dir, "staged.json")
     w = (projected(df, plan).write.format(SINK_CLASS).mode("append")
@@ -226,6 +232,8 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
          .option("journal", journal_dir).option("handoff", handoff))
     if plan.mint_column:
         w = w.option("mintColumn", plan.mint_column)
+    if ends is not None:
+        w = w.option("endpoints", json.dumps({"src": ends[0].to_json(), "dst": ends[1].to_json()}))
     try:
         w.save()
         with open(handoff, encoding="utf-8") as fh:
@@ -236,9 +244,34 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     for t in sorted(tasks, key=lambda t: t["partition"]):
         frags = tuple(FragmentMetadata.from_json(f) for f in t["fragments"])
         minted = plan.mint_column is not None and int(t["given_ids"]) == 0
+        proof = None
+        if ends is not None and int(t["dangling"]) >= 0:
+            proof = EndsProof(ends[0], ends[1], int(t["dangling"]), int(t["src_bound"]))
         out.append(StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, frags,
-                               int(t["rows"]), int(t["bytes"]), minted_ids=minted))
+                               int(t["rows"]), int(t["bytes"]), minted_ids=minted, ends=proof))
     return out
 
 
-__all__ = ["SINK_CLASS", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]
+def endpoint_sources(typedef: TypeDef, snap, staged: Sequence[StagedTable]) -> Optional[Tuple[IdSource, IdSource]]:
+    """Driver, before staging an edge table: the id sources its tasks check endpoints against
+    (the validator's own rule, :func:`~.writer.id_source`, on the snapshot the job starts from
+    and the node tables staged so far), or None when the node tables are too large to index in
+    an executor (the driver checks them as before)."""
+    from .writer import id_source
+
+    merged = {k: StagedTable.merge([s for s in staged if s.table_key == k])  # one StagedTable per task
+              for k in {s.table_key for s in staged}}
+    out = []
+    for node_type in (typedef.from_type, typedef.to_type):
+        key = f"node:{node_type}"
+        source = id_source(snap, merged, key)
+        rows = (snap.table(key).row_count if source.table else 0) + (merged[key].rows if key in merged else 0)
+        if rows > MAX_INDEXED_IDS:
+            log.info("%s: %s has %d ids (> %d): endpoints checked on the driver", typedef.table_key, key, rows,
+                     MAX_INDEXED_IDS)
+            return None
+        out.append(source)
+    return out[0], out[1]
+
+
+__all__ = ["SINK_CLASS", "endpoint_sources", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]

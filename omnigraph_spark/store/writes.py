@@ -72,6 +72,34 @@ class WriteTarget:
 
 
 @dataclass(frozen=True)
+class IdSource:
+    """The ids a node type has for a load's endpoint check: the committed table at a pinned
+    Lance version (``(base_path, lance_branch, version)``; None when the load overwrites the
+    type) plus the data files the load staged for it (absolute paths)."""
+
+    table: Optional[Tuple[str, Optional[str], int]]
+    files: Tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        t = self.table
+        return {"table": None if t is None else {"path": t[0], "branch": t[1], "version": t[2]},
+                "files": list(self.files)}
+
+
+@dataclass(frozen=True)
+class EndsProof:
+    """What the staging tasks of an edge table proved while staging (see docs/invariants.md I15):
+    ``dangling`` rows had a src/dst missing from ``src_ids``/``dst_ids``, and no source has more
+    than ``src_bound`` edges in the load. Valid for the driver only while the snapshot still has
+    exactly these id sources."""
+
+    src_ids: IdSource
+    dst_ids: IdSource
+    dangling: int
+    src_bound: int
+
+
+@dataclass(frozen=True)
 class StagedTable:
     """Uncommitted fragments one or more tasks wrote for one table, plus small statistics."""
 
@@ -85,13 +113,26 @@ class StagedTable:
     #: every row's id was minted here (a fresh ULID, 80 random bits): no input id to collide,
     #: so load-wide validation skips the id uniqueness pass (as the engine does for its own)
     minted_ids: bool = False
+    #: edges staged by tasks that checked endpoints as they went (None: not checked)
+    ends: Optional[EndsProof] = None
 
     @staticmethod
     def merge(parts: Sequence["StagedTable"]) -> "StagedTable":
         first = parts[0]
         return StagedTable(first.table_key, first.mode, first.stage_uri, first.base_version,
                            tuple(f for p in parts for f in p.fragments), sum(p.rows for p in parts),
-                           sum(p.bytes for p in parts), all(p.minted_ids or p.rows == 0 for p in parts))
+                           sum(p.bytes for p in parts), all(p.minted_ids or p.rows == 0 for p in parts),
+                           _merged_proof([p.ends for p in parts]))
+
+
+def _merged_proof(proofs: Sequence[Optional[EndsProof]]) -> Optional[EndsProof]:
+    """One proof for a table staged by several tasks: only if every task checked against the
+    same id sources (the counts add up; a source's edges are at most the sum of the bounds)."""
+    first = proofs[0]
+    if first is None or any(p is None or (p.src_ids, p.dst_ids) != (first.src_ids, first.dst_ids)
+                            for p in proofs):
+        return None
+    return replace(first, dangling=sum(p.dangling for p in proofs), src_bound=sum(p.src_bound for p in proofs))
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private final BufferAllocator allocator = new RootAllocator(Long.MAX_VALUE);
   private final Schema schema;
   private final RowRules rules;
+  private final EndpointCheck ends; // null: the driver checks this load's endpoints itself
   private final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(2);
 
   private VectorSchemaRoot root;
@@ -83,6 +84,12 @@ final class FragmentStager implements DataWriter<InternalRow> {
       throw new IllegalArgumentException("bad 'arrowSchema' option", e);
     }
     this.rules = new RowRules(spec, spec.where + " " + partitionId);
+    try {
+      this.ends = spec.endpoints == null ? null
+          : new EndpointCheck(LanceSnapshotSource.JSON.readTree(spec.endpoints), spec.label);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("bad 'endpoints' option", e);
+    }
   }
 
   @Override
@@ -170,6 +177,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
     writer.finish();
     finishColumns(inBatch);
     VectorSchemaRoot ready = rules.apply(root, rows, allocator);
+    if (ends != null) {
+      ends.add(ready);
+    }
     rows += ready.getRowCount();
     root = null;
     writer = null;
@@ -235,6 +245,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
     if (inBatch > 0) {
       flush();
     }
+    if (ends != null) {
+      ends.finish();
+    }
     List<String> fragments = new ArrayList<>();
     long bytes = 0;
     List<String> files = new ArrayList<>();
@@ -254,7 +267,8 @@ final class FragmentStager implements DataWriter<InternalRow> {
       }
       journal(files);
     }
-    return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments);
+    return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments,
+        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound());
   }
 
   @Override

@@ -90,6 +90,7 @@ public final class LanceFragmentSink implements TableProvider {
     final String dataStorageVersion; // the table's ("2.2"): Lance's writer default may differ
     final String journal;
     final String handoff;
+    final String endpoints; // {"src": ids, "dst": ids} (see NodeIdIndex): check while staging; null: do not
 
     private WriteSpec(CaseInsensitiveStringMap m) {
       this.datasetUri = require(m, "datasetUri");
@@ -105,6 +106,7 @@ public final class LanceFragmentSink implements TableProvider {
       this.dataStorageVersion = require(m, "dataStorageVersion");
       this.journal = require(m, "journal");
       this.handoff = require(m, "handoff");
+      this.endpoints = m.get("endpoints");
       this.rules = new ArrayList<>();
       this.kinds = new java.util.HashMap<>();
       try {
@@ -199,14 +201,19 @@ public final class LanceFragmentSink implements TableProvider {
     final long bytes;
     final long givenIds;
     final List<String> fragments;
+    final long dangling; // rows with an unknown endpoint (-1: not checked, see EndpointCheck)
+    final int srcBound; // no source has more edges in this task (-1: not counted)
 
-    StagedMessage(int partition, long taskId, long rows, long bytes, long givenIds, List<String> fragments) {
+    StagedMessage(int partition, long taskId, long rows, long bytes, long givenIds, List<String> fragments,
+        long dangling, int srcBound) {
       this.partition = partition;
       this.taskId = taskId;
       this.rows = rows;
       this.bytes = bytes;
       this.givenIds = givenIds;
       this.fragments = fragments;
+      this.dangling = dangling;
+      this.srcBound = srcBound;
     }
   }
 
@@ -243,6 +250,8 @@ public final class LanceFragmentSink implements TableProvider {
         t.put("rows", s.rows);
         t.put("bytes", s.bytes);
         t.put("given_ids", s.givenIds);
+        t.put("dangling", s.dangling);
+        t.put("src_bound", s.srcBound);
         ArrayNode frags = t.putArray("fragments");
         s.fragments.forEach(frags::add);
       }

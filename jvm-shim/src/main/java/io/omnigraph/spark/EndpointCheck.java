@@ -1,0 +1,146 @@
+package io.omnigraph.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+
+/**
+ * One task's share of an edge load's load-wide checks, done while it stages: how many rows have
+ * a {@code src} or {@code dst} that is not a node id (against {@link NodeIdIndex}), and an upper
+ * bound on the edges any one source has in this task (a one-row count-min sketch: a source's
+ * count is at most its hash bucket's).
+ *
+ * <p>Both are proofs, never verdicts: the driver skips its endpoint check only when every task
+ * found nothing dangling against the very id sources the snapshot still has, and its @card check
+ * only when the summed bounds cannot exceed the maximum. Otherwise it runs the exact checks, which
+ * name the offending rows. A source that cannot be read makes this task report "not checked".
+ *
+ * <p>The indexes build in the background; until they are ready the task keeps staging and sets
+ * the batches' endpoint bytes aside (a copy of two string columns), probing them when the
+ * indexes arrive.
+ */
+final class EndpointCheck {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(EndpointCheck.class);
+  static final int BUCKETS = 1 << 18;
+  /** set-aside endpoints above which the task waits for the indexes instead of copying more */
+  private static final long MAX_PENDING_VALUES = 4_000_000;
+
+  private final String label;
+  private final CompletableFuture<NodeIdIndex> from;
+  private final CompletableFuture<NodeIdIndex> to;
+  private final int[] buckets = new int[BUCKETS];
+  private final List<Ends> pending = new ArrayList<>();
+  private final NodeIdIndex.Probe probe = new NodeIdIndex.Probe();
+  private long pendingValues;
+  private long dangling;
+  private boolean failed;
+
+  /** {@code spec}: {"src": source, "dst": source}, see {@link NodeIdIndex#of}; the builds start now. */
+  EndpointCheck(JsonNode spec, String label) {
+    this.label = label;
+    this.from = NodeIdIndex.of(spec.get("src"));
+    this.to = NodeIdIndex.of(spec.get("dst"));
+  }
+
+  /** Check (or set aside) one batch's endpoints; the batch may be released afterwards. */
+  void add(VectorSchemaRoot root) {
+    if (failed) {
+      return;
+    }
+    Ends e = new Ends(new Column((VarCharVector) root.getVector("src")),
+        new Column((VarCharVector) root.getVector("dst")));
+    dangling += e.src.nulls + e.dst.nulls;
+    pending.add(e);
+    pendingValues += e.src.n + e.dst.n;
+    if ((from.isDone() && to.isDone()) || pendingValues > MAX_PENDING_VALUES) {
+      drain();
+    }
+  }
+
+  /** Probe everything set aside (waiting for the indexes); call before reading the results. */
+  void finish() {
+    if (!failed) {
+      drain();
+    }
+  }
+
+  private void drain() {
+    NodeIdIndex f;
+    NodeIdIndex t;
+    try {
+      f = from.join();
+      t = to.join();
+    } catch (RuntimeException e) {
+      LOG.warn("{}: endpoints not checked while staging (the driver checks them): {}", label, e.toString());
+      failed = true;
+      pending.clear();
+      return;
+    }
+    for (Ends e : pending) {
+      dangling += probe.misses(f, e.src.bytes, e.src.starts, e.src.lens, e.src.n, buckets);
+      dangling += probe.misses(t, e.dst.bytes, e.dst.starts, e.dst.lens, e.dst.n, null);
+    }
+    pending.clear();
+    pendingValues = 0;
+  }
+
+  /** Rows with a missing or unknown endpoint; -1: not checked. */
+  long dangling() {
+    return failed ? -1 : dangling;
+  }
+
+  /** No source has more edges in this task than this; -1: not counted. */
+  int srcBound() {
+    if (failed) {
+      return -1;
+    }
+    int max = 0;
+    for (int c : buckets) {
+      max = Math.max(max, c);
+    }
+    return max;
+  }
+
+  private static final class Ends {
+    final Column src;
+    final Column dst;
+
+    Ends(Column src, Column dst) {
+      this.src = src;
+      this.dst = dst;
+    }
+  }
+
+  /** The non-null values of a string column, copied out of Arrow memory (one copy per batch). */
+  private static final class Column {
+    final byte[] bytes;
+    final int[] starts;
+    final int[] lens;
+    final int n;
+    final int nulls;
+
+    Column(VarCharVector v) {
+      int rows = v.getValueCount();
+      int base = rows == 0 ? 0 : v.getStartOffset(0);
+      int size = rows == 0 ? 0 : v.getEndOffset(rows - 1) - base;
+      bytes = new byte[size];
+      v.getDataBuffer().getBytes(base, bytes, 0, size);
+      starts = new int[rows];
+      lens = new int[rows];
+      int k = 0;
+      for (int i = 0; i < rows; i++) {
+        if (v.isNull(i)) {
+          continue;
+        }
+        int s = v.getStartOffset(i);
+        starts[k] = s - base;
+        lens[k++] = v.getEndOffset(i) - s;
+      }
+      n = k;
+      nulls = rows - k;
+    }
+  }
+}

@@ -1,0 +1,185 @@
+"""Load-wide edge checks done by the JVM staging tasks (invariant I15): the tasks probe every
+endpoint against the node ids of the snapshot the job started from and bound the edges per
+source; the driver skips its own endpoint probe / @card count only when that proof still holds
+for the snapshot it commits on. Whatever the tasks find, every error comes from the driver's
+exact checks, so messages and the unchanged graph are those of the Python path."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from omnigraph_spark import Graph, read_table, write_graph, write_table
+from omnigraph_spark.errors import CardinalityViolationError, DanglingEdgeError
+from omnigraph_spark.spark import graph_io, jvm_write, writer
+from tests.spark.test_jvm_read import jvm  # noqa: F401  (the fixture)
+
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+
+SCHEMA = """
+node Person {
+    name: String @key
+}
+node City {
+    name: String @key
+}
+edge Knows: Person -> Person @card(0..3) {
+    since: I64?
+}
+edge LivesIn: Person -> City
+"""
+
+#: ids a byte-level hash set must get exactly right: multi-byte UTF-8, quotes, one long id,
+#: ids that are prefixes of each other, an id with a NUL
+NAMES = ["ann", "bob", "zoë", "o'hara", "名前", "x" * 300, "ab", "abc", "a\x00b", "Ann"]
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """How often the driver ran its exact endpoint and @card checks."""
+    seen = {"endpoints": 0, "card": 0}
+
+    def count(name, fn):
+        def wrapped(*a, **kw):
+            seen[name] += 1
+            return fn(*a, **kw)
+        return wrapped
+
+    monkeypatch.setattr(writer, "check_endpoints", count("endpoints", writer.check_endpoints))
+    monkeypatch.setattr(writer, "_check_card", count("card", writer._check_card))
+    return seen
+
+
+def people(spark, names=NAMES):
+    return spark.createDataFrame([(n,) for n in names], "name string")
+
+
+def knows(spark, pairs, parts=2):
+    return spark.createDataFrame([(s, d, i) for i, (s, d) in enumerate(pairs)],
+                                 "src string, dst string, since long").repartition(parts)
+
+
+def ring(names=NAMES):
+    return [(a, b) for a, b in zip(names, names[1:] + names[:1])]
+
+
+def edge_rows(spark, root, type_name="Knows"):
+    return sorted((r.src, r.dst) for r in read_table(spark, root, type_name).select("src", "dst").collect())
+
+
+def test_endpoints_proven_while_staging_skip_the_driver_probe(jvm, tmp_path, calls, caplog):
+    """Edges onto committed nodes: the tasks' probe (exact, byte-level, hostile ids) finds every
+    endpoint, the driver neither probes nor counts, and the edges land."""
+    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.writer")
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm), g.root, "Person", engine="jvm")
+    res = write_table(knows(jvm, ring()), g.root, "Knows", engine="jvm")
+    assert res.tables[0].rows_written == len(NAMES)
+    assert calls == {"endpoints": 0, "card": 0}
+    assert any("edge:Knows endpoints: proven while staging" in r.getMessage() for r in caplog.records)
+    assert any("edge:Knows @card: at most" in r.getMessage() for r in caplog.records)
+    assert edge_rows(jvm, g.root) == sorted(ring())
+
+
+def test_nodes_staged_in_the_same_load_are_indexed_from_their_files(jvm, tmp_path, calls):
+    """write_graph of nodes + edges: the tasks index the load's own staged node files, so the
+    driver skips the probe here too; an overwrite of the node type drops the committed ids."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_graph(g.root, {"Person": people(jvm, NAMES[:5]), "Knows": knows(jvm, ring(NAMES[:5]))}, engine="jvm")
+    assert calls["endpoints"] == 0
+    write_graph(g.root, {"Person": people(jvm, NAMES[5:]), "Knows": knows(jvm, [(NAMES[5], NAMES[0])])},
+                engine="jvm")  # NAMES[0] is committed, NAMES[5] staged: both sources are in the index
+    assert calls["endpoints"] == 0
+    before = edge_rows(jvm, g.root)
+    with pytest.raises(DanglingEdgeError, match=r"src 'ann' not found in Person"):
+        write_graph(g.root, {"Person": people(jvm, NAMES[1:]), "Knows": knows(jvm, [("ann", "bob")])},
+                    mode="overwrite", engine="jvm")
+    assert calls["endpoints"] == 1  # the tasks found a dangling src: the driver words the error
+    assert edge_rows(jvm, g.root) == before
+
+
+def test_dangling_edges_get_the_python_paths_error(jvm, tmp_path, calls):
+    """A dangling endpoint found by the tasks is reported by the driver's exact check: the same
+    message as a Python-staged load, and nothing is written."""
+    msgs = {}
+    for engine in ("jvm", "python"):
+        g = Graph.init(str(tmp_path / engine), SCHEMA)
+        write_table(people(jvm), g.root, "Person", engine=engine)
+        pairs = ring() + [("ann", "nobody"), ("ghost", "bob")]
+        with pytest.raises(DanglingEdgeError) as e:
+            write_table(knows(jvm, pairs, parts=1), g.root, "Knows", engine=engine)
+        msgs[engine] = str(e.value)
+        assert len(Graph.open(g.root).log()) == 2  # init + the nodes only
+        assert edge_rows(jvm, g.root) == []
+    assert msgs["jvm"] == msgs["python"]
+    assert "dst 'nobody' not found in Person" in msgs["jvm"] and "[1 dangling src, 1 dangling dst]" in msgs["jvm"]
+
+
+def test_node_table_moving_after_staging_is_checked_again(jvm, tmp_path, calls, monkeypatch):
+    """The proof holds only for the node versions the tasks indexed: if another writer replaces
+    the nodes between staging and commit, the driver checks again and refuses the dangling edges;
+    if it only adds nodes, the driver checks again and commits."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm), g.root, "Person", engine="jvm")
+    staged = jvm_write.stage_jvm
+    meanwhile = {}
+
+    def stage_then_move(df, td, *a, **kw):
+        out = staged(df, td, *a, **kw)
+        if td.is_edge:
+            meanwhile["do"]()
+        return out
+
+    monkeypatch.setattr(graph_io._jvm_write, "stage_jvm", stage_then_move)
+    meanwhile["do"] = lambda: write_table(people(jvm, ["someone"]), g.root, "Person", engine="python")
+    write_table(knows(jvm, [("ann", "bob")]), g.root, "Knows", engine="jvm")
+    assert calls["endpoints"] == 1
+    meanwhile["do"] = lambda: write_table(people(jvm, ["ann"]), g.root, "Person", mode="overwrite",
+                                          engine="python")
+    with pytest.raises(DanglingEdgeError, match="dst 'bob' not found in Person"):
+        write_table(knows(jvm, [("ann", "bob")]), g.root, "Knows", engine="jvm")
+    assert calls["endpoints"] == 2
+    assert edge_rows(jvm, g.root) == [("ann", "bob")]
+
+
+def test_card_bound_settles_only_what_it_can_prove(jvm, tmp_path, calls):
+    """@card(0..3): a bound within the max skips the count; a bound above it (a source with 4
+    edges in the load, or 2 committed + 2 new) runs the exact count, which refuses with the
+    Python path's message; a load that only looks heavy to the bound still lands."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm), g.root, "Person", engine="jvm")
+    write_table(knows(jvm, [("ann", "bob"), ("ann", "zoë")]), g.root, "Knows", engine="jvm")
+    assert calls["card"] == 0
+    with pytest.raises(CardinalityViolationError, match=r"source 'ann' has 4 edges \(max 3\)"):
+        write_table(knows(jvm, [("ann", "ab"), ("ann", "abc")], parts=1), g.root, "Knows", engine="jvm")
+    assert calls["card"] == 1
+    with pytest.raises(CardinalityViolationError, match=r"source 'bob' has 4 edges \(max 3\)") as e:
+        write_table(knows(jvm, [("bob", n) for n in NAMES[:4]], parts=1), g.root, "Knows", engine="jvm")
+    assert calls["card"] == 2
+    py = Graph.init(str(tmp_path / "py"), SCHEMA)
+    write_table(people(jvm), py.root, "Person", engine="python")
+    write_table(knows(jvm, [("ann", "bob"), ("ann", "zoë")]), py.root, "Knows", engine="python")
+    with pytest.raises(CardinalityViolationError) as p:
+        write_table(knows(jvm, [("bob", n) for n in NAMES[:4]], parts=1), py.root, "Knows", engine="python")
+    assert str(e.value) == str(p.value)
+    counted = calls["card"]  # the Python-path loads above count exactly
+    write_table(knows(jvm, [("ann", "ab")], parts=1), g.root, "Knows", engine="jvm")  # 3 = max: lands
+    assert calls["card"] == counted  # 2 committed + a bound of 1 = 3 <= max: proven without counting
+    assert len(edge_rows(jvm, g.root)) == 3
+
+
+def test_an_unreadable_id_source_falls_back_to_the_driver(jvm, tmp_path, calls, monkeypatch):
+    """Tasks that cannot read the node ids report "not checked": the load still validates (on
+    the driver) and commits."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm), g.root, "Person", engine="jvm")
+    real = jvm_write.endpoint_sources
+
+    def missing(td, snap, staged):
+        src, dst = real(td, snap, staged)
+        return type(src)(src.table, ("/nonexistent/ids.lance",)), dst
+
+    monkeypatch.setattr(jvm_write, "endpoint_sources", missing)
+    write_table(knows(jvm, ring()), g.root, "Knows", engine="jvm")
+    assert calls["endpoints"] == 1 and calls["card"] == 1
+    assert edge_rows(jvm, g.root) == sorted(ring())
