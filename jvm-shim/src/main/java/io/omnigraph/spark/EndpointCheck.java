@@ -1,6 +1,7 @@
 package io.omnigraph.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -124,20 +125,24 @@ final class EndpointCheck {
 
     Column(VarCharVector v) {
       int rows = v.getValueCount();
-      int base = rows == 0 ? 0 : v.getStartOffset(0);
-      int size = rows == 0 ? 0 : v.getEndOffset(rows - 1) - base;
+      int[] offsets = new int[rows + 1]; // bulk copies: per-value accessors check bounds each time
+      if (rows > 0) {
+        v.getOffsetBuffer().nioBuffer(0, 4 * (rows + 1)).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(offsets);
+      }
+      int base = offsets[0];
+      int size = offsets[rows] - base;
       bytes = new byte[size];
       v.getDataBuffer().getBytes(base, bytes, 0, size);
+      boolean anyNull = v.getNullCount() > 0;
       starts = new int[rows];
       lens = new int[rows];
       int k = 0;
       for (int i = 0; i < rows; i++) {
-        if (v.isNull(i)) {
+        if (anyNull && v.isNull(i)) {
           continue;
         }
-        int s = v.getStartOffset(i);
-        starts[k] = s - base;
-        lens[k++] = v.getEndOffset(i) - s;
+        starts[k] = offsets[i] - base;
+        lens[k++] = offsets[i + 1] - offsets[i];
       }
       n = k;
       nulls = rows - k;

@@ -94,9 +94,10 @@ final class NodeIdIndex {
     }
   }
 
-  boolean contains(byte[] value, int off, int len, long h) {
+  /** Is the id ``value[off, off + len)`` (hash ``h``) in the set? Linear probing from slot ``from``. */
+  boolean contains(byte[] value, int off, int len, long h, int from) {
     long high = h & 0xFFFFFFFF00000000L;
-    for (int s = (int) h & mask; ; s = (s + 1) & mask) {
+    for (int s = from; ; s = (s + 1) & mask) {
       long e = slots[s];
       if (e == 0) {
         return false;
@@ -142,8 +143,8 @@ final class NodeIdIndex {
           if (e == 0) {
             missing++;
           } else if (!index.matches(e, bytes, starts[b + j], lens[b + j], h)
-              && !index.contains(bytes, starts[b + j], lens[b + j], h)) {
-            missing++;
+              && !index.contains(bytes, starts[b + j], lens[b + j], h, ((int) h + 1) & mask)) {
+            missing++; // the first slot held another id: go on probing from the next one
           }
         }
       }
