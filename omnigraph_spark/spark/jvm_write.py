@@ -233,7 +233,9 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     if plan.mint_column:
         w = w.option("mintColumn", plan.mint_column)
     if ends is not None:
-        w = w.option("endpoints", json.dumps({"src": ends[0].to_json(), "dst": ends[1].to_json()}))
+        # the journal directory is unique to the load: executors share an index within it only
+        w = w.option("endpoints", json.dumps({"load": journal_dir, "src": ends[0].to_json(),
+                                               "dst": ends[1].to_json()}))
     try:
         w.save()
         with open(handoff, encoding="utf-8") as fh:

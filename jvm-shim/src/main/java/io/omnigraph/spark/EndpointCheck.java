@@ -39,11 +39,12 @@ final class EndpointCheck {
   private long dangling;
   private boolean failed;
 
-  /** {@code spec}: {"src": source, "dst": source}, see {@link NodeIdIndex#of}; the builds start now. */
+  /** {@code spec}: {"load": token, "src": source, "dst": source}, see {@link NodeIdIndex#of}; the builds start now. */
   EndpointCheck(JsonNode spec, String label) {
     this.label = label;
-    this.from = NodeIdIndex.of(spec.get("src"));
-    this.to = NodeIdIndex.of(spec.get("dst"));
+    String load = spec.get("load").asText();
+    this.from = NodeIdIndex.of(load, spec.get("src"));
+    this.to = NodeIdIndex.of(load, spec.get("dst"));
   }
 
   /** Check (or set aside) one batch's endpoints; the batch may be released afterwards. */

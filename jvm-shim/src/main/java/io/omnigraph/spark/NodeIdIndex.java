@@ -32,8 +32,8 @@ import org.lance.ipc.ScanOptions;
  * <p>Why it exists: checking edge endpoints inside the staging tasks lets the driver skip its own
  * probe (2M endpoints against 1M ids cost as much as staging the edges). The task only proves
  * absence of dangling edges: any miss, and the driver runs its exact check, which words the error.
- * The source is immutable (a pinned version, finished files), so a cached index never goes stale;
- * soft references let the GC reclaim it when memory runs short.
+ * Within one load the source is immutable (a pinned version, finished files); soft references
+ * let the GC reclaim an index when memory runs short.
  */
 final class NodeIdIndex {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NodeIdIndex.class);
@@ -75,9 +75,13 @@ final class NodeIdIndex {
     }
   }
 
-  /** The index of {@code source} ({"table": {path, branch, version} | null, "files": [...]}), built once per executor. */
-  static CompletableFuture<NodeIdIndex> of(JsonNode source) {
-    String key = source.toString();
+  /**
+   * The index of {@code source} ({"table": {path, branch, version} | null, "files": [...]}), built
+   * once per executor and load ({@code load}: a token unique to the load). Never shared across
+   * loads: a Lance branch deleted and re-created can reuse a version number for other rows.
+   */
+  static CompletableFuture<NodeIdIndex> of(String load, JsonNode source) {
+    String key = load + " " + source;
     synchronized (CACHE) {
       SoftReference<CompletableFuture<NodeIdIndex>> ref = CACHE.get(key);
       CompletableFuture<NodeIdIndex> f = ref == null ? null : ref.get();
