@@ -42,9 +42,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateType, DoubleType, FloatType,
                                IntegerType, LongType, NullType, ShortType, StringType, StructType, TimestampType)
 
+from ..graph import Snapshot
 from ..schema.catalog import TypeDef
 from ..store.writes import EndsProof, IdSource, StagedTable, WriteTarget
 from .jvm_read import shim_loaded
+from .writer import id_source
 
 log = logging.getLogger(__name__)
 
@@ -254,13 +256,12 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     return out
 
 
-def endpoint_sources(typedef: TypeDef, snap, staged: Sequence[StagedTable]) -> Optional[Tuple[IdSource, IdSource]]:
+def endpoint_sources(typedef: TypeDef, snap: Snapshot,
+                     staged: Sequence[StagedTable]) -> Optional[Tuple[IdSource, IdSource]]:
     """Driver, before staging an edge table: the id sources its tasks check endpoints against
     (the validator's own rule, :func:`~.writer.id_source`, on the snapshot the job starts from
     and the node tables staged so far), or None when the node tables are too large to index in
     an executor (the driver checks them as before)."""
-    from .writer import id_source
-
     merged = {k: StagedTable.merge([s for s in staged if s.table_key == k])  # one StagedTable per task
               for k in {s.table_key for s in staged}}
     out = []

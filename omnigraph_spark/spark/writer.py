@@ -185,6 +185,9 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
     * edge endpoints exist in the snapshot's node table (committed; not when that node type is
       overwritten by this load) or among the load's staged nodes;
     * @card per source over committed + pending (merge shadows by id, overwrite counts pending).
+
+    The endpoint and @card checks are skipped where the JVM staging tasks proved them for this
+    very snapshot (``StagedTable.ends``, invariant I15); errors always come from these checks.
     """
     catalog: Catalog = graph.catalog
     so = graph.storage_options
@@ -246,7 +249,7 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
             card = td.cardinality
             if card.min > 0 or card.max is not None:
                 mode = "append" if s.mode == "merge" and s.minted_ids else s.mode
-                if s.ends is not None and mode != "merge" and card.min <= 1:
+                if s.ends is not None and mode != "merge" and card.min <= 1 and card.max is not None:
                     # the tasks' bound may settle it without counting (I15)
                     checks.append(functools.partial(_card_bounded, td, mode, s.ends, staged_cols, key, end_cols,
                                                     committed))
@@ -322,15 +325,15 @@ def _ends_proven(td: TypeDef, s: StagedTable, snap: Snapshot, staged: Mapping[st
 def _card_bounded(td: TypeDef, mode: str, proof: EndsProof, staged_cols, key: str, end_cols: Sequence[str],
                   committed) -> None:
     """@card with a max and min <= 1 (a source with edges always has >= 1): if the staging
-    tasks' per-source bound plus the most edges any committed source has cannot exceed the
-    max, no source can; otherwise count exactly."""
+    tasks' per-source bound plus the most edges any committed source has (append; overwrite
+    counts none) cannot exceed the max, no source can; otherwise count exactly."""
     card = td.cardinality
     most = 0
-    if mode == "append" and card.max is not None:
+    if mode == "append":
         old = committed(key, ["src"]).column("src")
         if len(old):
             most = pc.max(pc.value_counts(old.drop_null()).field("counts")).as_py() or 0
-    if card.max is not None and proof.src_bound + most <= card.max:
+    if proof.src_bound + most <= card.max:
         log.info("%s @card: at most %d edges per source <= max %d, proven without counting",
                  td.table_key, proof.src_bound + most, card.max)
         return

@@ -38,17 +38,16 @@ import org.lance.ipc.ScanOptions;
 final class NodeIdIndex {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NodeIdIndex.class);
   private static final VarHandle LONGS = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final VarHandle INTS = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
   private static final int MAX_CACHED = 4;
   /** an index may take at most this share of the executor's heap (else: "not checked") */
   private static final double HEAP_SHARE = 0.25;
-  /** source (its JSON text) -> the index being built or built; guarded by itself */
+  /** load token + source JSON -> the index being built or built; guarded by itself */
   private static final Map<String, SoftReference<CompletableFuture<NodeIdIndex>>> CACHE =
       new LinkedHashMap<>(8, 0.75f, true);
 
-  private static final VarHandle INTS = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
-
   private final byte[] arena; // each id as a 4-byte length, then its UTF-8 bytes
-  private final long[] slots; // open addressing: hash's high 32 bits << 32 | (arena offset + 1); 0 = empty
+  private final long[] slots; // open addressing: the hash's high 32 bits | (arena offset + 1); 0 = empty
   private final int mask;
 
   /** One probe touches one slot and (on a fingerprint match) one arena spot: two cache misses. */
@@ -116,14 +115,14 @@ final class NodeIdIndex {
   }
 
   /**
-   * Probes many values at once, in blocks: first every hash, then every slot load, then every
-   * comparison. The loads of a block do not depend on each other, so the CPU overlaps their
-   * cache misses instead of paying them one after another (3x fewer stalls than one-by-one).
+   * Probes many values at once, in blocks: first every hash, then every first slot, then the
+   * lookups. The slot loads of a block do not depend on each other, so the CPU overlaps their
+   * cache misses instead of paying them one after another; the lookups then find them cached.
    */
   static final class Probe {
     private static final int BLOCK = 256;
     private final long[] hashes = new long[BLOCK];
-    private final long[] entries = new long[BLOCK];
+    private long loaded; // keeps the slot loads from being optimised away
 
     /** How many of ``n`` values (``bytes[starts[i], +lens[i])``) are not in ``index``; counts each value's hash bucket in ``buckets`` (if given). */
     long misses(NodeIdIndex index, byte[] bytes, int[] starts, int[] lens, int n, int[] buckets) {
@@ -135,33 +134,23 @@ final class NodeIdIndex {
         for (int j = 0; j < m; j++) {
           hashes[j] = hash(bytes, starts[b + j], lens[b + j]);
         }
+        long any = 0;
         for (int j = 0; j < m; j++) {
-          entries[j] = slots[(int) hashes[j] & mask];
+          any |= slots[(int) hashes[j] & mask];
         }
+        loaded |= any;
         for (int j = 0; j < m; j++) {
           long h = hashes[j];
-          long e = entries[j];
           if (buckets != null) {
             buckets[(int) (h >>> 40) & (buckets.length - 1)]++;
           }
-          if (e == 0) {
+          if (!index.contains(bytes, starts[b + j], lens[b + j], h, (int) h & mask)) {
             missing++;
-          } else if (!index.matches(e, bytes, starts[b + j], lens[b + j], h)
-              && !index.contains(bytes, starts[b + j], lens[b + j], h, ((int) h + 1) & mask)) {
-            missing++; // the first slot held another id: go on probing from the next one
           }
         }
       }
       return missing;
     }
-  }
-
-  private boolean matches(long e, byte[] value, int off, int len, long h) {
-    if ((e & 0xFFFFFFFF00000000L) != (h & 0xFFFFFFFF00000000L)) {
-      return false;
-    }
-    int at = (int) e - 1;
-    return (int) INTS.get(arena, at) == len && Arrays.equals(arena, at + 4, at + 4 + len, value, off, off + len);
   }
 
   /** A 64-bit hash of {@code len} bytes: 8-byte words, a multiply-xorshift mix per word and at the end. */
