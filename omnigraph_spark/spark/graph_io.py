@@ -75,6 +75,8 @@ class _Journal:
         fs = self._fs()
         out: List[dict] = []
         for name in fs.list_dir(self.directory):
+            if not name.endswith(".json"):  # e.g. the JVM tasks' key fingerprints (*.bin)
+                continue
             try:
                 out.extend(json.loads(fs.read_text(join(self.directory, name))))
             except Exception as e:  # a half-written entry: its files are caught by cleanup
@@ -200,7 +202,8 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             plan = plans.get(key)
             if plan is not None:
                 ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None
-                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends)
+                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends,
+                                           _jvm_write.provable_unique_column(td, target))
             else:
                 got = _collect(df, _python_stager(td, target, journal))
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)

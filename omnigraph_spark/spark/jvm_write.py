@@ -43,6 +43,7 @@ from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateT
                                IntegerType, LongType, NullType, ShortType, StringType, StructType, TimestampType)
 
 from ..graph import Snapshot
+from ..ingest import unique_groups
 from ..schema.catalog import TypeDef
 from ..store.writes import EndsProof, IdSource, StagedTable, WriteTarget
 from .jvm_read import shim_loaded
@@ -211,13 +212,16 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
 
 
 def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
-              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None) -> List[StagedTable]:
+              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None,
+              unique_column: Optional[str] = None) -> List[StagedTable]:
     """Driver: run one Spark job that stages ``df`` through the sink; one StagedTable per task.
 
     Each committed task's files are also noted in ``journal_dir`` (the caller's staging
     journal), so a failed job leaves nothing the caller cannot delete. ``ends`` (edges): the id
     sources of the from and to types; the tasks check every endpoint against them while staging
-    and bound the edges per source (see :func:`endpoint_sources`, invariant I15)."""
+    and bound the edges per source (see :func:`endpoint_sources`, invariant I15).
+    ``unique_column``: the tasks also fingerprint that column's values for the driver's
+    uniqueness proof (see :func:`provable_unique_column`)."""
     handoff_dir = tempfile.mkdtemp(prefix="omnigraph-handoff-")
     handoff = os.path.join(handoff_dir, "staged.json")
     w = (projected(df, plan).write.format(SINK_CLASS).mode("append")
@@ -234,6 +238,8 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
          .option("journal", journal_dir).option("handoff", handoff))
     if plan.mint_column:
         w = w.option("mintColumn", plan.mint_column)
+    if unique_column is not None:
+        w = w.option("uniqueColumn", unique_column)
     if ends is not None:
         # the journal directory is unique to the load: executors share an index within it only
         w = w.option("endpoints", json.dumps({"load": journal_dir, "src": ends[0].to_json(),
@@ -251,9 +257,27 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
         proof = None
         if ends is not None and int(t["dangling"]) >= 0:
             proof = EndsProof(ends[0], ends[1], int(t["dangling"]), int(t["src_bound"]))
+        keys = t.get("key_hashes")
         out.append(StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, frags,
-                               int(t["rows"]), int(t["bytes"]), minted_ids=minted, ends=proof))
+                               int(t["rows"]), int(t["bytes"]), minted_ids=minted, ends=proof,
+                               key_hashes=(keys,) if keys else None, key_column=unique_column if keys else None))
     return out
+
+
+#: stored types whose values the sink fingerprints for the uniqueness proof (strings hashed,
+#: integers as themselves)
+_FINGERPRINTED = (pa.string(), pa.int32(), pa.int64())
+
+
+def provable_unique_column(typedef: TypeDef, target: WriteTarget) -> Optional[str]:
+    """The column whose uniqueness the staging tasks can prove with fingerprints: a node type's
+    only uniqueness rule, on one String/I32/I64 column (a single-column @key or @unique); None
+    otherwise (the driver checks as before)."""
+    groups = unique_groups(typedef)
+    if typedef.is_edge or len(groups) != 1 or len(groups[0][0]) != 1:
+        return None
+    column = groups[0][0][0]
+    return column if target.schema.field(column).type in _FINGERPRINTED else None
 
 
 def endpoint_sources(typedef: TypeDef, snap: Snapshot,
@@ -277,4 +301,4 @@ def endpoint_sources(typedef: TypeDef, snap: Snapshot,
     return out[0], out[1]
 
 
-__all__ = ["SINK_CLASS", "endpoint_sources", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]
+__all__ = ["SINK_CLASS", "endpoint_sources", "provable_unique_column", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]

@@ -115,6 +115,10 @@ class StagedTable:
     minted_ids: bool = False
     #: edges staged by tasks that checked endpoints as they went (None: not checked)
     ends: Optional[EndsProof] = None
+    #: files of 64-bit fingerprints of ``key_column``'s non-null values, one per task (None: none);
+    #: no two equal means no two equal values (invariant I15)
+    key_hashes: Optional[Tuple[str, ...]] = None
+    key_column: Optional[str] = None
 
     @staticmethod
     def merge(parts: Sequence["StagedTable"]) -> "StagedTable":
@@ -122,7 +126,15 @@ class StagedTable:
         return StagedTable(first.table_key, first.mode, first.stage_uri, first.base_version,
                            tuple(f for p in parts for f in p.fragments), sum(p.rows for p in parts),
                            sum(p.bytes for p in parts), all(p.minted_ids or p.rows == 0 for p in parts),
-                           _merged_proof([p.ends for p in parts]))
+                           _merged_proof([p.ends for p in parts]), *_merged_key_hashes(parts))
+
+
+def _merged_key_hashes(parts: Sequence["StagedTable"]) -> Tuple[Optional[Tuple[str, ...]], Optional[str]]:
+    """Every task's fingerprint files, only if every task wrote them for the same column."""
+    column = parts[0].key_column
+    if any(p.key_hashes is None or p.key_column != column for p in parts):
+        return None, None
+    return tuple(f for p in parts for f in p.key_hashes or ()), column
 
 
 def _merged_proof(proofs: Sequence[Optional[EndsProof]]) -> Optional[EndsProof]:

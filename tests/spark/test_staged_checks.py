@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
-from omnigraph_spark.errors import CardinalityViolationError, DanglingEdgeError
+from omnigraph_spark.errors import CardinalityViolationError, DanglingEdgeError, UniqueViolationError
 from omnigraph_spark.spark import graph_io, jvm_write, writer
 from tests.spark.test_jvm_read import jvm  # noqa: F401  (the fixture)
 
@@ -47,6 +47,8 @@ def calls(monkeypatch):
 
     monkeypatch.setattr(writer, "check_endpoints", count("endpoints", writer.check_endpoints))
     monkeypatch.setattr(writer, "_check_card", count("card", writer._check_card))
+    monkeypatch.setattr(writer, "check_unique", count("unique", writer.check_unique))
+    seen["unique"] = 0
     return seen
 
 
@@ -75,7 +77,7 @@ def test_endpoints_proven_while_staging_skip_the_driver_probe(jvm, tmp_path, cal
     write_table(people(jvm), g.root, "Person", engine="jvm")
     res = write_table(knows(jvm, ring()), g.root, "Knows", engine="jvm")
     assert res.tables[0].rows_written == len(NAMES)
-    assert calls == {"endpoints": 0, "card": 0}
+    assert calls == {"endpoints": 0, "card": 0, "unique": 0}
     assert any("edge:Knows endpoints: proven while staging" in r.getMessage() for r in caplog.records)
     assert any("edge:Knows @card: at most" in r.getMessage() for r in caplog.records)
     assert edge_rows(jvm, g.root) == sorted(ring())
@@ -183,3 +185,26 @@ def test_an_unreadable_id_source_falls_back_to_the_driver(jvm, tmp_path, calls, 
     write_table(knows(jvm, ring()), g.root, "Knows", engine="jvm")
     assert calls["endpoints"] == 1 and calls["card"] == 1
     assert edge_rows(jvm, g.root) == sorted(ring())
+
+
+def test_key_uniqueness_proven_by_fingerprints(jvm, tmp_path, calls):
+    """A node type's single-column @key: the staging tasks fingerprint every key, the driver
+    finds no two equal and skips its uniqueness pass; a key given twice (in different tasks)
+    makes two equal fingerprints, and the driver's exact check refuses it with the Python
+    path's message. The fingerprint files go with the load (nothing left under the root)."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm).repartition(3), g.root, "Person", engine="jvm")
+    assert calls["unique"] == 0
+    assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
+    msgs = {}
+    for engine in ("jvm", "python"):
+        h = Graph.init(str(tmp_path / f"dup-{engine}"), SCHEMA)
+        dup = jvm.createDataFrame([(n,) for n in NAMES + ["zoë"]], "name string").repartition(2)
+        with pytest.raises(UniqueViolationError) as e:
+            write_table(dup, h.root, "Person", engine=engine)
+        msgs[engine] = str(e.value)
+        assert len(Graph.open(h.root).log()) == 1
+    assert msgs["jvm"] == msgs["python"] and "'zoë'" in msgs["jvm"]
+    assert calls["unique"] == 2  # the JVM load's fingerprints collided: checked exactly, as Python's
+    left = [p for p in (tmp_path).rglob("*.bin")]
+    assert left == []

@@ -62,6 +62,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private final Schema schema;
   private final RowRules rules;
   private final EndpointCheck ends; // null: the driver checks this load's endpoints itself
+  private final KeyHashes keys; // null: the driver checks the key's uniqueness itself
   private final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(2);
 
   private VectorSchemaRoot root;
@@ -90,6 +91,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
     } catch (IOException e) {
       throw new IllegalArgumentException("bad 'endpoints' option", e);
     }
+    this.keys = spec.uniqueColumn == null ? null : new KeyHashes(spec.uniqueColumn);
   }
 
   @Override
@@ -180,6 +182,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
     if (ends != null) {
       ends.add(ready);
     }
+    if (keys != null) {
+      keys.add(ready);
+    }
     rows += ready.getRowCount();
     root = null;
     writer = null;
@@ -267,8 +272,14 @@ final class FragmentStager implements DataWriter<InternalRow> {
       }
       journal(files);
     }
+    String keyFile = null;
+    if (keys != null) { // beside the journal entries: the driver reads and deletes them
+      keyFile = Paths.get(spec.journal, "keys-" + spec.tableKey.replace(':', '-') + "-p" + partitionId + "-t" + taskId
+          + "-" + UUID.randomUUID().toString().substring(0, 8) + ".bin").toString();
+      keys.writeTo(Paths.get(keyFile));
+    }
     return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments,
-        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound());
+        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile);
   }
 
   @Override

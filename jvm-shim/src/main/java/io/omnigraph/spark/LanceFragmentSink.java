@@ -91,6 +91,7 @@ public final class LanceFragmentSink implements TableProvider {
     final String journal;
     final String handoff;
     final String endpoints; // {"src": ids, "dst": ids} (see NodeIdIndex): check while staging; null: do not
+    final String uniqueColumn; // fingerprint this column for the driver's uniqueness proof (KeyHashes); null: do not
 
     private WriteSpec(CaseInsensitiveStringMap m) {
       this.datasetUri = require(m, "datasetUri");
@@ -107,6 +108,7 @@ public final class LanceFragmentSink implements TableProvider {
       this.journal = require(m, "journal");
       this.handoff = require(m, "handoff");
       this.endpoints = m.get("endpoints");
+      this.uniqueColumn = m.get("uniqueColumn");
       this.rules = new ArrayList<>();
       this.kinds = new java.util.HashMap<>();
       try {
@@ -203,9 +205,10 @@ public final class LanceFragmentSink implements TableProvider {
     final List<String> fragments;
     final long dangling; // rows with an unknown endpoint (-1: not checked, see EndpointCheck)
     final int srcBound; // no source has more edges in this task (-1: not counted)
+    final String keyHashes; // the file of this task's key fingerprints (null: none)
 
     StagedMessage(int partition, long taskId, long rows, long bytes, long givenIds, List<String> fragments,
-        long dangling, int srcBound) {
+        long dangling, int srcBound, String keyHashes) {
       this.partition = partition;
       this.taskId = taskId;
       this.rows = rows;
@@ -214,6 +217,7 @@ public final class LanceFragmentSink implements TableProvider {
       this.fragments = fragments;
       this.dangling = dangling;
       this.srcBound = srcBound;
+      this.keyHashes = keyHashes;
     }
   }
 
@@ -252,6 +256,7 @@ public final class LanceFragmentSink implements TableProvider {
         t.put("given_ids", s.givenIds);
         t.put("dangling", s.dangling);
         t.put("src_bound", s.srcBound);
+        t.put("key_hashes", s.keyHashes);
         ArrayNode frags = t.putArray("fragments");
         s.fragments.forEach(frags::add);
       }

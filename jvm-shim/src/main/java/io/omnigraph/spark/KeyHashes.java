@@ -1,0 +1,86 @@
+package io.omnigraph.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.Arrays;
+import org.apache.arrow.vector.BaseIntVector;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VarCharVector;
+
+/**
+ * One task's fingerprints of a column whose non-null values must be distinct over the whole
+ * load (a node type's single-column @key): a 64-bit hash per string value, the value itself per
+ * integer. Equal values always have equal fingerprints, so if no two fingerprints of the load are
+ * equal, no two values are: the driver then skips its own uniqueness pass (invariant I15). Equal
+ * fingerprints prove nothing; the driver's exact check then decides and words any error.
+ */
+final class KeyHashes {
+  private final String column;
+  private long[] values = new long[1 << 16];
+  private int n;
+  private byte[] scratch = new byte[64];
+
+  KeyHashes(String column) {
+    this.column = column;
+  }
+
+  void add(org.apache.arrow.vector.VectorSchemaRoot root) {
+    FieldVector v = root.getVector(column);
+    int rows = v.getValueCount();
+    if (n + rows > values.length) {
+      values = Arrays.copyOf(values, Math.max(n + rows, 2 * values.length));
+    }
+    if (v instanceof VarCharVector) {
+      VarCharVector s = (VarCharVector) v;
+      for (int i = 0; i < rows; i++) {
+        if (s.isNull(i)) {
+          continue;
+        }
+        int start = s.getStartOffset(i);
+        int len = s.getEndOffset(i) - start;
+        if (len > scratch.length) {
+          scratch = new byte[Math.max(len, 2 * scratch.length)];
+        }
+        s.getDataBuffer().getBytes(start, scratch, 0, len);
+        values[n++] = NodeIdIndex.hash(scratch, 0, len);
+      }
+    } else {
+      BaseIntVector ints = (BaseIntVector) v;
+      for (int i = 0; i < rows; i++) {
+        if (!v.isNull(i)) {
+          values[n++] = ints.getValueAsLong(i);
+        }
+      }
+    }
+  }
+
+  /** Write the fingerprints (little-endian longs) to {@code path}, completely or not at all. */
+  void writeTo(Path path) {
+    Path tmp = path.resolveSibling("." + path.getFileName() + ".tmp");
+    ByteBuffer buf = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+    buf.asLongBuffer().put(values, 0, n);
+    try {
+      Files.createDirectories(path.getParent());
+      try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+          StandardOpenOption.TRUNCATE_EXISTING)) {
+        while (buf.hasRemaining()) {
+          ch.write(buf);
+        }
+      }
+      Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot write " + path, e);
+    }
+  }
+
+  int count() {
+    return n;
+  }
+}
