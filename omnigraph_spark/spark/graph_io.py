@@ -202,8 +202,7 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             plan = plans.get(key)
             if plan is not None:
                 ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None
-                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends,
-                                           _jvm_write.provable_unique_column(td, target))
+                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends)
             else:
                 got = _collect(df, _python_stager(td, target, journal))
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)

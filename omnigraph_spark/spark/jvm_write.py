@@ -87,6 +87,9 @@ class JvmStagePlan:
     rules: Tuple[Dict[str, Any], ...]  # in the order the Python converter applies them
     mint_column: Optional[str]  # "id" when null ids get ULIDs
     kinds: Tuple[Tuple[str, str], ...] = ()
+    #: the tasks fingerprint this column for the driver's uniqueness proof (see
+    #: :func:`provable_unique_column`); None: the driver checks uniqueness itself
+    unique_column: Optional[str] = None
 
 
 def _spark_type(t: pa.DataType) -> Optional[DataType]:
@@ -184,7 +187,8 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
             rules.append(rule)
     if typedef.is_edge:
         rules += [{"column": "src", "notNull": "String"}, {"column": "dst", "notNull": "String"}]
-    return JvmStagePlan(tuple(columns), tuple(rules), mint, tuple(kinds)), []
+    return JvmStagePlan(tuple(columns), tuple(rules), mint, tuple(kinds),
+                        unique_column=provable_unique_column(typedef, target)), []
 
 
 def _q(name: str) -> str:
@@ -212,16 +216,13 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
 
 
 def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
-              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None,
-              unique_column: Optional[str] = None) -> List[StagedTable]:
+              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None) -> List[StagedTable]:
     """Driver: run one Spark job that stages ``df`` through the sink; one StagedTable per task.
 
     Each committed task's files are also noted in ``journal_dir`` (the caller's staging
     journal), so a failed job leaves nothing the caller cannot delete. ``ends`` (edges): the id
     sources of the from and to types; the tasks check every endpoint against them while staging
-    and bound the edges per source (see :func:`endpoint_sources`, invariant I15).
-    ``unique_column``: the tasks also fingerprint that column's values for the driver's
-    uniqueness proof (see :func:`provable_unique_column`)."""
+    and bound the edges per source (see :func:`endpoint_sources`, invariant I15)."""
     handoff_dir = tempfile.mkdtemp(prefix="omnigraph-handoff-")
     handoff = os.path.join(handoff_dir, "staged.json")
     w = (projected(df, plan).write.format(SINK_CLASS).mode("append")
@@ -238,8 +239,8 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
          .option("journal", journal_dir).option("handoff", handoff))
     if plan.mint_column:
         w = w.option("mintColumn", plan.mint_column)
-    if unique_column is not None:
-        w = w.option("uniqueColumn", unique_column)
+    if plan.unique_column is not None:
+        w = w.option("uniqueColumn", plan.unique_column)
     if ends is not None:
         # the journal directory is unique to the load: executors share an index within it only
         w = w.option("endpoints", json.dumps({"load": journal_dir, "src": ends[0].to_json(),
@@ -260,7 +261,7 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
         keys = t.get("key_hashes")
         out.append(StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, frags,
                                int(t["rows"]), int(t["bytes"]), minted_ids=minted, ends=proof,
-                               key_hashes=(keys,) if keys else None, key_column=unique_column if keys else None))
+                               key_hashes=(keys,) if keys else None, key_column=plan.unique_column if keys else None))
     return out
 
 

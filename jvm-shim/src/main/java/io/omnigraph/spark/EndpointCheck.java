@@ -1,7 +1,6 @@
 package io.omnigraph.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -52,8 +51,8 @@ final class EndpointCheck {
     if (failed) {
       return;
     }
-    Ends e = new Ends(new Column((VarCharVector) root.getVector("src")),
-        new Column((VarCharVector) root.getVector("dst")));
+    Ends e = new Ends(new StringValues((VarCharVector) root.getVector("src")),
+        new StringValues((VarCharVector) root.getVector("dst")));
     dangling += e.src.nulls + e.dst.nulls;
     pending.add(e);
     pendingValues += e.src.n + e.dst.n;
@@ -107,46 +106,12 @@ final class EndpointCheck {
   }
 
   private static final class Ends {
-    final Column src;
-    final Column dst;
+    final StringValues src;
+    final StringValues dst;
 
-    Ends(Column src, Column dst) {
+    Ends(StringValues src, StringValues dst) {
       this.src = src;
       this.dst = dst;
-    }
-  }
-
-  /** The non-null values of a string column, copied out of Arrow memory (one copy per batch). */
-  private static final class Column {
-    final byte[] bytes;
-    final int[] starts;
-    final int[] lens;
-    final int n;
-    final int nulls;
-
-    Column(VarCharVector v) {
-      int rows = v.getValueCount();
-      int[] offsets = new int[rows + 1]; // bulk copies: per-value accessors check bounds each time
-      if (rows > 0) {
-        v.getOffsetBuffer().nioBuffer(0, 4 * (rows + 1)).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(offsets);
-      }
-      int base = offsets[0];
-      int size = offsets[rows] - base;
-      bytes = new byte[size];
-      v.getDataBuffer().getBytes(base, bytes, 0, size);
-      boolean anyNull = v.getNullCount() > 0;
-      starts = new int[rows];
-      lens = new int[rows];
-      int k = 0;
-      for (int i = 0; i < rows; i++) {
-        if (anyNull && v.isNull(i)) {
-          continue;
-        }
-        starts[k] = offsets[i] - base;
-        lens[k++] = offsets[i + 1] - offsets[i];
-      }
-      n = k;
-      nulls = rows - k;
     }
   }
 }

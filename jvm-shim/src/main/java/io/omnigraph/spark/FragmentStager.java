@@ -273,10 +273,10 @@ final class FragmentStager implements DataWriter<InternalRow> {
       journal(files);
     }
     String keyFile = null;
-    if (keys != null) { // beside the journal entries: the driver reads and deletes them
-      keyFile = Paths.get(spec.journal, "keys-" + spec.tableKey.replace(':', '-') + "-p" + partitionId + "-t" + taskId
-          + "-" + UUID.randomUUID().toString().substring(0, 8) + ".bin").toString();
-      keys.writeTo(Paths.get(keyFile));
+    if (keys != null) { // beside the journal entries: the driver reads them, the journal's clean-up deletes them
+      Path file = journalFile("keys", ".bin");
+      keys.writeTo(file);
+      keyFile = file.toString();
     }
     return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments,
         ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile);
@@ -361,9 +361,13 @@ final class FragmentStager implements DataWriter<InternalRow> {
     e.put("stage_uri", spec.datasetUri);
     ArrayNode names = e.putArray("files");
     files.forEach(names::add);
-    String name = "jvm-" + spec.tableKey.replace(':', '-') + "-p" + partitionId + "-t" + taskId + "-"
-        + UUID.randomUUID().toString().substring(0, 8) + ".json";
-    LanceFragmentSink.writeAtomically(Paths.get(spec.journal, name), entry.toString());
+    LanceFragmentSink.writeAtomically(journalFile("jvm", ".json"), entry.toString());
+  }
+
+  /** A file of this attempt in the load's staging journal directory (unique per attempt). */
+  private Path journalFile(String prefix, String ext) {
+    return Paths.get(spec.journal, prefix + "-" + spec.tableKey.replace(':', '-') + "-p" + partitionId + "-t" + taskId
+        + "-" + UUID.randomUUID().toString().substring(0, 8) + ext);
   }
 
   /** The fragment as pylance's {@code FragmentMetadata.from_json} reads it. */

@@ -1,14 +1,8 @@
 package io.omnigraph.spark;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
 import java.util.Arrays;
 import org.apache.arrow.vector.BaseIntVector;
 import org.apache.arrow.vector.FieldVector;
@@ -25,7 +19,6 @@ final class KeyHashes {
   private final String column;
   private long[] values = new long[1 << 16];
   private int n;
-  private byte[] scratch = new byte[64];
 
   KeyHashes(String column) {
     this.column = column;
@@ -38,18 +31,9 @@ final class KeyHashes {
       values = Arrays.copyOf(values, Math.max(n + rows, 2 * values.length));
     }
     if (v instanceof VarCharVector) {
-      VarCharVector s = (VarCharVector) v;
-      for (int i = 0; i < rows; i++) {
-        if (s.isNull(i)) {
-          continue;
-        }
-        int start = s.getStartOffset(i);
-        int len = s.getEndOffset(i) - start;
-        if (len > scratch.length) {
-          scratch = new byte[Math.max(len, 2 * scratch.length)];
-        }
-        s.getDataBuffer().getBytes(start, scratch, 0, len);
-        values[n++] = NodeIdIndex.hash(scratch, 0, len);
+      StringValues s = new StringValues((VarCharVector) v);
+      for (int i = 0; i < s.n; i++) {
+        values[n++] = NodeIdIndex.hash(s.bytes, s.starts[i], s.lens[i]);
       }
     } else {
       BaseIntVector ints = (BaseIntVector) v;
@@ -63,21 +47,9 @@ final class KeyHashes {
 
   /** Write the fingerprints (little-endian longs) to {@code path}, completely or not at all. */
   void writeTo(Path path) {
-    Path tmp = path.resolveSibling("." + path.getFileName() + ".tmp");
     ByteBuffer buf = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
     buf.asLongBuffer().put(values, 0, n);
-    try {
-      Files.createDirectories(path.getParent());
-      try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-          StandardOpenOption.TRUNCATE_EXISTING)) {
-        while (buf.hasRemaining()) {
-          ch.write(buf);
-        }
-      }
-      Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot write " + path, e);
-    }
+    LanceFragmentSink.writeAtomically(path, buf.array());
   }
 
   int count() {

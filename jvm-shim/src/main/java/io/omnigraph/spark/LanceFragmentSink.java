@@ -285,10 +285,15 @@ public final class LanceFragmentSink implements TableProvider {
 
   /** Write a small text file completely, then rename it into place (readers see all or nothing). */
   static void writeAtomically(Path path, String text) {
+    writeAtomically(path, text.getBytes(StandardCharsets.UTF_8));
+  }
+
+  /** Write a file completely, then rename it into place (readers see all or nothing). */
+  static void writeAtomically(Path path, byte[] data) {
     Path tmp = path.resolveSibling("." + path.getFileName() + ".tmp");
     try {
       Files.createDirectories(path.getParent());
-      Files.write(tmp, text.getBytes(StandardCharsets.UTF_8));
+      Files.write(tmp, data);
       Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot write " + path, e);

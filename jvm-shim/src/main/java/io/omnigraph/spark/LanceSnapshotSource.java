@@ -22,6 +22,10 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.lance.Ref;
+import org.lance.ReadOptions;
+import org.lance.Dataset;
+import org.apache.arrow.memory.BufferAllocator;
 
 /**
  * The JVM read path of omnigraph-spark: scans one Lance table at one pinned version into Spark
@@ -49,6 +53,16 @@ public final class LanceSnapshotSource implements TableProvider {
       throw new IllegalArgumentException("option '" + key + "' is required");
     }
     return v;
+  }
+
+  /** A table at a pinned version on its Lance lineage ({@code branch} null: main). */
+  static Dataset openAt(BufferAllocator allocator, String path, String branch, long version) {
+    if (branch == null) {
+      return Dataset.open(allocator, path, new ReadOptions.Builder().setVersion(version).build());
+    }
+    try (Dataset head = Dataset.open(allocator, path, new ReadOptions.Builder().build())) {
+      return head.checkout(Ref.ofBranch(branch, version));
+    }
   }
 
   @Override

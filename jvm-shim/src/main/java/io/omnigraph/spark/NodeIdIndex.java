@@ -17,8 +17,6 @@ import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.ipc.ArrowReader;
 import org.lance.Dataset;
-import org.lance.ReadOptions;
-import org.lance.Ref;
 import org.lance.file.LanceFileReader;
 import org.lance.ipc.LanceScanner;
 import org.lance.ipc.ScanOptions;
@@ -178,7 +176,9 @@ final class NodeIdIndex {
     try (BufferAllocator allocator = new RootAllocator()) {
       JsonNode table = source.get("table");
       if (table != null && !table.isNull()) {
-        try (Dataset ds = open(allocator, table);
+        JsonNode branch = table.get("branch");
+        try (Dataset ds = LanceSnapshotSource.openAt(allocator, table.get("path").asText(),
+                 branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong());
              LanceScanner sc = LanceScanner.create(ds,
                  new ScanOptions.Builder().columns(Collections.singletonList("id")).batchSize(262_144).build(),
                  allocator);
@@ -202,18 +202,6 @@ final class NodeIdIndex {
     return index;
   }
 
-  private static Dataset open(BufferAllocator allocator, JsonNode t) {
-    String path = t.get("path").asText();
-    long version = t.get("version").asLong();
-    JsonNode branch = t.get("branch");
-    if (branch == null || branch.isNull()) {
-      return Dataset.open(allocator, path, new ReadOptions.Builder().setVersion(version).build());
-    }
-    try (Dataset head = Dataset.open(allocator, path, new ReadOptions.Builder().build())) {
-      return head.checkout(Ref.ofBranch(branch.asText(), version));
-    }
-  }
-
   /** Appends every non-null id of a stream to one byte arena (length-prefixed). */
   private static final class Collector {
     byte[] bytes = new byte[1 << 16];
@@ -232,17 +220,14 @@ final class NodeIdIndex {
         if (need > bytes.length) {
           bytes = Arrays.copyOf(bytes, (int) Math.min(Integer.MAX_VALUE - 16, Math.max(need, 2L * bytes.length)));
         }
-        for (int i = 0; i < rows; i++) {
-          if (v.isNull(i)) {
-            continue;
-          }
-          int start = v.getStartOffset(i);
-          int len = v.getEndOffset(i) - start;
+        StringValues ids = new StringValues(v);
+        for (int i = 0; i < ids.n; i++) {
+          int len = ids.lens[i];
           INTS.set(bytes, end, len);
-          v.getDataBuffer().getBytes(start, bytes, end + 4, len);
+          System.arraycopy(ids.bytes, ids.starts[i], bytes, end + 4, len);
           end += 4 + len;
-          n++;
         }
+        n += ids.n;
       }
     }
   }

@@ -17,8 +17,6 @@ import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.lance.Dataset;
-import org.lance.ReadOptions;
-import org.lance.Ref;
 import org.lance.ipc.LanceScanner;
 import org.lance.ipc.ScanOptions;
 
@@ -64,16 +62,7 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
       Dataset ds = null;
       LanceScanner sc = null;
       try {
-        if (spec.branch == null) {
-          ds = Dataset.open(allocator, spec.path, new ReadOptions.Builder().setVersion(spec.version).build());
-        } else {
-          Dataset head = Dataset.open(allocator, spec.path, new ReadOptions.Builder().build());
-          try {
-            ds = head.checkout(Ref.ofBranch(spec.branch, spec.version));
-          } finally {
-            head.close();
-          }
-        }
+        ds = LanceSnapshotSource.openAt(allocator, spec.path, spec.branch, spec.version);
         List<String> columns = new ArrayList<>();
         for (StructField f : schema.fields()) {
           columns.add(f.name());
