@@ -107,6 +107,8 @@ def cmd_cleanup(args, out: Output) -> int:
         verb = "would remove" if r.dry_run else "removed"
         lines.append(f"{verb} {r.versions_removed} table versions, {r.orphan_files} orphan files, "
                      f"{human_bytes(r.bytes_removed)} in {r.seconds:.1f}s")
+        if r.staging_journals_removed:
+            lines.append(f"{verb} {len(r.staging_journals_removed)} staging journals of killed loads")
         if r.dry_run:
             lines.append("dry run: nothing deleted")
         for k, e in r.errors.items():

@@ -55,7 +55,7 @@ class _Journal:
 
     @classmethod
     def new(cls, graph: Graph) -> "_Journal":
-        d = join(RootPaths(graph.root).spark_dir, "staging", uuid.uuid4().hex)
+        d = join(RootPaths(graph.root).staging_dir, uuid.uuid4().hex)
         return cls(graph.root, d, tuple(sorted((graph.storage_options or {}).items())))
 
     def _fs(self) -> RootStorage:

@@ -153,5 +153,10 @@ class RootPaths:
     def spark_dir(self) -> str:
         return join(self.root, SPARK_DIR)
 
+    @property
+    def staging_dir(self) -> str:
+        """Per-load staging journals (``<dir>/<load id>/``): what each task attempt staged."""
+        return join(self.root, SPARK_DIR, "staging")
+
     def file(self, name: str) -> str:
         return join(self.root, name)

@@ -17,6 +17,10 @@ Then, per table dataset:
   version of any lineage of the dataset references, last modified more than ``orphan_grace_s``
   ago (a running job's staged files are younger than that), are deleted.
 
+Last, staging journals (``_omnigraph_spark/staging/<load>/``: the files each task attempt of a
+Spark load staged, and the JVM tasks' key fingerprints) that a killed driver never removed,
+untouched for ``orphan_grace_s``, are deleted; the data files they name are orphan files above.
+
 Failures are isolated per table: recorded in the report, the other tables continue.
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple, Union
@@ -77,6 +82,7 @@ class CleanupReport:
     older_than: Optional[dt.timedelta]
     tables: List[TableCleanupResult] = field(default_factory=list)
     commit_graph_forks_removed: List[str] = field(default_factory=list)
+    staging_journals_removed: List[str] = field(default_factory=list)  # load ids (directory names)
     kept_graph_versions: Dict[str, List[int]] = field(default_factory=dict)  # branch -> __manifest versions
     protected: Dict[Tuple[str, str], int] = field(default_factory=dict)  # (table_path, lineage) -> min version
     errors: Dict[str, str] = field(default_factory=dict)
@@ -261,10 +267,16 @@ def cleanup(graph, *, keep_versions: Optional[int] = None,
                                                                         lease_timeout_s)
         except Exception as e:
             report.errors["_graph_commits.lance"] = f"{type(e).__name__}: {e}"
+    if include_orphans:
+        try:
+            report.staging_journals_removed = _sweep_staging_journals(graph, now, orphan_grace_s, dry_run)
+        except Exception as e:
+            report.errors["_omnigraph_spark/staging"] = f"{type(e).__name__}: {e}"
     report.seconds = time.monotonic() - t0
-    log.info("cleanup%s: %d versions, %d orphan files, %d bytes, forks %s, errors %s (%.2fs)",
+    log.info("cleanup%s: %d versions, %d orphan files, %d bytes, forks %s, %d staging journals, errors %s (%.2fs)",
              " (dry run)" if dry_run else "", report.versions_removed, report.orphan_files, report.bytes_removed,
-             [(t.table_key, f) for t in report.tables for f in t.forks_removed], report.errors, report.seconds)
+             [(t.table_key, f) for t in report.tables for f in t.forks_removed],
+             len(report.staging_journals_removed), report.errors, report.seconds)
     return report
 
 
@@ -366,6 +378,37 @@ def _sweep_orphans(graph, res: TableCleanupResult, base: str, lineages: List[str
         res.orphan_bytes += size
         if not dry_run:
             graph.storage.delete(join(base, rel))
+
+
+def _sweep_staging_journals(graph, now: float, grace: float, dry_run: bool) -> List[str]:
+    """Journal directories of loads whose driver died before cleaning up: every file (and, on a
+    local root, the directory itself) untouched for ``grace`` seconds. A live load writes its
+    journal as tasks finish; its driver reads the journal only to delete files it does not
+    commit and falls back to exact checks if a fingerprint file is gone, so a slow load that
+    loses its journal still commits correctly and leaves orphans to the sweep above."""
+    base = RootPaths(graph.root).staging_dir
+    newest: Dict[str, float] = {}
+    files: Dict[str, List[str]] = {}
+    for rel, mtime, _ in _list_files(graph.storage, base):
+        load = rel.split("/", 1)[0]
+        if "/" not in rel:
+            continue  # a stray file beside the load directories: not ours to judge
+        newest[load] = max(newest.get(load, 0.0), mtime)
+        files.setdefault(load, []).append(rel)
+    if graph.storage.local and os.path.isdir(base):
+        for load in os.listdir(base):
+            d = os.path.join(base, load)
+            if os.path.isdir(d):
+                newest[load] = max(newest.get(load, 0.0), os.stat(d).st_mtime)
+    gone = sorted(load for load, m in newest.items() if now - m >= grace)
+    if dry_run:
+        return gone
+    for load in gone:
+        for rel in files.get(load, []):
+            graph.storage.delete(join(base, rel))
+        if graph.storage.local:
+            shutil.rmtree(os.path.join(base, load), ignore_errors=True)  # empty sub-directories
+    return gone
 
 
 def _reconcile_commit_graph(graph, live: Set[str], now, grace, dry_run, lease_timeout_s) -> List[str]:

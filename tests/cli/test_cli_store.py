@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -195,9 +196,14 @@ def test_optimize_and_cleanup(inited):
     dry = cli("cleanup", inited, "--keep-versions", "1", "--dry-run", "--json")
     assert dry.code == 0, dry.err
     assert dry.json["dry_run"] is True and dry.json["keep_versions"] == 1
+    journal = os.path.join(inited, "_omnigraph_spark", "staging", "0123abcd")  # a killed load's
+    os.makedirs(journal)
+    past = time.time() - 7200
+    os.utime(journal, (past, past))
     r = cli("cleanup", inited, "--keep-versions", "1", "--older-than", "0s")
     assert r.code == 0, r.err
-    assert "removed" in r.out
+    assert "removed" in r.out and "removed 1 staging journals of killed loads" in r.out
+    assert not os.path.exists(journal)
     assert cli("status", inited, "--json").json["tables"]["node:Person"]["row_count"] == 3
 
 

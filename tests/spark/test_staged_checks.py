@@ -208,3 +208,31 @@ def test_key_uniqueness_proven_by_fingerprints(jvm, tmp_path, calls):
     assert calls["unique"] == 2  # the JVM load's fingerprints collided: checked exactly, as Python's
     left = [p for p in (tmp_path).rglob("*.bin")]
     assert left == []
+
+
+def test_missing_fingerprint_files_fall_back_to_the_exact_check(jvm, tmp_path, calls, monkeypatch):
+    """The fingerprints are a shortcut, never a dependency: if a load's fingerprint files are
+    gone before its commit (``cleanup`` swept the journal of a load idle past its grace), the
+    driver checks the key exactly: distinct keys commit, a repeated key gets the usual error."""
+    import os
+
+    real = jvm_write.stage_jvm
+
+    def staged_then_swept(*a, **kw):
+        out = real(*a, **kw)
+        for s in out:
+            for f in s.key_hashes or ():
+                os.remove(f)
+        assert any(s.key_hashes for s in out)  # there were fingerprints to lose
+        return out
+
+    monkeypatch.setattr(jvm_write, "stage_jvm", staged_then_swept)
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm).repartition(2), g.root, "Person", engine="jvm")
+    assert calls["unique"] == 1
+    assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
+    h = Graph.init(str(tmp_path / "dup"), SCHEMA)
+    with pytest.raises(UniqueViolationError, match="'ann'"):
+        write_table(jvm.createDataFrame([(n,) for n in NAMES + ["ann"]], "name string").repartition(2),
+                    h.root, "Person", engine="jvm")
+    assert len(Graph.open(h.root).log()) == 1

@@ -325,3 +325,42 @@ def test_cleanup_dry_run_changes_nothing(test_graph):
     assert real.versions_removed == rep.versions_removed
     assert [t.orphan_files for t in real.tables] == [t.orphan_files for t in rep.tables]
     assert len(rows_of(g, P)) == 4
+
+
+def _journal(g, load, names, age_s):
+    """A Spark load's staging journal as its tasks leave it (JSON entries, key fingerprints)."""
+    d = os.path.join(RootPaths(g.root).staging_dir, load)
+    os.makedirs(d, exist_ok=True)
+    for n in names:
+        with open(os.path.join(d, n), "w") as f:
+            f.write("[]")
+    past = time.time() - age_s
+    for n in names:
+        os.utime(os.path.join(d, n), (past, past))
+    os.utime(d, (past, past))
+    return d
+
+
+def test_cleanup_removes_staging_journals_of_killed_loads(test_graph):
+    """A driver killed mid-load leaves its staging journal (entries and *.bin fingerprints);
+    cleanup removes journals untouched for the grace, keeps a live load's (younger), and a dry
+    run only lists them."""
+    g = test_graph
+    write_rows(g, P, people("a"))
+    dead = _journal(g, "dead0", ["jvm-node-Person-p0-t1-ab12cd34.json", "keys-node-Person-p0-t1-ee.bin"], 7200)
+    empty = _journal(g, "empty1", [], 7200)
+    live = _journal(g, "live2", ["jvm-node-Person-p0-t3-0a0b0c0d.json"], 10)
+    rows = rows_of(g, P)
+    dry = g.cleanup(keep_versions=100, dry_run=True)
+    assert dry.staging_journals_removed == ["dead0", "empty1"]
+    assert os.path.isdir(dead) and os.path.isdir(empty)
+    rep = g.cleanup(keep_versions=100)
+    assert rep.staging_journals_removed == ["dead0", "empty1"] and not rep.errors
+    assert not os.path.exists(dead) and not os.path.exists(empty)
+    assert os.listdir(live) == ["jvm-node-Person-p0-t3-0a0b0c0d.json"]
+    assert g.cleanup(keep_versions=100, orphan_grace_s=0).staging_journals_removed == ["live2"]
+    assert not os.path.exists(live)
+    assert rows_of(g, P) == rows
+    kept = _journal(g, "dead3", ["jvm-node-Person-p1-t4-01020304.json"], 7200)
+    assert g.cleanup(keep_versions=100, include_orphans=False).staging_journals_removed == []
+    assert os.path.isdir(kept)  # no orphan sweep asked for: journals are left too
