@@ -1,15 +1,15 @@
 package io.omnigraph.spark;
 
-import com.github.f4b6a3.ulid.UlidFactory;
+import com.github.f4b6a3.ulid.Ulid;
 import io.omnigraph.spark.LanceFragmentSink.ColumnRule;
 import io.omnigraph.spark.LanceFragmentSink.WriteSpec;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.function.IntFunction;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VarCharVector;
@@ -29,7 +29,7 @@ final class RowRules {
   private final WriteSpec spec;
   private final String where;
   private final List<Set<String>> allowed = new ArrayList<>();
-  private final UlidFactory ulids = UlidFactory.newInstance(new BulkRandom());
+  private final UlidMint ulids = new UlidMint();
   private long givenIds;
 
   RowRules(WriteSpec spec, String where) {
@@ -101,9 +101,10 @@ final class RowRules {
     }
     VarCharVector fresh = new VarCharVector(ids.getField(), allocator);
     fresh.allocateNew(32L * n, n); // setSafe grows it for longer given ids
+    long now = System.currentTimeMillis(); // one clock read per batch (a batch mints in milliseconds)
     for (int i = 0; i < n; i++) {
       if (ids.isNull(i)) {
-        fresh.setSafe(i, ulids.create().toString().getBytes(StandardCharsets.US_ASCII));
+        fresh.setSafe(i, ulids.next(now));
       } else {
         fresh.setSafe(i, ids.get(i));
       }
@@ -138,14 +139,15 @@ final class RowRules {
   }
 
   /**
-   * 80 random bits per ULID from one SecureRandom, filled 64 KiB at a time (one call per id is
-   * slow). The NIST DRBG (seeded from the system's entropy) fills 10 MB in ~37 ms where the
-   * default NativePRNG takes ~160 ms: a third of the minting cost of 1M ids.
+   * Fresh ULIDs as bytes: the 48-bit time given, 80 random bits from one SecureRandom read 64 KiB
+   * at a time (one call per id is slow), encoded by ulid-creator's {@link Ulid}. The NIST DRBG
+   * (seeded from the system's entropy) fills 10 MB in ~37 ms where the default NativePRNG takes
+   * ~160 ms; with the bits taken as two longs and no per-id clock read, 1M ids cost ~110-120 ms
+   * instead of ~235-255 ms.
    */
-  private static final class BulkRandom implements IntFunction<byte[]> {
+  private static final class UlidMint {
     private final SecureRandom random = drbg();
-    private final byte[] pool = new byte[65536];
-    private int pos = pool.length;
+    private final ByteBuffer pool = ByteBuffer.allocate(65536).position(65536);
 
     private static SecureRandom drbg() {
       try {
@@ -155,16 +157,13 @@ final class RowRules {
       }
     }
 
-    @Override
-    public byte[] apply(int n) {
-      if (pos + n > pool.length) {
-        random.nextBytes(pool);
-        pos = 0;
+    byte[] next(long timeMillis) {
+      if (pool.remaining() < 10) {
+        random.nextBytes(pool.array());
+        pool.clear();
       }
-      byte[] out = new byte[n];
-      System.arraycopy(pool, pos, out, 0, n);
-      pos += n;
-      return out;
+      long high = (timeMillis << 16) | (pool.getShort() & 0xFFFFL);
+      return new Ulid(high, pool.getLong()).toString().getBytes(StandardCharsets.US_ASCII);
     }
   }
 
