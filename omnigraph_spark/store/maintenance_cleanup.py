@@ -390,9 +390,9 @@ def _sweep_staging_journals(graph, now: float, grace: float, dry_run: bool) -> L
     newest: Dict[str, float] = {}
     files: Dict[str, List[str]] = {}
     for rel, mtime, _ in _list_files(graph.storage, base):
-        load = rel.split("/", 1)[0]
         if "/" not in rel:
             continue  # a stray file beside the load directories: not ours to judge
+        load = rel.split("/", 1)[0]
         newest[load] = max(newest.get(load, 0.0), mtime)
         files.setdefault(load, []).append(rel)
     if graph.storage.local and os.path.isdir(base):
