@@ -416,41 +416,33 @@ class Bench:
         has_jvm = shim_loaded(self.spark)
         if not has_jvm:
             log("write: jvm-shim not on the class path (make jvm-shim): no JVM write path measured")
-        warm = 0 if a.no_warm_up else 1
-        for r in range(-warm, a.repeats):
-            order = ["omnigraph", "omnigraph_jvm", "omnigraph_jvm_graph", "parquet", "python_source_floor",
-                     "lance_single_process"]
+        writers: Dict[str, Callable[[], Dict[str, float]]] = {"omnigraph": lambda: self.omnigraph_write(nodes, edges)}
+        if has_jvm:
+            writers["omnigraph_jvm"] = lambda: self.omnigraph_jvm_write(nodes, edges)
+            writers["omnigraph_jvm_graph"] = lambda: self.omnigraph_jvm_graph_write(nodes, edges)
+        writers["parquet"] = lambda: self.parquet_write(nodes, edges)
+        writers["python_source_floor"] = lambda: self.floor_write(nodes, edges)
+        if not a.no_lance_baseline:
+            writers["lance_single_process"] = lambda: self.lance_write(node_tbl, edge_tbl)
+        if not a.no_warm_up:
+            # one untimed round at full size: the JIT compiles every writer's hot code (a cold
+            # first Parquet write took 3x its warm time), so repeats compare warm writers
+            t0 = time.perf_counter()
+            for who, write in writers.items():
+                if who != "lance_single_process":  # no JVM code to warm
+                    write()
+            log(f"write warm-up round (untimed): {time.perf_counter() - t0:.1f}s")
+        with_memory = {"omnigraph", "omnigraph_jvm"}  # memory peaks recorded per repeat (results "memory" phases)
+        for r in range(a.repeats):
+            order = list(writers)
             if r % 2:
                 order.reverse()  # alternate the order so drift in machine load hits both sides
-            if r < 0:
-                # one untimed round at full size: the JIT compiles every writer's hot code (a cold
-                # first Parquet write took 3x its warm time), so repeats compare warm writers
-                t0 = time.perf_counter()
-                self.omnigraph_write(nodes, edges)
-                if has_jvm:
-                    self.omnigraph_jvm_write(nodes, edges)
-                    self.omnigraph_jvm_graph_write(nodes, edges)
-                self.parquet_write(nodes, edges)
-                self.floor_write(nodes, edges)
-                log(f"write warm-up round (untimed): {time.perf_counter() - t0:.1f}s")
-                continue
             for who in order:
-                if who == "omnigraph":
-                    with self.mem.phase_of(f"write_omnigraph_r{r}"):
-                        runs[who].append(self.omnigraph_write(nodes, edges))
-                elif who == "omnigraph_jvm":
-                    if has_jvm:
-                        with self.mem.phase_of(f"write_omnigraph_jvm_r{r}"):
-                            runs[who].append(self.omnigraph_jvm_write(nodes, edges))
-                elif who == "omnigraph_jvm_graph":
-                    if has_jvm:
-                        runs[who].append(self.omnigraph_jvm_graph_write(nodes, edges))
-                elif who == "parquet":
-                    runs[who].append(self.parquet_write(nodes, edges))
-                elif who == "python_source_floor":
-                    runs[who].append(self.floor_write(nodes, edges))
-                elif not a.no_lance_baseline:
-                    runs[who].append(self.lance_write(node_tbl, edge_tbl))
+                if who in with_memory:
+                    with self.mem.phase_of(f"write_{who}_r{r}"):
+                        runs[who].append(writers[who]())
+                else:
+                    runs[who].append(writers[who]())
             log(f"write repeat {r}: " + ", ".join(f"{k} {v[-1]['total']:.2f}s" for k, v in runs.items() if v))
         rows = a.rows + a.edge_rows
         nbytes = in_bytes["nodes"] + in_bytes["edges"]

@@ -353,13 +353,11 @@ def _unique_fingerprinted(td: TypeDef, s: StagedTable, staged_cols, key: str, co
         parts = [np.fromfile(f, dtype="<u8") for f in s.key_hashes or ()]
     except OSError as e:  # e.g. cleanup took the journal of a load idle past its grace: no proof
         log.warning("%s %s: key fingerprints unreadable (%s); checking exactly", td.table_key, what, e)
-        _unique_of(td, staged_cols, key, cols, what)
-        return
-    prints = np.concatenate(parts) if parts else np.empty(0, dtype="<u8")
-    prints.sort()
-    if len(prints) < 2 or not bool((prints[1:] == prints[:-1]).any()):
-        log.info("%s %s: %d values proven distinct by fingerprints", td.table_key, what, len(prints))
-        return
+    else:
+        prints = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype="<u8")
+        if len(prints) < 2 or not bool((prints[1:] == prints[:-1]).any()):
+            log.info("%s %s: %d values proven distinct by fingerprints", td.table_key, what, len(prints))
+            return
     _unique_of(td, staged_cols, key, cols, what)
 
 

@@ -404,10 +404,11 @@ def _sweep_staging_journals(graph, now: float, grace: float, dry_run: bool) -> L
     if dry_run:
         return gone
     for load in gone:
+        if graph.storage.local:
+            shutil.rmtree(os.path.join(base, load), ignore_errors=True)  # its files and the directory
+            continue
         for rel in files.get(load, []):
             graph.storage.delete(join(base, rel))
-        if graph.storage.local:
-            shutil.rmtree(os.path.join(base, load), ignore_errors=True)  # empty sub-directories
     return gone
 
 

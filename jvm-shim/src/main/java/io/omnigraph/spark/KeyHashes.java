@@ -51,8 +51,4 @@ final class KeyHashes {
     buf.asLongBuffer().put(values, 0, n);
     LanceFragmentSink.writeAtomically(path, buf.array());
   }
-
-  int count() {
-    return n;
-  }
 }

@@ -9,6 +9,7 @@ import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.apache.arrow.memory.BufferAllocator;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -22,10 +23,9 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
-import org.lance.Ref;
-import org.lance.ReadOptions;
 import org.lance.Dataset;
-import org.apache.arrow.memory.BufferAllocator;
+import org.lance.ReadOptions;
+import org.lance.Ref;
 
 /**
  * The JVM read path of omnigraph-spark: scans one Lance table at one pinned version into Spark
