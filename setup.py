@@ -42,6 +42,8 @@ setup(
             "nbclient>=0.10,<0.11",
             "ipykernel>=6.29,<8",
             "matplotlib>=3.8,<4",
+            # an S3 endpoint for the object-store tests (tests/object_store.py); boto3 comes with it
+            "moto[server]>=5.1.18,<5.2",
         ],
     },
     entry_points={"console_scripts": ["omnigraph-spark=omnigraph_spark.cli.main:main"]},

@@ -65,3 +65,17 @@ def spark():
     register(s)
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A local S3 endpoint (moto's server) shared by the test session."""
+    from .object_store import serve
+
+    yield from serve()
+
+
+@pytest.fixture
+def s3_graph_root(s3):
+    """(root URI, storage options) of a fresh bucket: where an object-store graph goes."""
+    return f"s3://{s3.new_bucket()}/graph", s3.storage_options()

@@ -4,17 +4,25 @@ Why: pylance rebases an Append over a concurrent one even with ``max_retries=0``
 our own jobs therefore must not commit the same table at once; holding this lease from the
 fresh snapshot to the sidecar delete makes them take turns, so both succeed. The engine does
 not know the lease; races with engine writers are still caught by the version checks.
+
+Taking the lease needs an atomic "create if absent". Locally that is a hard link of a complete
+file (``commit.lease``). Object stores have no such file operation in pyarrow, so there the lease
+is a tiny Lance dataset (``commit_lease.lance``, no data files): its latest version's schema
+metadata holds the record, and a change is an Overwrite committed at ``read_version`` with no
+retries, which Lance lands at exactly the next version (a conditional PUT) or refuses. That
+compare-and-swap takes, breaks (stale holder) and releases the lease.
 """
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import logging
 import os
 import socket
 import time
 import uuid
-from typing import Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from ..errors import LeaseTimeoutError
 from .fs import RootStorage
@@ -24,35 +32,43 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TTL_S = 900.0
 UNPARSABLE_GRACE_S = 30.0
+CAS_LEASE_KEY = b"omnigraph_spark.lease"
+CAS_PRUNE_EVERY = 64  # releases prune the lease dataset's versions (manifests only) older than:
+CAS_PRUNE_OLDER_THAN_S = 3600.0
 
 
 @contextlib.contextmanager
 def hold(storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: float = DEFAULT_TTL_S,
          owner: str = "") -> Iterator[str]:
-    path = join(RootPaths(root).spark_dir, "commit.lease")
     token = uuid.uuid4().hex
-    body = json.dumps({"token": token, "owner": owner, "host": socket.gethostname(), "pid": os.getpid(),
-                       "acquired_at": time.time(), "expires_at": time.time() + ttl_s})
+    record = {"token": token, "owner": owner, "host": socket.gethostname(), "pid": os.getpid(),
+              "acquired_at": time.time(), "expires_at": time.time() + ttl_s}
+    spark_dir = RootPaths(root).spark_dir
+    if storage.local:
+        slot = _FileSlot(storage, join(spark_dir, "commit.lease"))
+    else:
+        slot = _LanceSlot(join(spark_dir, "commit_lease.lance"), storage.storage_options)
     deadline = time.monotonic() + timeout_s
     delay = 0.02
-    while True:
-        if storage.create_text(path, body):
-            break
-        _break_if_stale(storage, path)
+    while not slot.try_take(record):
         if time.monotonic() > deadline:
             raise LeaseTimeoutError(f"could not take the commit lease of graph '{root}' within {timeout_s:.0f} s; "
-                                    f"another writer holds it ({path})", root=root, path=path)
+                                    f"another writer holds it ({slot.path})", root=root, path=slot.path)
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
     try:
         yield token
     finally:
         try:
-            cur = json.loads(storage.read_text(path))
-            if cur.get("token") == token:
-                storage.delete(path)
+            slot.release(token)
         except (FileNotFoundError, ValueError, OSError) as e:
             log.warning("commit lease release: %s", e)
+
+
+def _is_stale(cur: dict) -> bool:
+    """A holder that died on this host, or a lease past its expiry."""
+    dead = cur.get("host") == socket.gethostname() and isinstance(cur.get("pid"), int) and not _alive(cur["pid"])
+    return dead or cur.get("expires_at", 0) < time.time()
 
 
 def _alive(pid: int) -> bool:
@@ -66,14 +82,89 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class _FileSlot:
+    """The local lease: a file created by hard link (atomic create-if-absent)."""
+
+    def __init__(self, storage: RootStorage, path: str) -> None:
+        self.storage, self.path = storage, path
+
+    def try_take(self, record: dict) -> bool:
+        if self.storage.create_text(self.path, json.dumps(record)):
+            return True
+        _break_if_stale(self.storage, self.path)
+        return False
+
+    def release(self, token: str) -> None:
+        if json.loads(self.storage.read_text(self.path)).get("token") == token:
+            self.storage.delete(self.path)
+
+
+class _LanceSlot:
+    """The object-store lease: a compare-and-swap on a Lance dataset's next version."""
+
+    def __init__(self, uri: str, storage_options: Optional[Dict[str, str]]) -> None:
+        self.path, self.storage_options = uri, storage_options
+
+    def _read(self) -> Tuple[Optional[Any], dict]:
+        """(the latest version, its record; {} = free), or (None, {}) before the first lease."""
+        import lance
+
+        try:
+            ds = lance.dataset(self.path, storage_options=self.storage_options)
+        except (ValueError, OSError) as e:
+            if "not found" in str(e).lower() or "does not exist" in str(e).lower():
+                return None, {}
+            raise
+        raw = (ds.schema.metadata or {}).get(CAS_LEASE_KEY)
+        return ds, json.loads(raw) if raw else {}
+
+    def _swap(self, ds: Optional[Any], record: dict) -> Optional[Any]:
+        """Write ``record`` as the version after ``ds`` (None: the first version). Returns the new
+        version, or None if another writer got there first. ``max_retries=0`` makes Lance refuse
+        instead of rebasing (creating included: ``write_dataset(mode="create")`` would rebase)."""
+        import lance
+        import pyarrow as pa
+
+        schema = pa.schema([pa.field("lease", pa.string())], metadata={CAS_LEASE_KEY: json.dumps(record)})
+        expected = 1 if ds is None else ds.version + 1
+        try:
+            landed = lance.LanceDataset.commit(self.path, lance.LanceOperation.Overwrite(schema, []),
+                                               read_version=None if ds is None else ds.version,
+                                               max_retries=0, storage_options=self.storage_options)
+        except (OSError, ValueError):
+            again, _ = self._read()  # lost the race, or a real storage error
+            if again is not None and again.version >= expected:
+                return None
+            raise
+        return landed if landed.version == expected else None
+
+    def try_take(self, record: dict) -> bool:
+        ds, cur = self._read()
+        if cur.get("token"):
+            if not _is_stale(cur):
+                return False
+            log.warning("breaking stale commit lease %s held by %s", self.path, cur.get("owner"))
+        return self._swap(ds, record) is not None
+
+    def release(self, token: str) -> None:
+        ds, cur = self._read()
+        if cur.get("token") != token:
+            return
+        landed = self._swap(ds, {})
+        if landed is None:
+            log.warning("commit lease %s changed while being released (broken as stale?)", self.path)
+        elif landed.version % CAS_PRUNE_EVERY == 0:  # two versions per commit window: keep it small
+            landed.cleanup_old_versions(older_than=dt.timedelta(seconds=CAS_PRUNE_OLDER_THAN_S))
+
+
 def _break_if_stale(storage: RootStorage, path: str) -> None:
     try:
         cur = json.loads(storage.read_text(path))
     except FileNotFoundError:
         return
     except ValueError:
-        # Unreadable content is a lease being written by a store without atomic create, or a
-        # corrupt one. Only the second is stale, and only age tells them apart.
+        # Unreadable content is a lease being written (a store without hard links writes it in
+        # place), or a corrupt one. Only the second is stale, and only age tells them apart.
         try:
             age = storage.age_s(path)
         except (FileNotFoundError, OSError):
@@ -81,13 +172,9 @@ def _break_if_stale(storage: RootStorage, path: str) -> None:
         if age is not None and age < UNPARSABLE_GRACE_S:
             return
         cur = {"expires_at": 0}
-    dead = cur.get("host") == socket.gethostname() and isinstance(cur.get("pid"), int) and not _alive(cur["pid"])
-    if dead or cur.get("expires_at", 0) < time.time():
+    if _is_stale(cur):
         log.warning("breaking stale commit lease %s held by %s", path, cur.get("owner"))
-        if storage.local:
-            _move_aside_if_same(path, cur.get("token"))
-        else:
-            storage.delete(path)
+        _move_aside_if_same(path, cur.get("token"))
 
 
 def _move_aside_if_same(path: str, token: Optional[str]) -> None:

@@ -2,7 +2,10 @@
 
 Usage: python crash_writer.py ROOT MODE BRANCH TABLES   (TABLES: "person" or "person+knows")
 The failpoint comes from OMNIGRAPH_SPARK_FAILPOINT; the process dies with os._exit(137).
+Storage options of an object-store root come as JSON in OMNIGRAPH_TEST_STORAGE_OPTIONS.
 """
+import json
+import os
 import sys
 
 import pyarrow as pa
@@ -11,7 +14,7 @@ from omnigraph_spark import Graph
 from omnigraph_spark.store import writes
 
 root, mode, branch, which = sys.argv[1:5]
-g = Graph.open(root)
+g = Graph.open(root, json.loads(os.environ.get("OMNIGRAPH_TEST_STORAGE_OPTIONS", "null")))
 staged = []
 t = writes.prepare_target(g, branch, "node:Person", mode)
 staged.append(writes.stage(t, pa.Table.from_pylist(
