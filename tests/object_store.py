@@ -41,8 +41,11 @@ class S3Endpoint:
 
 def serve() -> Iterator[S3Endpoint]:
     """Start moto's S3 server on a free local port; stop it when the generator closes."""
+    import logging
+
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one INFO line per HTTP request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

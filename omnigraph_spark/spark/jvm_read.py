@@ -108,12 +108,13 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
         raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
     schema = _types.spark_schema(typedef, columns)
     if engine != "python":
-        why = _setup_blocker(spark, storage_options)
+        why = _setup_blocker(spark)
         if why is None:
             ds = graph.open_table(typedef.table_key, snap)  # opened once: checked, then planned
             why = "; ".join(column_blockers(ds.schema, _types.arrow_target_schema(schema))) or None
             if why is None:
-                return _jvm_frame(spark, snap, typedef, schema, ds, min_partitions, max_rows_per_partition)
+                return _jvm_frame(spark, snap, typedef, schema, ds, min_partitions, max_rows_per_partition,
+                                  storage_options)
         if engine == "jvm":
             raise JvmReadUnavailableError(f"cannot read '{typedef.name}' through the JVM path: {why}",
                                           type=typedef.name)
@@ -131,10 +132,8 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
     return r.load(graph.root)
 
 
-def _setup_blocker(spark: SparkSession, storage_options: Optional[Dict[str, str]]) -> Optional[str]:
+def _setup_blocker(spark: SparkSession) -> Optional[str]:
     """Why no table can take the JVM path in this session (None: it is available)."""
-    if storage_options:
-        return "storage options are not passed to the JVM reader yet"
     if not shim_loaded(spark):
         return (f"the JVM shim ({SHIM_CLASS}) is not on the classpath; build it with `make jvm-shim` and "
                 "add omnigraph_spark.spark.jvm_read.shim_jars() to spark.driver.extraClassPath")
@@ -142,7 +141,8 @@ def _setup_blocker(spark: SparkSession, storage_options: Optional[Dict[str, str]
 
 
 def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds,
-               min_partitions: Optional[int], max_rows_per_partition: Optional[int]) -> DataFrame:
+               min_partitions: Optional[int], max_rows_per_partition: Optional[int],
+               storage_options: Optional[Dict[str, str]]) -> DataFrame:
     table = snap.table(typedef.table_key)
     frags = fragment_rows(ds)
     parallelism = min_partitions or spark.sparkContext.defaultParallelism
@@ -159,6 +159,8 @@ def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds
          .option("batchSize", str(JVM_BATCH_SIZE)))
     if table.lance_branch:
         r = r.option("branch", table.lance_branch)
+    if storage_options:  # one option whose key names a secret: Spark redacts its value in plans
+        r = r.option("storageSecrets", json.dumps(storage_options))
     return r.load()
 
 

@@ -223,6 +223,16 @@ def test_credentials_never_leak(spark, test_graph, caplog, capfd, monkeypatch):
     assert rdf.count() == 3
     check(rdf._jdf.queryExecution().toString(), "queryExecution")
     rdf.explain(True)
+    # the JVM read path takes the options as one value under a key Spark redacts
+    from omnigraph_spark import read_table
+    from omnigraph_spark.spark.jvm_read import shim_loaded
+
+    if shim_loaded(spark):
+        jdf = read_table(spark, root, "Person", engine="jvm",
+                         storage_options={k[len("storage."):]: v for k, v in STORAGE.items()})
+        assert jdf.count() == 3
+        check(jdf._jdf.queryExecution().toString(), "queryExecution (JVM read)")
+        jdf.explain(True)
     out, err = capfd.readouterr()
     check(out + err, "explain output / process output")
     for rec in caplog.records:

@@ -103,10 +103,17 @@ def test_auto_falls_back_for_columns_that_need_a_conversion(jvm, tmp_path, caplo
         read_table(jvm, g.root, "Thing", columns=["nope"])
 
 
-def test_storage_options_stay_on_the_python_path(jvm, test_graph):
-    write_rows(test_graph, "node:Person", people("a"))
-    with pytest.raises(JvmReadUnavailableError, match="storage options"):
-        read_table(jvm, test_graph.root, "Person", engine="jvm", storage_options={"x": "y"})
+def test_object_store_with_storage_options(jvm, s3_graph_root, test_schema_text):
+    """S3 (moto's server): the executors open the pinned version with the storage options."""
+    root, so = s3_graph_root
+    g = Graph.init(root, test_schema_text, so)
+    write_rows(g, "node:Person", people("a", "b", age=7))
+    write_rows(g, "node:Person", people("c", age=8))
+    df = read_table(jvm, root, "Person", engine="jvm", storage_options=so)
+    assert "LanceSnapshotSource" in df._jdf.queryExecution().toString()
+    assert sorted((r.id, r.age) for r in df.collect()) == [("a", 7), ("b", 7), ("c", 8)]
+    old = read_table(jvm, root, "Person", engine="jvm", storage_options=so, version=g.snapshot().version - 1)
+    assert sorted(r.id for r in old.collect()) == ["a", "b"]  # time travel on the object store
 
 
 def test_snapshots_time_travel_and_branches(jvm, test_graph):

@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -41,7 +42,9 @@ import org.lance.Ref;
  * <p>Options (all set by the Python planner): {@code path} dataset URI, {@code version} pinned
  * table version, {@code branch} owning Lance branch (absent = main), {@code partitions} JSON list
  * of {@code {"fragments": [ids], "filter": sql-or-null}}, {@code table} a display name,
- * {@code batchSize}. The schema is always given by the caller.
+ * {@code batchSize}, {@code storageSecrets} a JSON object of Lance storage options (object stores;
+ * the key names a secret so Spark redacts the value wherever it prints options). The schema is
+ * always given by the caller.
  */
 public final class LanceSnapshotSource implements TableProvider {
   static final ObjectMapper JSON = new ObjectMapper();
@@ -57,10 +60,18 @@ public final class LanceSnapshotSource implements TableProvider {
 
   /** A table at a pinned version on its Lance lineage ({@code branch} null: main). */
   static Dataset openAt(BufferAllocator allocator, String path, String branch, long version) {
+    return openAt(allocator, path, branch, version, Map.of());
+  }
+
+  /** The same, on a store that needs Lance storage options (credentials, endpoint). */
+  static Dataset openAt(BufferAllocator allocator, String path, String branch, long version,
+      Map<String, String> storageOptions) {
     if (branch == null) {
-      return Dataset.open(allocator, path, new ReadOptions.Builder().setVersion(version).build());
+      return Dataset.open(allocator, path,
+          new ReadOptions.Builder().setVersion(version).setStorageOptions(storageOptions).build());
     }
-    try (Dataset head = Dataset.open(allocator, path, new ReadOptions.Builder().build())) {
+    try (Dataset head = Dataset.open(allocator, path,
+        new ReadOptions.Builder().setStorageOptions(storageOptions).build())) {
       return head.checkout(Ref.ofBranch(branch, version));
     }
   }
@@ -89,14 +100,17 @@ public final class LanceSnapshotSource implements TableProvider {
     final String table;
     final int batchSize;
     final List<PartitionSpec> partitions;
+    final HashMap<String, String> storageOptions;
 
-    ScanSpec(String path, long version, String branch, String table, int batchSize, List<PartitionSpec> parts) {
+    ScanSpec(String path, long version, String branch, String table, int batchSize, List<PartitionSpec> parts,
+        HashMap<String, String> storageOptions) {
       this.path = path;
       this.version = version;
       this.branch = branch;
       this.table = table;
       this.batchSize = batchSize;
       this.partitions = parts;
+      this.storageOptions = storageOptions;
     }
 
     static ScanSpec parse(Map<String, String> o) {
@@ -104,7 +118,12 @@ public final class LanceSnapshotSource implements TableProvider {
       String path = require(m, "path");
       long version = Long.parseLong(require(m, "version"));
       List<PartitionSpec> parts = new ArrayList<>();
+      HashMap<String, String> storage = new HashMap<>();
       try {
+        String secrets = m.get("storageSecrets");
+        if (secrets != null) {
+          JSON.readTree(secrets).fields().forEachRemaining(e -> storage.put(e.getKey(), e.getValue().asText()));
+        }
         for (JsonNode p : JSON.readTree(require(m, "partitions"))) {
           List<Integer> ids = new ArrayList<>();
           for (JsonNode id : p.get("fragments")) {
@@ -114,10 +133,10 @@ public final class LanceSnapshotSource implements TableProvider {
           parts.add(new PartitionSpec(ids, f == null || f.isNull() ? null : f.asText()));
         }
       } catch (IOException e) {
-        throw new UncheckedIOException("bad 'partitions' option", e);
+        throw new UncheckedIOException("bad 'partitions' or 'storageSecrets' option", e);
       }
       return new ScanSpec(path, version, m.get("branch"), m.getOrDefault("table", path),
-          Integer.parseInt(m.getOrDefault("batchSize", "65536")), parts);
+          Integer.parseInt(m.getOrDefault("batchSize", "65536")), parts, storage);
     }
 
   }

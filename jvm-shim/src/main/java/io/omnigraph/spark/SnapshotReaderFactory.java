@@ -62,7 +62,7 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
       Dataset ds = null;
       LanceScanner sc = null;
       try {
-        ds = LanceSnapshotSource.openAt(allocator, spec.path, spec.branch, spec.version);
+        ds = LanceSnapshotSource.openAt(allocator, spec.path, spec.branch, spec.version, spec.storageOptions);
         List<String> columns = new ArrayList<>();
         for (StructField f : schema.fields()) {
           columns.add(f.name());
