@@ -79,3 +79,12 @@ def s3():
 def s3_graph_root(s3):
     """(root URI, storage options) of a fresh bucket: where an object-store graph goes."""
     return f"s3://{s3.new_bucket()}/graph", s3.storage_options()
+
+
+@pytest.fixture
+def s3_graph(s3_graph_root, test_schema_text):
+    """A fresh graph on S3 (the engine's test schema), opened with its storage options."""
+    from omnigraph_spark import Graph
+
+    root, so = s3_graph_root
+    return Graph.init(root, test_schema_text, so)

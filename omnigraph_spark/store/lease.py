@@ -22,9 +22,13 @@ import os
 import socket
 import time
 import uuid
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
-from ..errors import LeaseTimeoutError
+import lance
+import pyarrow as pa
+
+from ..errors import GraphNotFoundError, LeaseTimeoutError
+from . import tables as _tables
 from .fs import RootStorage
 from .layout import RootPaths, join
 
@@ -105,26 +109,19 @@ class _LanceSlot:
     def __init__(self, uri: str, storage_options: Optional[Dict[str, str]]) -> None:
         self.path, self.storage_options = uri, storage_options
 
-    def _read(self) -> Tuple[Optional[Any], dict]:
+    def _read(self) -> Tuple[Optional[lance.LanceDataset], dict]:
         """(the latest version, its record; {} = free), or (None, {}) before the first lease."""
-        import lance
-
         try:
-            ds = lance.dataset(self.path, storage_options=self.storage_options)
-        except (ValueError, OSError) as e:
-            if "not found" in str(e).lower() or "does not exist" in str(e).lower():
-                return None, {}
-            raise
+            ds = _tables.open_dataset(self.path, storage_options=self.storage_options)
+        except GraphNotFoundError:
+            return None, {}
         raw = (ds.schema.metadata or {}).get(CAS_LEASE_KEY)
         return ds, json.loads(raw) if raw else {}
 
-    def _swap(self, ds: Optional[Any], record: dict) -> Optional[Any]:
+    def _swap(self, ds: Optional[lance.LanceDataset], record: dict) -> Optional[lance.LanceDataset]:
         """Write ``record`` as the version after ``ds`` (None: the first version). Returns the new
         version, or None if another writer got there first. ``max_retries=0`` makes Lance refuse
         instead of rebasing (creating included: ``write_dataset(mode="create")`` would rebase)."""
-        import lance
-        import pyarrow as pa
-
         schema = pa.schema([pa.field("lease", pa.string())], metadata={CAS_LEASE_KEY: json.dumps(record)})
         expected = 1 if ds is None else ds.version + 1
         try:

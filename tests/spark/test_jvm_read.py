@@ -103,10 +103,9 @@ def test_auto_falls_back_for_columns_that_need_a_conversion(jvm, tmp_path, caplo
         read_table(jvm, g.root, "Thing", columns=["nope"])
 
 
-def test_object_store_with_storage_options(jvm, s3_graph_root, test_schema_text):
+def test_object_store_with_storage_options(jvm, s3, s3_graph):
     """S3 (moto's server): the executors open the pinned version with the storage options."""
-    root, so = s3_graph_root
-    g = Graph.init(root, test_schema_text, so)
+    g, root, so = s3_graph, s3_graph.root, s3.storage_options()
     write_rows(g, "node:Person", people("a", "b", age=7))
     write_rows(g, "node:Person", people("c", age=8))
     df = read_table(jvm, root, "Person", engine="jvm", storage_options=so)

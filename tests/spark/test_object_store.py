@@ -13,12 +13,6 @@ pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
 
-@pytest.fixture
-def s3_graph(s3_graph_root, test_schema_text):
-    root, so = s3_graph_root
-    return Graph.init(root, test_schema_text, so)
-
-
 def _storage(w, so):
     for k, v in so.items():
         w = w.option(f"storage.{k}", v)

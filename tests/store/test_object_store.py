@@ -19,12 +19,6 @@ from .helpers import people, rows_of, stage_rows, write_rows
 P, K = "node:Person", "edge:Knows"
 
 
-@pytest.fixture
-def s3_graph(s3_graph_root, test_schema_text):
-    root, so = s3_graph_root
-    return Graph.init(root, test_schema_text, so)
-
-
 def _bucket_and_prefix(root: str):
     bucket, _, prefix = root[len("s3://"):].partition("/")
     return bucket, prefix
