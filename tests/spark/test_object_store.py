@@ -43,15 +43,15 @@ def test_df_write_and_read_with_storage_options(spark, s3, s3_graph):  # I1
 def test_graph_helpers_fall_back_to_the_python_paths(spark, s3, s3_graph, caplog):
     """engine="auto" on an object store: the Python paths, and a log line saying why."""
     so = s3.storage_options()
+    opts = {f"storage.{k}": v for k, v in so.items()}
     people = spark.createDataFrame([("a", 1), ("b", 2)], "name string, age int")
     knows = spark.createDataFrame([("a", "b")], "src string, dst string")
     with caplog.at_level(logging.INFO, logger="omnigraph_spark"):
-        r = write_graph(s3_graph.root, {"Person": people, "Knows": knows},
-                        options={f"storage.{k}": v for k, v in so.items()})
+        r = write_graph(s3_graph.root, {"Person": people, "Knows": knows}, options=opts)
     assert [t.table_key for t in r.tables] == ["edge:Knows", "node:Person"]
     assert "storage options" in caplog.text
     assert sorted(r.id for r in read_table(spark, s3_graph.root, "Person", storage_options=so).collect()) == ["a", "b"]
     with pytest.raises(Exception) as e:
-        write_table(people, s3_graph.root, "Person", options={f"storage.{k}": v for k, v in so.items()}, engine="jvm")
+        write_table(people, s3_graph.root, "Person", options=opts, engine="jvm")
     assert "storage options" in str(e.value)
     assert Graph.open(s3_graph.root, so).snapshot().tables["node:Person"].row_count == 2  # nothing added

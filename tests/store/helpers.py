@@ -1,10 +1,12 @@
 """Write rows through the store's protocol without Spark (tests only)."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import threading
+from typing import List, Optional
 
 import pyarrow as pa
 
+from omnigraph_spark import Graph
 from omnigraph_spark.store import writes
 
 
@@ -25,3 +27,19 @@ def rows_of(graph, key: str, snapshot=None, sort: str = "id") -> List[dict]:
 
 def people(*names: str, age: Optional[int] = None) -> List[dict]:
     return [{"id": n, "age": age, "name": n} for n in names]
+
+
+def commit_concurrently(graph, staged) -> List[Exception]:
+    """Commit each staged table from its own thread and Graph handle, all at once; the errors."""
+    errors: List[Exception] = []
+
+    def run(s):
+        try:
+            writes.commit_load(Graph.open(graph.root, graph.storage_options), "main", [s])
+        except Exception as e:  # reported by the caller's assertion
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in staged]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    return errors

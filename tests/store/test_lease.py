@@ -85,28 +85,35 @@ def test_breaking_puts_back_a_lease_retaken_meanwhile(tmp_path):  # I14
     assert [n for n in os.listdir(os.path.dirname(p)) if ".stale." in n] == []
 
 
-def test_threads_hold_the_lease_one_at_a_time(tmp_path):  # I14
-    st = RootStorage(str(tmp_path))
-    inside, worst, errors = [0], [0], []
+def _contend(st: RootStorage, root: str, rounds: int, pause_s: float, timeout_s: float):
+    """Six threads take the lease ``rounds`` times each. Returns (takes, most holders at once, errors)."""
+    inside, worst, taken, errors = [0], [0], [0], []
     mu = threading.Lock()
 
     def worker():
         try:
-            for _ in range(15):
-                with lease.hold(st, str(tmp_path), timeout_s=60):
+            for _ in range(rounds):
+                with lease.hold(st, root, timeout_s=timeout_s):
                     with mu:
                         inside[0] += 1
+                        taken[0] += 1
                         worst[0] = max(worst[0], inside[0])
-                    time.sleep(0.001)
+                    time.sleep(pause_s)
                     with mu:
                         inside[0] -= 1
-        except Exception as e:  # pragma: no cover - reported below
+        except Exception as e:  # pragma: no cover - reported by the caller's assertion
             errors.append(e)
 
     ts = [threading.Thread(target=worker) for _ in range(6)]
     [t.start() for t in ts]
     [t.join() for t in ts]
-    assert errors == [] and worst[0] == 1
+    return taken[0], worst[0], errors
+
+
+def test_threads_hold_the_lease_one_at_a_time(tmp_path):  # I14
+    st = RootStorage(str(tmp_path))
+    _, worst, errors = _contend(st, str(tmp_path), rounds=15, pause_s=0.001, timeout_s=60)
+    assert errors == [] and worst == 1
     assert not os.path.exists(_path(str(tmp_path)))
 
 
@@ -128,38 +135,19 @@ def _s3_storage(s3_graph_root):
     return root, RootStorage(root, so)
 
 
-def _lease_record(root, so):
-    import lance
+def _slot(root, so) -> "lease._LanceSlot":
+    return lease._LanceSlot(join(RootPaths(root).spark_dir, "commit_lease.lance"), so)
 
-    ds = lance.dataset(join(RootPaths(root).spark_dir, "commit_lease.lance"), storage_options=so)
-    raw = (ds.schema.metadata or {}).get(lease.CAS_LEASE_KEY)
-    return json.loads(raw) if raw else {}
+
+def _lease_record(root, so):
+    return _slot(root, so)._read()[1]
 
 
 def test_object_store_threads_hold_the_lease_one_at_a_time(s3_graph_root):  # I14
     """Six writers, no atomic file create on S3: the Lance version CAS admits one at a time."""
     root, st = _s3_storage(s3_graph_root)
-    inside, worst, taken, errors = [0], [0], [0], []
-    mu = threading.Lock()
-
-    def worker():
-        try:
-            for _ in range(4):
-                with lease.hold(st, root, timeout_s=120):
-                    with mu:
-                        inside[0] += 1
-                        taken[0] += 1
-                        worst[0] = max(worst[0], inside[0])
-                    time.sleep(0.01)
-                    with mu:
-                        inside[0] -= 1
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    ts = [threading.Thread(target=worker) for _ in range(6)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
-    assert errors == [] and taken[0] == 24 and worst[0] == 1
+    taken, worst, errors = _contend(st, root, rounds=4, pause_s=0.01, timeout_s=120)
+    assert errors == [] and taken == 24 and worst == 1
     assert _lease_record(root, st.storage_options) == {}  # released
 
 
@@ -169,7 +157,7 @@ def test_object_store_stale_lease_is_broken_and_a_live_one_waits(s3_graph_root):
     from omnigraph_spark.errors import LeaseTimeoutError
 
     root, st = _s3_storage(s3_graph_root)
-    slot = lease._LanceSlot(join(RootPaths(root).spark_dir, "commit_lease.lance"), st.storage_options)
+    slot = _slot(root, st.storage_options)
     live = {"token": "live", "host": "elsewhere", "pid": 1, "expires_at": time.time() + 60}
     assert slot.try_take(live)
     with pytest.raises(LeaseTimeoutError) as e:
@@ -192,7 +180,7 @@ def test_object_store_stale_lease_is_broken_and_a_live_one_waits(s3_graph_root):
 
 def test_object_store_release_keeps_a_lease_taken_over_meanwhile(s3_graph_root):  # I14
     root, st = _s3_storage(s3_graph_root)
-    slot = lease._LanceSlot(join(RootPaths(root).spark_dir, "commit_lease.lance"), st.storage_options)
+    slot = _slot(root, st.storage_options)
     assert slot.try_take({"token": "mine", "expires_at": time.time() - 1})  # expired while held
     assert slot.try_take({"token": "next", "expires_at": time.time() + 60})  # broken by the next writer
     slot.release("mine")
@@ -200,15 +188,13 @@ def test_object_store_release_keeps_a_lease_taken_over_meanwhile(s3_graph_root):
 
 
 def test_object_store_lease_prunes_its_old_versions(s3_graph_root, monkeypatch):  # I14
-    import lance
-
     root, st = _s3_storage(s3_graph_root)
     monkeypatch.setattr(lease, "CAS_PRUNE_EVERY", 4)
     monkeypatch.setattr(lease, "CAS_PRUNE_OLDER_THAN_S", 0.0)
     for _ in range(6):
         with lease.hold(st, root, timeout_s=30):
             pass
-    ds = lance.dataset(join(RootPaths(root).spark_dir, "commit_lease.lance"), storage_options=st.storage_options)
+    ds, _ = _slot(root, st.storage_options)._read()
     assert ds.version == 12  # take + release per window
     assert [v["version"] for v in ds.versions()] == [12]  # releases at v4, v8, v12 pruned the rest
     assert _lease_record(root, st.storage_options) == {}

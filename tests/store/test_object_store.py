@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from omnigraph_spark import Graph
 from omnigraph_spark.store import commits, maintenance, writes
 
-from .helpers import people, rows_of, stage_rows, write_rows
+from .helpers import commit_concurrently, people, rows_of, stage_rows, write_rows
 
 P, K = "node:Person", "edge:Knows"
 
@@ -74,21 +73,11 @@ def test_abort_removes_staged_objects(s3, s3_graph):  # I10
 
 @pytest.mark.slow
 def test_concurrent_appends_all_land_once(s3, s3_graph):  # I6, I14
-    """Four writers commit at once. On S3 the lease is check-then-put, so two can hold it: the
-    table commit's version check and the manifest's row-level CAS must still serialise them."""
+    """Four writers commit at once. S3 has no atomic file create: the lease's compare-and-swap
+    on a Lance version must still let one writer at a time into the commit window."""
     g = s3_graph
     staged = [stage_rows(g, P, people(f"p{i}")) for i in range(4)]
-    errors = []
-
-    def run(s):
-        try:
-            writes.commit_load(Graph.open(g.root, s3.storage_options()), "main", [s])
-        except Exception as e:  # pragma: no cover - the assertion below reports it
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(s,)) for s in staged]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    errors = commit_concurrently(g, staged)
     assert errors == []
     assert [r["id"] for r in rows_of(g, P)] == ["p0", "p1", "p2", "p3"]
     snap = g.snapshot()

@@ -2,18 +2,16 @@
 from __future__ import annotations
 
 import os
-import threading
 
 import lance
 import pyarrow as pa
 import pytest
 
-from omnigraph_spark import Graph
 from omnigraph_spark.errors import (CommitRebasedError, CorruptGraphError, ExpectedVersionMismatchError,
                                     TableDriftError)
 from omnigraph_spark.store import tables, writes
 
-from .helpers import people, rows_of, stage_rows, write_rows
+from .helpers import commit_concurrently, people, rows_of, stage_rows, write_rows
 
 
 def test_append_publishes_one_version_and_commit_row(test_graph):  # I1, I4
@@ -152,17 +150,7 @@ def test_txn_token_makes_rerun_a_noop(test_graph):  # I12
 
 def test_concurrent_appends_both_land(test_graph):  # I14
     staged = [stage_rows(test_graph, "node:Person", people(f"p{i}")) for i in range(4)]
-    errors = []
-
-    def run(s):
-        try:
-            writes.commit_load(Graph.open(test_graph.root), "main", [s])
-        except Exception as e:  # pragma: no cover - the assertion below reports it
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(s,)) for s in staged]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    errors = commit_concurrently(test_graph, staged)
     assert errors == []
     assert [r["id"] for r in rows_of(test_graph, "node:Person")] == ["p0", "p1", "p2", "p3"]
     assert test_graph.snapshot().tables["node:Person"].version == 5
