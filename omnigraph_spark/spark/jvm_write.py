@@ -54,9 +54,9 @@ log = logging.getLogger(__name__)
 SINK_CLASS = "io.omnigraph.spark.LanceFragmentSink"
 #: rows per Arrow batch handed from the Spark task thread to the Lance writer thread
 JVM_BATCH_ROWS = 65_536
-#: node ids an executor indexes for the endpoint check while staging edges (40-60 bytes of heap
-#: per 20-byte id; the executor also refuses an index above a quarter of its heap); above this
-#: the driver checks endpoints as it always did
+#: node ids an executor indexes for the endpoint check while staging edges (32-64 bytes of heap
+#: per id, plus the bytes of ids longer than 15; the executor also refuses an index above a
+#: quarter of its heap); above this the driver checks endpoints as it always did
 MAX_INDEXED_IDS = 10_000_000
 
 #: stored Arrow type -> (Spark type it is written as, Spark input types that widen to it exactly)

@@ -83,6 +83,37 @@ def test_endpoints_proven_while_staging_skip_the_driver_probe(jvm, tmp_path, cal
     assert edge_rows(jvm, g.root) == sorted(ring())
 
 
+def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, monkeypatch):
+    """The index keeps ids of up to 15 bytes inside its slots and longer ones in a byte arena:
+    whatever the length, the tasks count exactly the rows whose endpoint is not a node id, near
+    misses included (last byte changed, one byte cut, a NUL appended, multi-byte UTF-8)."""
+    ids = [f"{n:02d}" + "é" * ((n - 2) // 2) + "x" * ((n - 2) % 2) for n in range(2, 41)]  # n bytes
+    assert sorted(len(i.encode()) for i in ids) == list(range(2, 41))
+    near = [v for i in ids if len(i.encode()) in (6, 7, 8, 9, 14, 15, 16, 17, 26)
+            for v in (i[:-1] + chr(ord(i[-1]) ^ 1), i[:-1], i + "\x00")]
+    assert not set(near) & set(ids)
+    staged = jvm_write.stage_jvm
+    dangling = []
+
+    def spy(*a, **kw):
+        out = staged(*a, **kw)
+        dangling.extend(s.ends.dangling for s in out if s.ends is not None)
+        return out
+
+    monkeypatch.setattr(graph_io._jvm_write, "stage_jvm", spy)
+    g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
+    write_table(people(jvm, ids), g.root, "Person", engine="jvm")
+    write_table(knows(jvm, [(i, j) for i in ids for j in ids[::7]], parts=3), g.root, "Knows", engine="jvm")
+    assert dangling == [0, 0, 0] and calls["endpoints"] == 0
+    dangling.clear()
+    with pytest.raises(DanglingEdgeError, match=rf"\[0 dangling src, {len(near)} dangling dst\]"):
+        write_table(knows(jvm, [(ids[k % len(ids)], v) for k, v in enumerate(near)] + ring(ids), parts=3),
+                    g.root, "Knows", engine="jvm")
+    assert sum(dangling) == len(near) and len(dangling) == 3
+    assert calls["endpoints"] == 1
+    assert len(edge_rows(jvm, g.root)) == len(ids) * len(ids[::7])
+
+
 def test_nodes_staged_in_the_same_load_are_indexed_from_their_files(jvm, tmp_path, calls):
     """write_graph of nodes + edges: the tasks index the load's own staged node files, so the
     driver skips the probe here too; an overwrite of the node type drops the committed ids."""
