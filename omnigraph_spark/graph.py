@@ -8,6 +8,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -21,6 +22,7 @@ from .errors import (AlreadyInitializedError, CommitNotFoundError, GraphNotFound
 from .schema.catalog import Catalog
 from .store import branches as _branches
 from .store import commits as _commits
+from .store import lease as _lease
 from .store import manifest as _manifest
 from .store import recovery as _recovery
 from .store import sidecar as _sidecar
@@ -90,10 +92,18 @@ class Graph:
     @classmethod
     def init(cls, uri: str, schema_text: str, storage_options: Optional[Dict[str, str]] = None) -> "Graph":
         """Create a graph root exactly as ``omnigraph init`` does (§C.5). Refuses an existing one."""
-        from .schema import compile_schema
-
         root = normalize_root(uri)
         st = RootStorage(root, storage_options)
+        # an object store's create-if-absent is check-then-put: racing inits take turns under the
+        # commit lease, so the second one sees the first one's files (I14)
+        with contextlib.nullcontext() if st.local else _lease.hold(st, root, owner="init"):
+            return cls._init(root, st, schema_text, storage_options)
+
+    @classmethod
+    def _init(cls, root: str, st: RootStorage, schema_text: str,
+              storage_options: Optional[Dict[str, str]]) -> "Graph":
+        from .schema import compile_schema
+
         paths = RootPaths(root)
         for name in (SCHEMA_PG, SCHEMA_IR, SCHEMA_STATE):
             if st.exists(paths.file(name)):

@@ -43,6 +43,44 @@ def test_init_write_reopen_read(s3, s3_graph):  # I1, I4
     assert not [k for k in keys if "/_omnigraph_spark/sidecars/" in k]  # I9: no sidecar left
 
 
+def test_racing_inits_leave_one_whole_graph(s3, s3_graph_root, test_schema_text):  # I14
+    """Four inits of one S3 root with four different schemas, at once: one creates the graph,
+    the other three get AlreadyInitializedError, and the graph is wholly the winner's (schema
+    file, schema contract, tables, one commit). Without the lease each init saw no
+    ``_schema.pg`` and went on writing its own."""
+    import threading
+
+    from omnigraph_spark.errors import AlreadyInitializedError
+
+    root, so = s3_graph_root
+    schemas = {i: test_schema_text + f"\nnode Extra{i} {{\n    name: String @key\n}}\n" for i in range(4)}
+    won, refused, other = [], [], []
+    start = threading.Barrier(len(schemas))
+
+    def init(i):
+        start.wait()
+        try:
+            Graph.init(root, schemas[i], so)
+            won.append(i)
+        except AlreadyInitializedError:
+            refused.append(i)
+        except Exception as e:  # reported by the assertion below
+            other.append(e)
+
+    threads = [threading.Thread(target=init, args=(i,)) for i in schemas]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert other == [] and len(won) == 1 and sorted(won + refused) == list(schemas)
+    g = Graph.open(root, so)
+    winner = won[0]
+    assert g.storage.read_text(f"{root}/_schema.pg") == schemas[winner]
+    assert sorted(t for t in g.catalog.table_keys() if t.startswith("node:Extra")) == [f"node:Extra{winner}"]
+    assert sorted(g.snapshot().tables) == sorted(g.catalog.table_keys())
+    assert len(g.log()) == 1
+    write_rows(g, P, people("alice"))  # and it takes writes
+    assert rows_of(Graph.open(root, so), P) == people("alice")
+
+
 def test_merge_and_overwrite(s3_graph):
     g = s3_graph
     write_rows(g, P, people("a", "b", age=1))
