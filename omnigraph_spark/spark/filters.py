@@ -6,15 +6,17 @@ Whatever is not translated is handed back to Spark, which then applies it itself
 only ever changes speed, never results.
 
 Pushed, on columns whose type compares identically in Spark and Lance (system columns, String,
-enum, Bool, I32, I64, U32, U64, F32, F64, Date; never lists, vectors, Blob or DateTime):
+enum, Bool, I32, I64, U32, U64, Date; never F32/F64, lists, vectors, Blob or DateTime):
 ``EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, In,
 IsNull, IsNotNull, Not, And, Or`` (the last two only if the running pyspark defines them),
 ``StringStartsWith, StringEndsWith, StringContains``.
 
-Kept for Spark: ``DateTime`` columns (stored as Date64; Spark's timestamp literals are
-microsecond and time-zone bearing, and Lance's coercion of them against Date64 is not a
-documented exact contract), NaN/inf, ``None`` inside ``In``, values outside the column type's
-range, nested column paths, and anything unknown.
+Kept for Spark: ``F32``/``F64`` columns (Lance compares floats in IEEE total order, where
+-0.0 < 0.0 and a NaN with its sign bit set is the smallest value; Spark has -0.0 = 0.0 and every
+NaN the largest: pushed, ``x >= 0.0`` dropped the rows holding -0.0), ``DateTime`` columns
+(stored as Date64; Spark's timestamp literals are microsecond and time-zone bearing, and Lance's
+coercion of them against Date64 is not a documented exact contract), ``None`` inside ``In``,
+values outside the column type's range, nested column paths, and anything unknown.
 
 Injection safety: every value is rendered here from a Python value of a checked type. Strings
 are single-quoted with quotes doubled; LIKE patterns escape ``\\``, ``%`` and ``_`` with an
@@ -28,8 +30,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import math
-import struct
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -40,7 +40,7 @@ LIKE_ESCAPE = "\\"
 _INT_RANGES = {"I32": (-(2 ** 31), 2 ** 31 - 1), "I64": (-(2 ** 63), 2 ** 63 - 1),
                "U32": (0, 2 ** 32 - 1), "U64": (0, 2 ** 63 - 1)}  # U64: what Lance SQL parses as a literal
 _STRINGS = ("String", "system")
-_PUSHABLE = frozenset(("String", "system", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date"))
+_PUSHABLE = frozenset(("String", "system", "Bool", "I32", "I64", "U32", "U64", "Date"))
 
 
 @dataclass(frozen=True)
@@ -74,13 +74,6 @@ def escape_like(value: str) -> str:
     return value.replace(e, e + e).replace("%", e + "%").replace("_", e + "_")
 
 
-def _is_f32_exact(v: float) -> bool:
-    try:
-        return struct.unpack("<f", struct.pack("<f", v))[0] == v
-    except (OverflowError, struct.error):
-        return False
-
-
 def render_value(value: Any, kind: ColumnKind) -> str:
     """A SQL literal for ``value`` compared against a column of ``kind``; raises
     ``_Untranslatable`` when the pair cannot be rendered exactly."""
@@ -108,13 +101,6 @@ def render_value(value: Any, kind: ColumnKind) -> str:
         if not lo <= value <= hi:
             raise _Untranslatable(value)
         return str(int(value))
-    if s in ("F32", "F64"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _Untranslatable(value)
-        f = float(value)
-        if math.isnan(f) or math.isinf(f) or (s == "F32" and not _is_f32_exact(f)):
-            raise _Untranslatable(value)
-        return repr(f)
     if s == "Date":
         if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
             raise _Untranslatable(value)
