@@ -12,15 +12,15 @@ columns, and plan the tasks (:func:`~omnigraph_spark.spark.reader.plan_partition
 fragment groups and row ranges as the Python reader). The JVM source receives a dataset path,
 a pinned version, the owning Lance branch and the task list, nothing else.
 
-When the JVM path is used (``engine="auto"``): the shim is on the driver's classpath, no
-storage options are given (credentials are not passed to the JVM yet), and every selected
-column is stored exactly as Spark reads it (String, enum, Bool, I32, I64, F32, F64, Date and
+When the JVM path is used (``engine="auto"``): the shim is on the driver's classpath and every
+selected column is stored exactly as Spark reads it (String, enum, Bool, I32, I64, F32, F64, Date and
 lists of them). U32, U64, DateTime, Vector and Blob columns need the Python reader's exact
 conversions (docs/types.md), so such a read falls back to ``format("omnigraph")`` (logged);
 ``engine="jvm"`` raises :class:`~omnigraph_spark.errors.JvmReadUnavailableError` instead.
 
-Filters are not pushed into the JVM scan: Spark applies them to the columnar batches. Column
-pruning is pushed.
+Column pruning is pushed, and so are the filters Lance evaluates exactly as Spark (the Python
+source's rules, ``jvm-shim`` ``FilterSql``: no floats, lists or DateTime); Lance then reads the
+other columns only for the rows that pass, and Spark applies every filter again after the scan.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from ..errors import JvmReadUnavailableError, OptionError
 from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
-from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, fragment_rows, plan_partitions
+from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, column_kinds, fragment_rows, plan_partitions
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,10 @@ def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds
     r = (spark.read.format(SHIM_CLASS).schema(schema)
          .option("path", table.base_path).option("version", str(table.version))
          .option("partitions", json.dumps(tasks)).option("table", typedef.table_key)
-         .option("batchSize", str(JVM_BATCH_SIZE)))
+         .option("batchSize", str(JVM_BATCH_SIZE))
+         # the columns Lance may filter on (their kinds decide what translates exactly, see FilterSql)
+         .option("pushable", json.dumps({c: k.scalar for c, k in column_kinds(typedef).items()
+                                         if k.pushable and c in schema.fieldNames()})))
     if table.lance_branch:
         r = r.option("branch", table.lance_branch)
     if storage_options:  # one option whose key names a secret: Spark redacts its value in plans

@@ -21,7 +21,9 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.lance.Dataset;
@@ -101,9 +103,10 @@ public final class LanceSnapshotSource implements TableProvider {
     final int batchSize;
     final List<PartitionSpec> partitions;
     final HashMap<String, String> storageOptions;
+    final HashMap<String, String> pushable; // column -> kind, see FilterSql
 
     ScanSpec(String path, long version, String branch, String table, int batchSize, List<PartitionSpec> parts,
-        HashMap<String, String> storageOptions) {
+        HashMap<String, String> storageOptions, HashMap<String, String> pushable) {
       this.path = path;
       this.version = version;
       this.branch = branch;
@@ -111,6 +114,7 @@ public final class LanceSnapshotSource implements TableProvider {
       this.batchSize = batchSize;
       this.partitions = parts;
       this.storageOptions = storageOptions;
+      this.pushable = pushable;
     }
 
     static ScanSpec parse(Map<String, String> o) {
@@ -119,7 +123,12 @@ public final class LanceSnapshotSource implements TableProvider {
       long version = Long.parseLong(require(m, "version"));
       List<PartitionSpec> parts = new ArrayList<>();
       HashMap<String, String> storage = new HashMap<>();
+      HashMap<String, String> pushable = new HashMap<>();
       try {
+        String kinds = m.get("pushable");
+        if (kinds != null) {
+          JSON.readTree(kinds).fields().forEachRemaining(e -> pushable.put(e.getKey(), e.getValue().asText()));
+        }
         String secrets = m.get("storageSecrets");
         if (secrets != null) {
           JSON.readTree(secrets).fields().forEachRemaining(e -> storage.put(e.getKey(), e.getValue().asText()));
@@ -133,10 +142,10 @@ public final class LanceSnapshotSource implements TableProvider {
           parts.add(new PartitionSpec(ids, f == null || f.isNull() ? null : f.asText()));
         }
       } catch (IOException e) {
-        throw new UncheckedIOException("bad 'partitions' or 'storageSecrets' option", e);
+        throw new UncheckedIOException("bad 'partitions', 'storageSecrets' or 'pushable' option", e);
       }
       return new ScanSpec(path, version, m.get("branch"), m.getOrDefault("table", path),
-          Integer.parseInt(m.getOrDefault("batchSize", "65536")), parts, storage);
+          Integer.parseInt(m.getOrDefault("batchSize", "65536")), parts, storage, pushable);
     }
 
   }
@@ -182,10 +191,16 @@ public final class LanceSnapshotSource implements TableProvider {
     }
   }
 
-  /** Column pruning is the only pushdown: filters run in Spark on the columnar batches. */
-  static final class SnapshotScan implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, Batch {
+  /**
+   * Column pruning, and filters Lance can evaluate exactly ({@link FilterSql}): Lance then reads
+   * the other columns only for the rows that pass. Spark still applies every filter itself.
+   */
+  static final class SnapshotScan
+      implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters, Scan, Batch {
     private StructType schema;
     private final ScanSpec spec;
+    private Filter[] pushed = new Filter[0];
+    private String pushedSql; // null: nothing pushed
 
     SnapshotScan(StructType schema, ScanSpec spec) {
       this.schema = schema;
@@ -195,6 +210,27 @@ public final class LanceSnapshotSource implements TableProvider {
     @Override
     public void pruneColumns(StructType required) {
       this.schema = required;
+    }
+
+    @Override
+    public Filter[] pushFilters(Filter[] filters) {
+      List<Filter> ok = new ArrayList<>();
+      List<String> sql = new ArrayList<>();
+      for (Filter f : filters) {
+        String s = FilterSql.translate(f, spec.pushable);
+        if (s != null) {
+          ok.add(f);
+          sql.add(s);
+        }
+      }
+      pushed = ok.toArray(new Filter[0]);
+      pushedSql = sql.isEmpty() ? null : String.join(" AND ", sql);
+      return filters; // Spark applies them all after the scan too
+    }
+
+    @Override
+    public Filter[] pushedFilters() {
+      return pushed;
     }
 
     @Override
@@ -209,7 +245,8 @@ public final class LanceSnapshotSource implements TableProvider {
 
     @Override
     public String description() {
-      return "omnigraph " + spec.table + " @v" + spec.version + " (" + spec.partitions.size() + " tasks)";
+      return "omnigraph " + spec.table + " @v" + spec.version + " (" + spec.partitions.size() + " tasks"
+          + (pushedSql == null ? ")" : ", Lance filter: " + pushedSql + ")");
     }
 
     @Override
@@ -224,7 +261,7 @@ public final class LanceSnapshotSource implements TableProvider {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-      return new SnapshotReaderFactory(schema, spec);
+      return new SnapshotReaderFactory(schema, spec, pushedSql);
     }
   }
 }

@@ -27,10 +27,12 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
 
   private final StructType schema;
   private final LanceSnapshotSource.ScanSpec spec;
+  private final String filter; // pushed down (FilterSql), or null
 
-  SnapshotReaderFactory(StructType schema, LanceSnapshotSource.ScanSpec spec) {
+  SnapshotReaderFactory(StructType schema, LanceSnapshotSource.ScanSpec spec, String filter) {
     this.schema = schema;
     this.spec = spec;
+    this.filter = filter;
   }
 
   @Override
@@ -45,7 +47,7 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new Reader(schema, spec, (LanceSnapshotSource.PartitionSpec) partition);
+    return new Reader(schema, spec, (LanceSnapshotSource.PartitionSpec) partition, filter);
   }
 
   /** Streams Arrow batches; Spark consumes each batch before asking for the next one. */
@@ -57,7 +59,8 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
     private final ArrowReader batches;
     private ColumnarBatch current;
 
-    Reader(StructType schema, LanceSnapshotSource.ScanSpec spec, LanceSnapshotSource.PartitionSpec part) {
+    Reader(StructType schema, LanceSnapshotSource.ScanSpec spec, LanceSnapshotSource.PartitionSpec part,
+        String pushed) {
       this.names = schema.fieldNames();
       Dataset ds = null;
       LanceScanner sc = null;
@@ -72,8 +75,8 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
         }
         ScanOptions.Builder b = new ScanOptions.Builder().fragmentIds(part.fragments).columns(columns)
             .batchSize(spec.batchSize);
-        if (part.filter != null) {
-          b.filter(part.filter);
+        if (part.filter != null || pushed != null) { // a task's row range, the pushed filters: both hold
+          b.filter(part.filter == null ? pushed : pushed == null ? part.filter : "(" + part.filter + ") AND " + pushed);
         }
         sc = LanceScanner.create(ds, b.build(), allocator);
         this.batches = sc.scanBatches();
