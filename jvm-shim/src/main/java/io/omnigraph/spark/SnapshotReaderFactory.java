@@ -75,8 +75,11 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
         }
         ScanOptions.Builder b = new ScanOptions.Builder().fragmentIds(part.fragments).columns(columns)
             .batchSize(spec.batchSize);
-        if (part.filter != null || pushed != null) { // a task's row range, the pushed filters: both hold
-          b.filter(part.filter == null ? pushed : pushed == null ? part.filter : "(" + part.filter + ") AND " + pushed);
+        // the task's row range (if any) and the pushed filters (if any): both must hold
+        String where = part.filter == null ? pushed
+            : pushed == null ? part.filter : "(" + part.filter + ") AND " + pushed;
+        if (where != null) {
+          b.filter(where);
         }
         sc = LanceScanner.create(ds, b.build(), allocator);
         this.batches = sc.scanBatches();
