@@ -86,7 +86,7 @@ def test_every_jvm_type_reads_like_the_python_source(jvm, tmp_path):
 #: (Spark SQL filter, pushed to Lance?) -- the JVM scan's pushdown, checked against Spark alone
 JVM_FILTERS = [
     ("slug = 't00007'", True), ("slug > 't00290'", True), ("slug IN ('t00001', 't00002', 'nope')", True),
-    ("slug = 'O''Brien'", True), ("contains(slug, '_')", True), ("startswith(slug, 'a%')", True),
+    ('slug = "O\'Brien"', True), ("contains(slug, '_')", True), ("startswith(slug, 'a%')", True),
     ("endswith(slug, '\\\\')", True), ("slug LIKE 'a%'", True), ("id LIKE '%029%'", True),
     ("slug LIKE '%\\_%'", False), ("color = 'red'", True),
     ("color IS NULL", True), ("NOT (color = 'green')", True), ("flag = true", True), ("flag <=> NULL", True),
@@ -116,7 +116,8 @@ def test_filters_pushed_into_the_jvm_scan_return_sparks_rows(jvm, tmp_path):
     assert [r["slug"] for r in j.filter("contains(slug, '_')").collect()] == ["a_b"]
     assert [r["slug"] for r in j.filter("startswith(slug, 'a%')").collect()] == ["a%b"]
     assert [r["slug"] for r in j.filter("endswith(slug, '\\\\')").collect()] == ["back\\"]
-    assert [r["slug"] for r in j.filter("slug = 'O''Brien'").collect()] == ["O'Brien"]
+    # a double-quoted literal: Spark 4.0 reads 'O''Brien' as two adjacent literals ('OBrien')
+    assert [r["slug"] for r in j.filter('slug = "O\'Brien"').collect()] == ["O'Brien"]
     assert j.filter("f64 >= 0.0").count() == 2  # t00000 and its copy h0 hold -0.0: Spark counts it as 0.0
 
 
