@@ -144,6 +144,7 @@ def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds
                min_partitions: Optional[int], max_rows_per_partition: Optional[int],
                storage_options: Optional[Dict[str, str]]) -> DataFrame:
     table = snap.table(typedef.table_key)
+    read_columns = set(schema.fieldNames())
     frags = fragment_rows(ds)
     parallelism = min_partitions or spark.sparkContext.defaultParallelism
     tasks = []
@@ -159,7 +160,7 @@ def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds
          .option("batchSize", str(JVM_BATCH_SIZE))
          # the columns Lance may filter on (their kinds decide what translates exactly, see FilterSql)
          .option("pushable", json.dumps({c: k.scalar for c, k in column_kinds(typedef).items()
-                                         if k.pushable and c in schema.fieldNames()})))
+                                         if k.pushable and c in read_columns})))
     if table.lance_branch:
         r = r.option("branch", table.lance_branch)
     if storage_options:  # one option whose key names a secret: Spark redacts its value in plans

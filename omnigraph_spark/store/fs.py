@@ -93,7 +93,10 @@ class RootStorage:
             raise StorageError(f"cannot write '{path}': {e}", path=path) from e
 
     def create_text(self, path: str, text: str) -> bool:
-        """Create ``path`` only if absent. Returns False if it already existed."""
+        """Create ``path`` only if absent. Returns False if it already existed.
+
+        Atomic on local roots (a hard link). On object stores it is check-then-put: a caller that
+        can race another writer holds the commit lease around it (``Graph.init``, I14)."""
         try:
             if self.local:
                 # Write a private temp file, then hard-link it into place: the link either fails

@@ -58,11 +58,13 @@ final class NodeIdIndex {
   private final long[] slots; // slot i: words 2i, 2i + 1; first word 0 = empty
   private final byte[] arena; // the bytes of the ids longer than INLINE, back to back
   private final int shift; // a hash's slot: its top bits
+  private final int mask; // slots - 1: linear probing wraps
 
-  private NodeIdIndex(long[] slots, byte[] arena) {
+  private NodeIdIndex(long[] slots, byte[] arena, int shift, int mask) {
     this.slots = slots;
     this.arena = arena;
-    this.shift = 64 - Integer.numberOfTrailingZeros(slots.length / 2);
+    this.shift = shift;
+    this.mask = mask;
   }
 
   /**
@@ -144,7 +146,6 @@ final class NodeIdIndex {
 
   /** Is the id ``b[off, off + len)`` (hash {@code h}, key words k0, k1) in the set? Linear probing. */
   private boolean contains(byte[] b, int off, int len, long h, long k0, long k1) {
-    int mask = slots.length / 2 - 1;
     for (int s = (int) (h >>> shift); ; s = (s + 1) & mask) {
       long e = slots[2 * s];
       if (e == 0) {
@@ -322,7 +323,7 @@ final class NodeIdIndex {
     }
 
     NodeIdIndex build() {
-      return new NodeIdIndex(slots, Arrays.copyOf(arena, arenaEnd));
+      return new NodeIdIndex(slots, Arrays.copyOf(arena, arenaEnd), shift, mask);
     }
 
     private void insert(byte[] b, int off, int len, long h, long k0, long k1) {
