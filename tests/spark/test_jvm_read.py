@@ -83,6 +83,43 @@ def test_every_jvm_type_reads_like_the_python_source(jvm, tmp_path):
                      "nums": [0, 0]}
 
 
+def _mixed(i: int):
+    """Row ``i``: no nulls at all in rows 0-299 (batches without a validity bitmap), then nulls at
+    positions that land on every bit of the bitmap; multi-byte and empty strings; empty lists,
+    null lists and null list elements."""
+    late = i >= 300
+    words = ["", "ß", "✓ok", "𝄞" * (i % 4), f"plain-{i}"]
+    return {"id": f"m{i:05d}", "slug": f"s{i:05d}-{words[i % 5]}",
+            "color": ("red", "green", None)[i % 3] if late else ("red", "green")[i % 2],
+            "flag": (None if late and i % 7 == 3 else i % 2 == 0),
+            "i32": None if late and i % 11 in (0, 5) else i - 1500,
+            "i64": None if late and i % 13 == 1 else (-2 ** 63 if i == 301 else i * 10 ** 12),
+            "f32": None if late and i % 9 == 8 else i / 8, "f64": None if late and i % 17 == 2 else -i / 7,
+            "day": None if late and i % 10 == 9 else dt.date(1969, 12, 31) + dt.timedelta(days=i),
+            "tags": (None if late and i % 6 == 0 else [] if i % 4 == 1 else [words[i % 5], None if late else "x", "é"]),
+            "nums": None if late and i % 8 == 7 else [i, None if late else -i]}
+
+
+def test_direct_column_reads_match_the_python_source_batch_by_batch(jvm, tmp_path, monkeypatch):
+    """The JVM scan hands Spark LanceColumnVector, which reads values and validity bits straight
+    from Arrow's buffers (docs/benchmarks.md, session 9). Many small batches, with and without
+    nulls, must read value for value as the Python source reads them."""
+    from omnigraph_spark.spark import jvm_read
+
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    rows = [_mixed(i) for i in range(2000)]
+    _write(g, "node:Thing", rows[:1100])
+    _write(g, "node:Thing", rows[1100:])
+    monkeypatch.setattr(jvm_read, "JVM_BATCH_SIZE", 100)  # 20 batches, partial ones at the fragment ends
+    j, p = both(jvm, g.root, "Thing")
+    assert_df_equality(j, p, ignore_row_order=True)
+    got = {r["id"]: r.asDict() for r in j.collect()}
+    assert len(got) == 2000
+    for i in (0, 4, 299, 300, 301, 303, 306, 1099, 1100, 1999):
+        want = dict(rows[i], f32=None if rows[i]["f32"] is None else pytest.approx(rows[i]["f32"]))
+        assert got[f"m{i:05d}"] == want, i
+
+
 #: (Spark SQL filter, pushed to Lance?) -- the JVM scan's pushdown, checked against Spark alone
 JVM_FILTERS = [
     ("slug = 't00007'", True), ("slug > 't00290'", True), ("slug IN ('t00001', 't00002', 'nope')", True),

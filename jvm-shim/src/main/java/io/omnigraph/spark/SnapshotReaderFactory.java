@@ -13,7 +13,6 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.lance.Dataset;
@@ -24,6 +23,7 @@ import org.lance.ipc.ScanOptions;
 final class SnapshotReaderFactory implements PartitionReaderFactory {
   /** Every table has an {@code id} column: scanned when Spark needs no column at all (count). */
   static final String ANY_COLUMN = "id";
+
 
   private final StructType schema;
   private final LanceSnapshotSource.ScanSpec spec;
@@ -103,7 +103,7 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
       VectorSchemaRoot root = batches.getVectorSchemaRoot();
       ColumnVector[] vectors = new ColumnVector[names.length];
       for (int i = 0; i < names.length; i++) {  // by name: never trust the scan's column order
-        vectors[i] = new ArrowColumnVector(root.getVector(names[i]));
+        vectors[i] = new LanceColumnVector(root.getVector(names[i]));
       }
       current = new ColumnarBatch(vectors, root.getRowCount());
       return true;
