@@ -122,12 +122,27 @@ BAD_ROWS = [
      ConstraintViolationError, "node Item column 'kind' row 1: invalid enum value \"it's\" for Item.kind"),
     ("Link", "src string, dst string", [("a", "a"), (None, "a")], NullViolationError,
      "edge Link column 'src' row 1: non-nullable property 'src' (String) is null (Link partition 0)"),
+    # the sink compares enum values as UTF-8 bytes: nulls before the bad value, multi-byte text,
+    # a small enum (compared in turn) and a large one (a hash set)
+    ("Tag", "label string, tone string", [("x", None), ("y", "soft"), ("z", None), ("w", "lóud")],
+     ConstraintViolationError, "node Tag column 'tone' row 3: invalid enum value 'lóud' for Tag.tone "
+     "(expected: loud, soft) (Tag partition 0)"),
+    ("Tag", "label string, mood string", [("x", None), ("y", "m19"), ("z", "m00"), ("w", None), ("v", "m2")],
+     ConstraintViolationError, "node Tag column 'mood' row 4: invalid enum value 'm2' for Tag.mood "
+     "(expected: m00, m01, m02"),
+    ("Tag", "label string, mood string", [("x", "m07"), ("y", "m1"), ("z", "m00")],
+     ConstraintViolationError, "node Tag column 'mood' row 1: invalid enum value 'm1' for Tag.mood"),
 ]
 BAD_PG = """
 node Item {
     name: String @key
     qty: I64
     kind: enum(alpha, beta)
+}
+node Tag {
+    label: String @key
+    tone: enum(soft, loud)?
+    mood: enum(""" + ", ".join(f"m{i:02d}" for i in range(20)) + """)?
 }
 edge Link: Item -> Item
 """

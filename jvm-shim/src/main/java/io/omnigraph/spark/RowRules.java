@@ -7,6 +7,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -28,7 +29,7 @@ import org.apache.arrow.vector.VectorSchemaRoot;
 final class RowRules {
   private final WriteSpec spec;
   private final String where;
-  private final List<Set<String>> allowed = new ArrayList<>();
+  private final List<EnumValues> allowed = new ArrayList<>();
   private final UlidMint ulids = new UlidMint();
   private long givenIds;
 
@@ -36,7 +37,7 @@ final class RowRules {
     this.spec = spec;
     this.where = where;
     for (ColumnRule r : spec.rules) {
-      allowed.add(r.allowed == null ? null : new HashSet<>(r.allowed));
+      allowed.add(r.allowed == null ? null : new EnumValues(r.allowed));
     }
   }
 
@@ -71,22 +72,62 @@ final class RowRules {
     return -1;
   }
 
-  private void checkEnum(ColumnRule r, Set<String> ok, FieldVector v, long offset) {
-    VarCharVector values = (VarCharVector) v; // enums are scalar in the schema language
-    for (int i = 0; i < values.getValueCount(); i++) {
-      checkValue(r, ok, values, i, offset + i);
+  private void checkEnum(ColumnRule r, EnumValues ok, FieldVector v, long offset) {
+    StringValues values = new StringValues((VarCharVector) v); // enums are scalar in the schema language
+    for (int k = 0; k < values.n; k++) {
+      if (!ok.contains(values.bytes, values.starts[k], values.lens[k])) {
+        int i = values.nulls == 0 ? k : nthNonNull(v, k);
+        String value = new String(values.bytes, values.starts[k], values.lens[k], StandardCharsets.UTF_8);
+        throw new RowRuleException("CONSTRAINT_VIOLATION", spec.label + " column '" + r.column + "' row "
+            + (offset + i) + ": invalid enum value " + pythonRepr(value) + " for " + spec.typeName + "." + r.column
+            + " (expected: " + String.join(", ", r.allowed) + ") (" + where + ")");
+      }
     }
   }
 
-  private void checkValue(ColumnRule r, Set<String> ok, VarCharVector values, int i, long row) {
-    if (values.isNull(i)) {
-      return;
+  /** The row of the ``k``-th non-null value (only to word an error). */
+  private static int nthNonNull(FieldVector v, int k) {
+    for (int i = 0; i < v.getValueCount(); i++) {
+      if (!v.isNull(i) && k-- == 0) {
+        return i;
+      }
     }
-    String value = new String(values.get(i), StandardCharsets.UTF_8);
-    if (!ok.contains(value)) {
-      throw new RowRuleException("CONSTRAINT_VIOLATION", spec.label + " column '" + r.column + "' row " + row
-          + ": invalid enum value " + pythonRepr(value) + " for " + spec.typeName + "." + r.column
-          + " (expected: " + String.join(", ", r.allowed) + ") (" + where + ")");
+    return -1;
+  }
+
+  /**
+   * An enum's allowed values as UTF-8 bytes, looked up without decoding each value to a String
+   * (a String per value was 3.7 % of a 4M-row node load, perf). Few values: compared in turn,
+   * length first; many: a hash set.
+   */
+  static final class EnumValues {
+    private static final int LINEAR_MAX = 16;
+    private final byte[][] values;
+    private final Set<ByteBuffer> set;
+
+    EnumValues(List<String> allowed) {
+      values = new byte[allowed.size()][];
+      for (int i = 0; i < values.length; i++) {
+        values[i] = allowed.get(i).getBytes(StandardCharsets.UTF_8);
+      }
+      set = values.length <= LINEAR_MAX ? null : new HashSet<>();
+      if (set != null) {
+        for (byte[] b : values) {
+          set.add(ByteBuffer.wrap(b));
+        }
+      }
+    }
+
+    boolean contains(byte[] bytes, int start, int len) {
+      if (set != null) {
+        return set.contains(ByteBuffer.wrap(bytes, start, len));
+      }
+      for (byte[] v : values) {
+        if (v.length == len && Arrays.equals(v, 0, len, bytes, start, start + len)) {
+          return true;
+        }
+      }
+      return false;
     }
   }
 
