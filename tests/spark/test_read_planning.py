@@ -44,6 +44,20 @@ def test_task_rows_fills_the_cores_but_keeps_tasks_large():
     assert R.task_rows([], 1_000_000, 2) == R.MIN_ROWS_PER_PARTITION
 
 
+def test_full_size_files_are_read_whole():
+    """Reading part of a file costs more than its share (a row-address filter), so files of
+    the writer's default size are never cut by the default cap; only too few files for the
+    cores are."""
+    from omnigraph_spark.spark.options import DEFAULT_MAX_ROWS_PER_FILE
+
+    assert R.DEFAULT_MAX_ROWS_PER_PARTITION == DEFAULT_MAX_ROWS_PER_FILE
+    full = DEFAULT_MAX_ROWS_PER_FILE
+    four = [(0, full, full), (1, 951_424, 951_424), (2, full, full), (3, 951_424, 951_424)]
+    assert R.plan_partitions(four, R.DEFAULT_MAX_ROWS_PER_PARTITION, 2) == [((i,), None) for i in range(4)]
+    assert [rng for _, rng in R.plan_partitions([(0, full, full)], R.DEFAULT_MAX_ROWS_PER_PARTITION, 2)] == [
+        (0, full // 2), (full // 2, full)]
+
+
 def test_row_ranges_cover_a_fragment_with_deletions_exactly_once(tmp_path):
     uri = str(tmp_path / "t")
     lance.write_dataset(pa.table({"id": [f"r{i:02d}" for i in range(50)], "x": list(range(50))}), uri,
