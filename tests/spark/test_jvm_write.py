@@ -80,6 +80,38 @@ def test_jvm_staging_writes_what_python_staging_writes(jvm, tmp_path, caplog):
                      "tags": ["a", None, "x1"], "nums": [1, -1]}
 
 
+def _big_things(n):
+    """Rows that make the sink's row writer grow every buffer within one batch: long and
+    multi-byte strings, long lists, runs of nulls."""
+    out = []
+    for i in range(n):
+        long_text = ("ü✓" * (i % 700)) if i % 97 == 0 else f"t{i:05d}"
+        out.append(([i] * (i % 300) if i % 11 else None, None if i % 13 == 0 else i / 4, f"s{i:05d}-{long_text}",
+                     None if 5000 <= i < 5400 else i * 3, i % 30000, None if i % 7 == 0 else dt.date(2020, 1, 1),
+                     None if i % 5 == 0 else [long_text, None, ""] * (i % 40), ("red", "green", None)[i % 3],
+                     None if i % 17 == 0 else i % 2 == 0, None if i % 19 == 0 else i / 8))
+    return out
+
+
+def test_the_sinks_row_writer_grows_every_buffer_within_a_batch(jvm, tmp_path):
+    """One task of 12,000 rows (more rows than Arrow's initial capacity, strings past the first
+    data buffer, lists of up to 299 elements): the JVM-staged rows equal the Python-staged ones
+    (RowWriter, docs/benchmarks.md session 9)."""
+    rows = jvm.createDataFrame(_big_things(12_000), THING_DDL).coalesce(1)
+    roots = {}
+    for engine in ("jvm", "python"):
+        g = Graph.init(str(tmp_path / engine), JVM_TYPES_PG)
+        write_table(rows, g.root, "Thing", engine=engine)
+        roots[engine] = g.root
+    j = read_table(jvm, roots["jvm"], "Thing", engine="python")
+    p = read_table(jvm, roots["python"], "Thing", engine="python")
+    assert j.count() == 12_000
+    assert_df_equality(j, p, ignore_row_order=True)
+    got = read_table(jvm, roots["jvm"], "Thing").filter("slug LIKE 's00194-%'").collect()[0]
+    assert got["slug"] == "s00194-" + "ü✓" * 194 and got["tags"] == ["ü✓" * 194, None, ""] * 34
+    assert got["nums"] == [194] * 194 and got["i64"] == 582
+
+
 def test_minted_ids_are_ulids_and_given_ids_are_kept(jvm, tmp_path):
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     write_graph(g.root, {"Thing": jvm.createDataFrame(_things(10), THING_DDL)}, engine="jvm")

@@ -34,15 +34,14 @@ import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
-import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.lance.Fragment;
 import org.lance.FragmentMetadata;
 import org.lance.WriteParams;
 import org.lance.fragment.DataFile;
 
 /**
- * One task attempt of the JVM write path: Spark rows -> Arrow batches (Spark's own
- * {@link ArrowWriter}) -> {@link RowRules} -> one streaming Lance fragment write.
+ * One task attempt of the JVM write path: Spark rows -> Arrow batches ({@link RowWriter})
+ * -> {@link RowRules} -> one streaming Lance fragment write.
  *
  * <p>Memory is bounded: the task thread fills one batch of {@code batchRows} rows while a second
  * thread runs {@code Fragment.write()} over a stream fed by a queue of at most two batches
@@ -66,7 +65,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(2);
 
   private VectorSchemaRoot root;
-  private ArrowWriter writer;
+  private RowWriter writer;
   private final java.util.Map<String, BigIntVector> micro = new java.util.HashMap<>();
   private int inBatch;
   private long rows;
@@ -106,13 +105,12 @@ final class FragmentStager implements DataWriter<InternalRow> {
   }
 
   /**
-   * A fresh batch in the table's schema. Spark's writer fills the plain columns in place; a
+   * A fresh batch in the table's schema. {@link RowWriter} fills the plain columns in place; a
    * DateTime column fed by Spark microseconds goes through a temporary BigInt vector; columns the
    * DataFrame does not give are not in Spark's rows at all (see {@link #finishColumns}).
    */
   private void newBatch() {
     root = VectorSchemaRoot.create(schema, allocator);
-    List<org.apache.arrow.vector.types.pojo.Field> fields = new ArrayList<>();
     List<FieldVector> vectors = new ArrayList<>();
     for (FieldVector v : root.getFieldVectors()) {
       String kind = spec.kinds.get(v.getName());
@@ -122,12 +120,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
         BigIntVector micros = new BigIntVector(v.getName(), allocator);
         micro.put(v.getName(), micros);
         vectors.add(micros);
-      } else {
-        continue;
       }
-      fields.add(vectors.get(vectors.size() - 1).getField());
     }
-    writer = ArrowWriter.create(new VectorSchemaRoot(fields, vectors, 0));
+    writer = new RowWriter(vectors);
   }
 
   /** The non-plain columns of a finished batch of ``n`` rows (rows ``rows`` onwards of this task). */

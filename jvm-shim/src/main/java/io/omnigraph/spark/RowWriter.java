@@ -1,0 +1,228 @@
+package io.omnigraph.spark;
+
+import java.util.List;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVector;
+import org.apache.arrow.vector.BitVectorHelper;
+import org.apache.arrow.vector.DateDayVector;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.Float4Vector;
+import org.apache.arrow.vector.Float8Vector;
+import org.apache.arrow.vector.IntVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.complex.ListVector;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.SpecializedGetters;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Spark rows into one batch's Arrow vectors, for the types the planner sends to the sink
+ * ({@code jvm_write.plan_stage}: String, Bool, I32, I64, F32, F64, Date, microseconds as I64,
+ * and lists of them).
+ *
+ * <p>Why not Spark's {@code ArrowWriter}: it wraps every string in a {@code ByteBuffer} and goes
+ * through Arrow's general {@code setSafe} (hole filling, offset reads, checked copies) per value;
+ * here a string is one bounds check and one memory copy. A vector of the wrong class for its
+ * Spark type cannot happen: the planner casts every column to the table's type first.
+ */
+final class RowWriter {
+  private final ColumnWriter[] columns;
+  private int count;
+
+  RowWriter(List<FieldVector> vectors) {
+    columns = new ColumnWriter[vectors.size()];
+    for (int i = 0; i < columns.length; i++) {
+      FieldVector v = vectors.get(i);
+      v.allocateNew();
+      columns[i] = of(v);
+    }
+  }
+
+  void write(InternalRow row) {
+    for (int c = 0; c < columns.length; c++) {
+      columns[c].write(row, c, count);
+    }
+    count++;
+  }
+
+  /** Set the vectors' value counts (the batch is then ready to hand on). */
+  void finish() {
+    for (ColumnWriter w : columns) {
+      w.finish(count);
+    }
+  }
+
+  private static ColumnWriter of(FieldVector v) {
+    if (v instanceof VarCharVector) {
+      return new Strings((VarCharVector) v);
+    }
+    if (v instanceof ListVector) {
+      return new Lists((ListVector) v);
+    }
+    Fixed f = fixed(v);
+    if (f != null) {
+      return f;
+    }
+    throw new IllegalArgumentException("no row writer for column '" + v.getName() + "' (" + v.getField().getType() + ")");
+  }
+
+  /** One column: value ``ordinal`` of ``in`` becomes entry ``index`` of the vector. */
+  abstract static class ColumnWriter {
+    abstract void write(SpecializedGetters in, int ordinal, int index);
+
+    abstract void finish(int count);
+  }
+
+  static final class Strings extends ColumnWriter {
+    private final VarCharVector v;
+    private long end; // bytes written so far
+
+    Strings(VarCharVector v) {
+      this.v = v;
+    }
+
+    @Override
+    void write(SpecializedGetters in, int ordinal, int index) {
+      while (index >= v.getValueCapacity()) {
+        v.reallocValidityAndOffsetBuffers();
+      }
+      if (!in.isNullAt(ordinal)) {
+        UTF8String s = in.getUTF8String(ordinal);
+        int len = s.numBytes();
+        while (end + len > v.getDataBuffer().capacity()) {
+          v.reallocDataBuffer();
+        }
+        Platform.copyMemory(s.getBaseObject(), s.getBaseOffset(), null, v.getDataBuffer().memoryAddress() + end, len);
+        end += len;
+        BitVectorHelper.setBit(v.getValidityBuffer(), index);
+      }
+      v.getOffsetBuffer().setInt(4L * (index + 1), (int) end); // a null is an empty slot
+    }
+
+    @Override
+    void finish(int count) {
+      v.setLastSet(count - 1); // every offset up to count is written: nothing to fill
+      v.setValueCount(count);
+    }
+  }
+
+  /** Fixed-width values: Arrow's setSafe is already a plain store; nulls leave the bit cleared. */
+  abstract static class Fixed extends ColumnWriter {
+    final FieldVector v;
+
+    Fixed(FieldVector v) {
+      this.v = v;
+    }
+
+    @Override
+    final void write(SpecializedGetters in, int ordinal, int index) {
+      if (!in.isNullAt(ordinal)) {
+        set(in, ordinal, index);
+      } else if (index >= v.getValueCapacity()) {
+        v.reAlloc();
+      }
+    }
+
+    abstract void set(SpecializedGetters in, int ordinal, int index);
+
+    @Override
+    final void finish(int count) {
+      v.setValueCount(count);
+    }
+  }
+
+  private static Fixed fixed(FieldVector v) {
+    if (v instanceof BigIntVector) {
+      BigIntVector t = (BigIntVector) v;
+      return new Fixed(v) {
+        @Override
+        void set(SpecializedGetters in, int ordinal, int index) {
+          t.setSafe(index, in.getLong(ordinal));
+        }
+      };
+    }
+    if (v instanceof IntVector) {
+      IntVector t = (IntVector) v;
+      return new Fixed(v) {
+        @Override
+        void set(SpecializedGetters in, int ordinal, int index) {
+          t.setSafe(index, in.getInt(ordinal));
+        }
+      };
+    }
+    if (v instanceof DateDayVector) {
+      DateDayVector t = (DateDayVector) v;
+      return new Fixed(v) {
+        @Override
+        void set(SpecializedGetters in, int ordinal, int index) {
+          t.setSafe(index, in.getInt(ordinal));
+        }
+      };
+    }
+    if (v instanceof Float8Vector) {
+      Float8Vector t = (Float8Vector) v;
+      return new Fixed(v) {
+        @Override
+        void set(SpecializedGetters in, int ordinal, int index) {
+          t.setSafe(index, in.getDouble(ordinal));
+        }
+      };
+    }
+    if (v instanceof Float4Vector) {
+      Float4Vector t = (Float4Vector) v;
+      return new Fixed(v) {
+        @Override
+        void set(SpecializedGetters in, int ordinal, int index) {
+          t.setSafe(index, in.getFloat(ordinal));
+        }
+      };
+    }
+    if (v instanceof BitVector) {
+      BitVector t = (BitVector) v;
+      return new Fixed(v) {
+        @Override
+        void set(SpecializedGetters in, int ordinal, int index) {
+          t.setSafe(index, in.getBoolean(ordinal) ? 1 : 0);
+        }
+      };
+    }
+    return null;
+  }
+
+  static final class Lists extends ColumnWriter {
+    private final ListVector v;
+    private final ColumnWriter elements;
+    private int next; // elements written so far
+
+    Lists(ListVector v) {
+      this.v = v;
+      this.elements = of(v.getDataVector());
+    }
+
+    @Override
+    void write(SpecializedGetters in, int ordinal, int index) {
+      int start = v.startNewValue(index);
+      int n = 0;
+      if (!in.isNullAt(ordinal)) {
+        ArrayData a = in.getArray(ordinal);
+        n = a.numElements();
+        for (int i = 0; i < n; i++) {
+          elements.write(a, i, start + i);
+        }
+      }
+      v.endValue(index, n);
+      if (in.isNullAt(ordinal)) {
+        v.setNull(index);
+      }
+      next = start + n;
+    }
+
+    @Override
+    void finish(int count) {
+      elements.finish(next);
+      v.setValueCount(count);
+    }
+  }
+}
