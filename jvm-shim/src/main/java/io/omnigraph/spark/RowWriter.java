@@ -203,9 +203,10 @@ final class RowWriter {
 
     @Override
     void write(SpecializedGetters in, int ordinal, int index) {
+      boolean isNull = in.isNullAt(ordinal);
       int start = v.startNewValue(index);
       int n = 0;
-      if (!in.isNullAt(ordinal)) {
+      if (!isNull) {
         ArrayData a = in.getArray(ordinal);
         n = a.numElements();
         for (int i = 0; i < n; i++) {
@@ -213,8 +214,8 @@ final class RowWriter {
         }
       }
       v.endValue(index, n);
-      if (in.isNullAt(ordinal)) {
-        v.setNull(index);
+      if (isNull) {
+        v.setNull(index); // an empty slot, its validity bit cleared
       }
       next = start + n;
     }
