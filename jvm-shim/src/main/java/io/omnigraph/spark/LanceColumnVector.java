@@ -95,9 +95,8 @@ final class LanceColumnVector extends ArrowColumnVector {
     if (isNullAt(rowId)) {
       return null;
     }
-    int start = Platform.getInt(null, offsets + 4L * rowId);
-    int end = Platform.getInt(null, offsets + 4L * rowId + 4);
-    return UTF8String.fromAddress(null, data + start, end - start);
+    int start = offset(rowId);
+    return UTF8String.fromAddress(null, data + start, offset(rowId + 1) - start);
   }
 
   @Override
@@ -108,9 +107,13 @@ final class LanceColumnVector extends ArrowColumnVector {
     if (isNullAt(rowId)) {
       return null;
     }
-    int start = Platform.getInt(null, offsets + 4L * rowId);
-    int end = Platform.getInt(null, offsets + 4L * rowId + 4);
-    return new ColumnarArray(elements, start, end - start);
+    int start = offset(rowId);
+    return new ColumnarArray(elements, start, offset(rowId + 1) - start);
+  }
+
+  /** Entry ``i`` of the offsets buffer (a string's first byte, a list's first element). */
+  private int offset(int i) {
+    return Platform.getInt(null, offsets + 4L * i);
   }
 
   @Override

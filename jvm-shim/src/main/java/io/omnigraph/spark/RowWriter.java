@@ -108,87 +108,60 @@ final class RowWriter {
     }
   }
 
-  /** Fixed-width values: Arrow's setSafe is already a plain store; nulls leave the bit cleared. */
-  abstract static class Fixed extends ColumnWriter {
-    final FieldVector v;
+  /** Stores value ``ordinal`` of ``in`` at entry ``index`` (never null: the caller checked). */
+  @FunctionalInterface
+  interface Setter {
+    void set(SpecializedGetters in, int ordinal, int index);
+  }
 
-    Fixed(FieldVector v) {
+  /** Fixed-width values: Arrow's setSafe is already a plain store; nulls leave the bit cleared. */
+  static final class Fixed extends ColumnWriter {
+    private final FieldVector v;
+    private final Setter setter;
+
+    Fixed(FieldVector v, Setter setter) {
       this.v = v;
+      this.setter = setter;
     }
 
     @Override
-    final void write(SpecializedGetters in, int ordinal, int index) {
+    void write(SpecializedGetters in, int ordinal, int index) {
       if (!in.isNullAt(ordinal)) {
-        set(in, ordinal, index);
+        setter.set(in, ordinal, index);
       } else if (index >= v.getValueCapacity()) {
         v.reAlloc();
       }
     }
 
-    abstract void set(SpecializedGetters in, int ordinal, int index);
-
     @Override
-    final void finish(int count) {
+    void finish(int count) {
       v.setValueCount(count);
     }
   }
 
+  /** The fixed-width writer of ``v`` (null: not a fixed-width type the planner sends). */
   private static Fixed fixed(FieldVector v) {
+    Setter set = null;
     if (v instanceof BigIntVector) {
       BigIntVector t = (BigIntVector) v;
-      return new Fixed(v) {
-        @Override
-        void set(SpecializedGetters in, int ordinal, int index) {
-          t.setSafe(index, in.getLong(ordinal));
-        }
-      };
-    }
-    if (v instanceof IntVector) {
+      set = (in, o, i) -> t.setSafe(i, in.getLong(o));
+    } else if (v instanceof IntVector) {
       IntVector t = (IntVector) v;
-      return new Fixed(v) {
-        @Override
-        void set(SpecializedGetters in, int ordinal, int index) {
-          t.setSafe(index, in.getInt(ordinal));
-        }
-      };
-    }
-    if (v instanceof DateDayVector) {
+      set = (in, o, i) -> t.setSafe(i, in.getInt(o));
+    } else if (v instanceof DateDayVector) {
       DateDayVector t = (DateDayVector) v;
-      return new Fixed(v) {
-        @Override
-        void set(SpecializedGetters in, int ordinal, int index) {
-          t.setSafe(index, in.getInt(ordinal));
-        }
-      };
-    }
-    if (v instanceof Float8Vector) {
+      set = (in, o, i) -> t.setSafe(i, in.getInt(o));
+    } else if (v instanceof Float8Vector) {
       Float8Vector t = (Float8Vector) v;
-      return new Fixed(v) {
-        @Override
-        void set(SpecializedGetters in, int ordinal, int index) {
-          t.setSafe(index, in.getDouble(ordinal));
-        }
-      };
-    }
-    if (v instanceof Float4Vector) {
+      set = (in, o, i) -> t.setSafe(i, in.getDouble(o));
+    } else if (v instanceof Float4Vector) {
       Float4Vector t = (Float4Vector) v;
-      return new Fixed(v) {
-        @Override
-        void set(SpecializedGetters in, int ordinal, int index) {
-          t.setSafe(index, in.getFloat(ordinal));
-        }
-      };
-    }
-    if (v instanceof BitVector) {
+      set = (in, o, i) -> t.setSafe(i, in.getFloat(o));
+    } else if (v instanceof BitVector) {
       BitVector t = (BitVector) v;
-      return new Fixed(v) {
-        @Override
-        void set(SpecializedGetters in, int ordinal, int index) {
-          t.setSafe(index, in.getBoolean(ordinal) ? 1 : 0);
-        }
-      };
+      set = (in, o, i) -> t.setSafe(i, in.getBoolean(o) ? 1 : 0);
     }
-    return null;
+    return set == null ? null : new Fixed(v, set);
   }
 
   static final class Lists extends ColumnWriter {

@@ -24,7 +24,6 @@ final class SnapshotReaderFactory implements PartitionReaderFactory {
   /** Every table has an {@code id} column: scanned when Spark needs no column at all (count). */
   static final String ANY_COLUMN = "id";
 
-
   private final StructType schema;
   private final LanceSnapshotSource.ScanSpec spec;
   private final String filter; // pushed down (FilterSql), or null
