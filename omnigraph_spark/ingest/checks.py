@@ -187,8 +187,9 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
                       committed_src_counts: Optional[pa.Table] = None, *, overwrite: bool = False,
                       shadowed_committed: Optional[pa.Table] = None,
                       pending_ids: Optional[ArrayLike] = None, committed_src: Optional[ArrayLike] = None,
-                      limit: int = 5) -> None:
-    """Apply ``@card(min..max)`` to committed + pending edges per source.
+                      limit: int = 5) -> Optional[int]:
+    """Apply ``@card(min..max)`` to committed + pending edges per source; return the most edges
+    any source has after the load (None: a type with no @card, nothing counted).
 
     ``committed_src_counts`` and ``shadowed_committed`` are ``(src, count)`` tables (see
     :func:`src_counts`, :func:`shadowed_src_counts`); both are ignored when ``overwrite``.
@@ -197,7 +198,7 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
     counted together with the pending sources in ONE hash pass, with no re-grouping."""
     card = edge_typedef.cardinality
     if card.min == 0 and card.max is None:
-        return
+        return None
     pending = _combine(pending_src)
     if pending_ids is not None:
         pending = _last_per_id(pending, _combine(pending_ids))
@@ -225,7 +226,7 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
     bad = pc.or_(over, under) if over is not None else under
     offenders = totals.filter(bad).sort_by("src")
     if offenders.num_rows == 0:
-        return
+        return pc.max(totals["count_sum"]).as_py() or 0
     lines = []
     for src, n in zip(offenders["src"].to_pylist()[:limit], offenders["count_sum"].to_pylist()[:limit]):
         bound = f"max {card.max}" if card.max is not None and n > card.max else f"min {card.min}"

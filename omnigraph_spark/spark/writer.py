@@ -41,8 +41,8 @@ from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_un
                       src_counts, unique_groups)
 from ..schema.catalog import Catalog, TypeDef
 from ..store import tables as _tables
-from ..store.writes import (EndsProof, IdSource, LoadResult, StagedTable, WriteTarget, abort, commit_load,
-                            prepare_target, stage)
+from ..store.writes import (SRC_BOUND_PROP, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget, abort,
+                            commit_load, prepare_target, stage)
 from .options import WriteOptions
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def spark_to_arrow_schema(schema: Optional[StructType]) -> Optional[pa.Schema]:
 
 # -- load-wide validation (driver, inside the commit lease) --------------------------------
 
-def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable]], None]:
+def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable]], Dict[str, Dict[str, str]]]:
     """A ``validate(snapshot, staged_by_key)`` callback for ``commit_load``.
 
     Runs on the driver, under the commit lease, against the fresh snapshot; it reads only the
@@ -189,11 +189,12 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
 
     The endpoint and @card checks are skipped where the JVM staging tasks proved them for this
     very snapshot (``StagedTable.ends``, invariant I15); errors always come from these checks.
+    It returns, per edge table with @card, the bound to record with the commit (I16).
     """
     catalog: Catalog = graph.catalog
     so = graph.storage_options
 
-    def validate(snap: Snapshot, staged: Mapping[str, StagedTable]) -> None:
+    def validate(snap: Snapshot, staged: Mapping[str, StagedTable]) -> Dict[str, Dict[str, str]]:
         # Every read is lazy and shared (_Once): the checks below run concurrently and each
         # reads what it needs, so Lance reads overlap other checks' hashing instead of all
         # reads running first. Each column set is still read once.
@@ -212,6 +213,18 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
         def committed(key: str, cols: Sequence[str]) -> pa.Table:
             return once(("committed", key, tuple(cols)),
                         lambda: graph.open_table(key, snap).to_table(columns=list(cols)))
+
+        def recorded_bound(key: str) -> Optional[int]:
+            t = snap.table(key)
+            v = _tables.transaction_property(graph.open_table(key, snap), t.version, SRC_BOUND_PROP)
+            return int(v) if v is not None and v.isdigit() else None
+
+        facts: Dict[str, Dict[str, str]] = {}  # each check writes only its own table's entry
+
+        def card_check(td: TypeDef, mode: str, proof: Optional[EndsProof], key: str, end_cols: List[str]) -> None:
+            most = _card_of(td, mode, proof, staged_cols, key, end_cols, committed, lambda: recorded_bound(key))
+            if most is not None:
+                facts[key] = {SRC_BOUND_PROP: str(most)}
 
         def node_ids(type_name: str) -> pa.ChunkedArray:
             # the same object for both ends of X -> X edges (check_endpoints hashes it once)
@@ -253,15 +266,9 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
             card = td.cardinality
             if card.min > 0 or card.max is not None:
                 mode = "append" if s.mode == "merge" and s.minted_ids else s.mode
-                if s.ends is not None and mode != "merge" and card.min <= 1 and card.max is not None:
-                    # the tasks' bound may settle it without counting (I15)
-                    checks.append(functools.partial(_card_bounded, td, mode, s.ends, staged_cols, key, end_cols,
-                                                    committed))
-                    continue
-                old_cols = {"append": ["src"], "merge": ["id", "src"]}.get(mode)  # overwrite: None
-                checks.append(functools.partial(_card_of, td, mode, staged_cols, key, end_cols, committed,
-                                                old_cols))
+                checks.append(functools.partial(card_check, td, mode, s.ends, key, end_cols))
         run_checks(checks)
+        return facts
 
     return validate
 
@@ -326,25 +333,6 @@ def _ends_proven(td: TypeDef, s: StagedTable, snap: Snapshot, staged: Mapping[st
     return ok
 
 
-def _card_bounded(td: TypeDef, mode: str, proof: EndsProof, staged_cols, key: str, end_cols: Sequence[str],
-                  committed) -> None:
-    """@card with a max and min <= 1 (a source with edges always has >= 1): if the staging
-    tasks' per-source bound plus the most edges any committed source has (append; overwrite
-    counts none) cannot exceed the max, no source can; otherwise count exactly."""
-    card = td.cardinality
-    most = 0
-    if mode == "append":
-        old = committed(key, ["src"]).column("src")
-        if len(old):
-            most = pc.max(pc.value_counts(old.drop_null()).field("counts")).as_py() or 0
-    if proof.src_bound + most <= card.max:
-        log.info("%s @card: at most %d edges per source <= max %d, proven without counting",
-                 td.table_key, proof.src_bound + most, card.max)
-        return
-    old_cols = ["src"] if mode == "append" else None
-    _card_of(td, mode, staged_cols, key, end_cols, committed, old_cols)
-
-
 def _unique_fingerprinted(td: TypeDef, s: StagedTable, staged_cols, key: str, cols: Sequence[str],
                           what: str) -> None:
     """A single-column uniqueness rule: if no two of the staging tasks' fingerprints are equal,
@@ -372,21 +360,48 @@ def _endpoints_of(td: TypeDef, staged_cols, key: str, end_cols: Sequence[str], n
                     node_ids(td.to_type or ""))
 
 
-def _card_of(td: TypeDef, mode: str, staged_cols, key: str, end_cols: Sequence[str], committed,
-             old_cols: Optional[Sequence[str]]) -> None:
-    _check_card(td, mode, staged_cols(key, end_cols), committed(key, old_cols) if old_cols else None)
+def _most_per_src(src: pa.ChunkedArray) -> int:
+    """The most edges any one source has in ``src`` (0 for none)."""
+    counts = src_counts(src)["count"]
+    return pc.max(counts).as_py() if len(counts) else 0
 
 
-def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table]) -> None:
+def _card_of(td: TypeDef, mode: str, proof: Optional[EndsProof], staged_cols, key: str, end_cols: Sequence[str],
+             committed, recorded_bound: Callable[[], Optional[int]]) -> Optional[int]:
+    """Apply @card to one staged edge table; return an upper bound of the edges any source has
+    in the version the commit creates (None: no @card max, nothing to record).
+
+    The bound shortcut (a max, min <= 1 since a source with edges always has >= 1, not a
+    merge): the load's own most edges per source (the staging tasks' bound, I15, else counted
+    from the staged ``src``) plus the most any committed source has (append; overwrite counts
+    none) cannot exceed the max, so no source can. The committed part is the bound recorded
+    with the pinned version (I16); without one, it is counted only when the tasks' bound makes
+    the count worth it. Otherwise every source is counted exactly."""
+    card = td.cardinality
+    if mode != "merge" and card.max is not None and card.min <= 1:
+        most = 0 if mode == "overwrite" else recorded_bound()
+        if most is None and proof is not None:
+            most = _most_per_src(committed(key, ["src"]).column("src"))
+        if most is not None:
+            load = proof.src_bound if proof is not None else _most_per_src(staged_cols(key, end_cols).column("src"))
+            if load + most <= card.max:
+                log.info("%s @card: at most %d edges per source <= max %d, proven without counting",
+                         td.table_key, load + most, card.max)
+                return load + most
+    old_cols = {"append": ["src"], "merge": ["id", "src"]}.get(mode)  # overwrite: None
+    most = _check_card(td, mode, staged_cols(key, end_cols), committed(key, old_cols) if old_cols else None)
+    return most if card.max is not None else None
+
+
+def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table]) -> Optional[int]:
     if old is not None and mode != "merge":  # append: committed + pending in one counting pass
-        check_cardinality(td, ends.column("src"), committed_src=old.column("src"))
-        return
+        return check_cardinality(td, ends.column("src"), committed_src=old.column("src"))
     committed_counts = shadowed = None
     if old is not None:
         committed_counts = src_counts(old.column("src"))
         shadowed = shadowed_src_counts(old.column("id"), old.column("src"), ends.column("id"))
-    check_cardinality(td, ends.column("src"), committed_counts, overwrite=mode == "overwrite",
-                      shadowed_committed=shadowed, pending_ids=ends.column("id") if mode == "merge" else None)
+    return check_cardinality(td, ends.column("src"), committed_counts, overwrite=mode == "overwrite",
+                             shadowed_committed=shadowed, pending_ids=ends.column("id") if mode == "merge" else None)
 
 
 def run_checks(checks: Sequence[Callable[[], None]], max_workers: Optional[int] = None) -> None:

@@ -69,6 +69,18 @@ def head_version(uri: str, branch: Optional[str], storage_options: Optional[Dict
     return open_dataset(uri, branch=branch, storage_options=storage_options).version
 
 
+def transaction_property(ds: lance.LanceDataset, version: int, name: str) -> Optional[str]:
+    """A property a commit stored in the Lance transaction of ``version`` (see
+    :func:`commit_operation`); None when that version's commit did not store it (another
+    writer's, a restore) or its transaction cannot be read."""
+    try:
+        tx = ds.read_transaction(version)
+    except Exception as e:  # noqa: BLE001 - callers treat "unknown" as "not stored"
+        log.debug("no readable transaction at version %d of %s: %s", version, ds.uri, e)
+        return None
+    return None if tx is None else (tx.transaction_properties or {}).get(name)
+
+
 def check_no_auto_cleanup(ds: lance.LanceDataset, what: str) -> None:
     """Refuse to commit to a dataset whose config would GC versions the manifest pins (§G.6)."""
     keys = [k for k in ds.config() if k.startswith(AUTO_CLEANUP_PREFIX)]

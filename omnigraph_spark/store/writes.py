@@ -6,7 +6,7 @@ Values, not calls (house style: a commit is a value):
 - ``commit_load``: under the commit lease, re-read the snapshot, check drift, validate, then
   sidecar -> one Lance commit per table -> manifest publish (CAS) -> commit row -> sidecar delete.
 
-Invariants upheld here are numbered in docs/invariants.md (I1..I12) and cited inline.
+Invariants upheld here are numbered in docs/invariants.md (I1..I16) and cited inline.
 """
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 MODES = ("append", "merge", "overwrite")
 OP_PROP = "omnigraph-spark.operation_id"
 TXN_APP_PROP = "omnigraph-spark.txn_app_id"
+#: an upper bound of the edges any one source has in the table version a load's commit creates,
+#: found by the load-wide @card check, so that the next append's check need not count every
+#: committed edge again (invariant I16; spark/writer.py)
+SRC_BOUND_PROP = "omnigraph-spark.max_edges_per_src"
 TXN_VER_PROP = "omnigraph-spark.txn_version"
 
 
@@ -283,10 +287,9 @@ def _txn_landed(graph, rec: dict) -> bool:
         lb = rec["branch"] if rec["branch"] != MAIN else None
         try:
             ds = _tables.open_dataset(base, branch=lb, storage_options=graph.storage_options)
-            tx = ds.read_transaction(ver)
         except Exception:
             return False
-        if tx is None or (tx.transaction_properties or {}).get(OP_PROP) != rec["operation_id"]:
+        if _tables.transaction_property(ds, ver, OP_PROP) != rec["operation_id"]:
             return False
     return True
 
@@ -340,7 +343,9 @@ def _operation(ds: lance.LanceDataset, staged: StagedTable, storage_options):
     return _merge_operation(ds, staged, storage_options)
 
 
-Validator = Callable[[object, Mapping[str, StagedTable]], None]
+#: ``validate(snapshot, staged_by_key)``: raises to refuse the load; may return, per table key,
+#: facts to record in that table's Lance transaction (e.g. SRC_BOUND_PROP)
+Validator = Callable[[object, Mapping[str, StagedTable]], Optional[Mapping[str, Mapping[str, str]]]]
 
 
 def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Optional[str] = None,
@@ -349,7 +354,9 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Opt
     """Driver: commit staged tables as ONE graph commit on ``branch`` (all or nothing, I1).
 
     ``validate(snapshot, staged_by_key)`` runs load-wide checks against the fresh snapshot,
-    inside the lease, before anything is written; raising aborts with the graph unchanged.
+    inside the lease, before anything is written; raising aborts with the graph unchanged. The
+    facts it returns per table travel in that table's commit (they describe exactly the new
+    version, which lands at pin + 1 or not at all: I6).
     On a drift caused by another writer mid-commit it waits and retries from the already
     staged fragments (no data is rewritten). Overwrite is strict: a moved pin is a conflict.
     """
@@ -441,8 +448,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         _tables.check_no_auto_cleanup(ds, key)
         _tables.check_fragment_fields(ds, s.fragments, key)  # I5
         heads[key] = ds
-    if validate is not None:
-        validate(snap, by_key)
+    facts = (validate(snap, by_key) or {}) if validate is not None else {}
     ops = {key: _operation(heads[key], s, storage_options) for key, s in by_key.items()}
 
     pins = [_sidecar.SidecarPin(key, snap.table(key).base_path, snap.table(key).version,
@@ -467,7 +473,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         for i, pin in enumerate(pins, start=1):
             s = by_key[pin.table_key]
             res = _tables.commit_operation(heads[pin.table_key], ops[pin.table_key], pin.expected_version,
-                                           pin.table_key, props)  # I6
+                                           pin.table_key, {**facts.get(pin.table_key, {}), **props})  # I6, I16
             committed += 1
             t = snap.table(pin.table_key)
             loc = table_uri(graph.root, t.table_path, pin.table_branch)

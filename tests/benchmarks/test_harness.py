@@ -18,7 +18,8 @@ def test_harness_writes_every_metric(spark, tmp_path):
     out = tmp_path / "bench"
     run.main(["--rows", "200", "--repeats", "1", "--read-repeats", "1", "--out", str(out), "--no-warm-up",
               "--fragments", "2,4", "--tables", "1,2", "--commit-rows-fragments", "2",
-              "--commit-rows-per-fragment", "1,10", "--memory-sizes", "100,200"], spark=spark)
+              "--commit-rows-per-fragment", "1,10", "--memory-sizes", "100,200", "--append-steps", "2"],
+             spark=spark)
     res = json.loads((out / "results.json").read_text())
     for key in run.REQUIRED_METRICS:
         assert key in res, key
@@ -42,6 +43,9 @@ def test_harness_writes_every_metric(spark, tmp_path):
     assert [x["tables"] for x in res["commit_vs_tables"]] == [1, 2]
     assert len(res["commit_vs_rows"]) == 2
     assert res["write_graph"]["validate"] >= 0 and res["write_graph"]["commit_publish"] >= 0
+    steps = res["append"]["steps"]  # --append-steps 2: the table grows by --rows edges per step
+    assert [x["existing_edges_before"] for x in steps] == [200, 200 + 200 + 2 * 1000]
+    assert all(x[how]["validate_seconds"] > 0 for x in steps for how in ("recorded", "counted"))
     assert res["validation"]["ratio_validate_vs_single_process_stage"] >= 0
     assert len(res["memory"]["sizes"]) == 2 and res["memory"]["sizes"][0]["driver_rss_mb"] > 0
     assert math.isclose(sum(res["profile"]["breakdown_share"].values()), 1.0, rel_tol=1e-6)
