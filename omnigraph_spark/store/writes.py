@@ -38,11 +38,11 @@ log = logging.getLogger(__name__)
 MODES = ("append", "merge", "overwrite")
 OP_PROP = "omnigraph-spark.operation_id"
 TXN_APP_PROP = "omnigraph-spark.txn_app_id"
+TXN_VER_PROP = "omnigraph-spark.txn_version"
 #: an upper bound of the edges any one source has in the table version a load's commit creates,
 #: found by the load-wide @card check, so that the next append's check need not count every
 #: committed edge again (invariant I16; spark/writer.py)
 SRC_BOUND_PROP = "omnigraph-spark.max_edges_per_src"
-TXN_VER_PROP = "omnigraph-spark.txn_version"
 
 
 @dataclass(frozen=True)
