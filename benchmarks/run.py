@@ -80,25 +80,6 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def _proc_status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-def _reset_peak_rss() -> Optional[int]:
-    """Reset this process's peak RSS (VmHWM) to its current RSS and return that, in kB; None
-    where Linux's /proc/self/clear_refs is not available."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return _proc_status_kb("VmRSS")
-    except (OSError, KeyError):
-        return None
-
-
 def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -512,26 +493,33 @@ class Bench:
     @contextmanager
     def timed_phases(self) -> Iterator[Dict[str, float]]:
         """Time load-wide validation and commit_load in place (both run in this driver process),
-        and how far validation raises this process's peak RSS above its RSS when it starts (Lance
-        allocates what it reads outside pyarrow's pool, so pyarrow's counter would miss it)."""
+        and count the Arrow bytes validation reads from Lance tables (a peak-RSS reading cannot
+        show it: the driver reuses memory it freed earlier, and Lance allocates outside pyarrow's pool)."""
+        import lance
+
         from omnigraph_spark.spark import writer as W
 
-        phase: Dict[str, float] = {"validate": 0.0, "commit_load": 0.0, "validate_rss_growth_mb": 0.0}
-        orig_mv, orig_cl = W.make_validator, W.commit_load
+        phase: Dict[str, float] = {"validate": 0.0, "commit_load": 0.0, "validate_read_mb": 0.0}
+        orig_mv, orig_cl, orig_tt = W.make_validator, W.commit_load, lance.LanceDataset.to_table
+        validating = threading.Event()
+
+        def to_table(ds, *a, **kw):
+            t = orig_tt(ds, *a, **kw)
+            if validating.is_set():
+                phase["validate_read_mb"] += t.nbytes / 2 ** 20
+            return t
 
         def make_validator(graph):
             v = orig_mv(graph)
 
             def timed(snap, staged):
-                before = _reset_peak_rss()
+                validating.set()
                 t0 = time.perf_counter()
                 try:
                     return v(snap, staged)
                 finally:
                     phase["validate"] += time.perf_counter() - t0
-                    if before is not None:
-                        grown = (_proc_status_kb("VmHWM") - before) / 1024
-                        phase["validate_rss_growth_mb"] = max(phase["validate_rss_growth_mb"], grown)
+                    validating.clear()
             return timed
 
         def commit_load(*a, **kw):
@@ -541,11 +529,11 @@ class Bench:
             finally:
                 phase["commit_load"] += time.perf_counter() - t0
 
-        W.make_validator, W.commit_load = make_validator, commit_load
+        W.make_validator, W.commit_load, lance.LanceDataset.to_table = make_validator, commit_load, to_table
         try:
             yield phase
         finally:
-            W.make_validator, W.commit_load = orig_mv, orig_cl
+            W.make_validator, W.commit_load, lance.LanceDataset.to_table = orig_mv, orig_cl, orig_tt
 
     def bench_write_graph(self, nodes, edges) -> None:
         """write_graph of nodes + edges as ONE commit, timing validation and commit in-process
@@ -607,7 +595,7 @@ class Bench:
                     finally:
                         T.transaction_property = orig_prop
                     runs[how].append({"existing_edges": existing, "total": total, "validate": phase["validate"],
-                                      "validate_rss_growth_mb": phase["validate_rss_growth_mb"]})
+                                      "validate_read_mb": phase["validate_read_mb"]})
                     existing += small_rows
             row: Dict[str, Any] = {"existing_edges_before": runs["recorded"][0]["existing_edges"],
                                    "append_rows": small_rows}
@@ -615,14 +603,14 @@ class Bench:
                 row[how] = {"validate_seconds": median([x["validate"] for x in rs]),
                             "write_seconds": median([x["total"] for x in rs]),
                             "validate_share_of_write": median([x["validate"] / x["total"] for x in rs]),
-                            "validate_rss_growth_mb": median([x["validate_rss_growth_mb"] for x in rs]),
+                            "validate_read_mb": median([x["validate_read_mb"] for x in rs]),
                             "runs": rs}
             steps.append(row)
             log(f"append {small_rows} edges onto ~{row['existing_edges_before']:,}: validate "
                 f"{row['recorded']['validate_seconds']:.3f}s with the recorded bound, "
                 f"{row['counted']['validate_seconds']:.3f}s counted "
-                f"(driver RSS +{row['recorded']['validate_rss_growth_mb']:.0f} vs +"
-                f"{row['counted']['validate_rss_growth_mb']:.0f} MB)")
+                f"(read {row['recorded']['validate_read_mb']:.0f} vs "
+                f"{row['counted']['validate_read_mb']:.0f} MB)")
         small.unpersist(), base.unpersist()
         self.results["append"] = {"steps": steps, "note": "write_table of edge_rows/10 Link edges (@card(0..1000)) "
                                   "onto a Link table grown by edge_rows per step; 'counted': the bound lookup "
@@ -1138,14 +1126,14 @@ def markdown(r: Dict[str, Any]) -> str:
                  f"{fmt(g['validate_share_of_write'])} |")
     if "append" in r:
         L.append("\n## Validation of an incremental edge append\n")
-        L.append("| existing edges | appended | validation s (recorded bound) | share of the write | driver RSS growth MB | "
-                 "validation s (counted) | share of the write | driver RSS growth MB |\n|---|---|---|---|---|---|---|---|")
+        L.append("| existing edges | appended | validation s (recorded bound) | share of the write | MB read | "
+                 "validation s (counted) | share of the write | MB read |\n|---|---|---|---|---|---|---|---|")
         for x in r["append"]["steps"]:
             rec, cnt = x["recorded"], x["counted"]
             L.append(f"| {fmt(x['existing_edges_before'])} | {fmt(x['append_rows'])} | {fmt(rec['validate_seconds'], 3)} | "
-                     f"{fmt(rec['validate_share_of_write'])} | {fmt(rec['validate_rss_growth_mb'], 0)} | "
+                     f"{fmt(rec['validate_share_of_write'])} | {fmt(rec['validate_read_mb'], 0)} | "
                      f"{fmt(cnt['validate_seconds'], 3)} | {fmt(cnt['validate_share_of_write'])} | "
-                     f"{fmt(cnt['validate_rss_growth_mb'], 0)} |")
+                     f"{fmt(cnt['validate_read_mb'], 0)} |")
         L.append("\n'Counted': as on a table version without a recorded @card bound (written by the engine, "
                  "compacted): the driver reads and counts every committed src (invariant I16).")
     if "read" in r:

@@ -46,6 +46,7 @@ def test_harness_writes_every_metric(spark, tmp_path):
     steps = res["append"]["steps"]  # --append-steps 2: the table grows by --rows edges per step
     assert [x["existing_edges_before"] for x in steps] == [200, 200 + 200 + 2 * 1000]
     assert all(x[how]["validate_seconds"] > 0 for x in steps for how in ("recorded", "counted"))
+    assert all(x["counted"]["validate_read_mb"] > x["recorded"]["validate_read_mb"] for x in steps)
     assert res["validation"]["ratio_validate_vs_single_process_stage"] >= 0
     assert len(res["memory"]["sizes"]) == 2 and res["memory"]["sizes"][0]["driver_rss_mb"] > 0
     assert math.isclose(sum(res["profile"]["breakdown_share"].values()), 1.0, rel_tol=1e-6)
