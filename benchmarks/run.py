@@ -746,11 +746,21 @@ class Bench:
             shutil.rmtree(g.root, ignore_errors=True)
         self.results["commit_vs_fragments"] = rows_out
 
-        by_rows = []
+        # the row counts alternate within each repeat: tens of milliseconds move with whatever the
+        # machine did just before (one run timed 0.020 vs 0.043 s, another 0.060 vs 0.050 s when
+        # each size ran its repeats in a block)
+        graphs = {}
         for rpf in a.commit_rows_per_fragment:
             g = self.new_graph()
-            st = self._stage_fragments(g, a.commit_rows_fragments, rpf)
-            plain = [self._commit_timed(g.root, [st], False) for _ in range(a.repeats)]
+            graphs[rpf] = (g, self._stage_fragments(g, a.commit_rows_fragments, rpf))
+        times: Dict[int, List[float]] = {rpf: [] for rpf in graphs}
+        for r in range(a.repeats):
+            for rpf in (list(graphs) if r % 2 == 0 else list(reversed(graphs))):
+                g, st = graphs[rpf]
+                times[rpf].append(self._commit_timed(g.root, [st], False))
+        by_rows = []
+        for rpf, (g, _) in graphs.items():
+            plain = times[rpf]
             by_rows.append({"fragments": a.commit_rows_fragments, "rows": a.commit_rows_fragments * rpf,
                             "commit_publish_seconds_median": median(plain), "commit_publish_all": plain})
             log(f"commit {a.commit_rows_fragments} fragments x {rpf} rows: {median(plain):.3f}s")
