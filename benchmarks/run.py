@@ -579,7 +579,7 @@ class Bench:
         steps = []
         existing = 0
         orig_prop = T.transaction_property
-        for step in range(a.append_steps):
+        for _ in range(a.append_steps):
             write_table(base, g.root, "Link")
             existing += a.edge_rows
             runs: Dict[str, List[Dict[str, float]]] = {"recorded": [], "counted": []}
