@@ -1136,8 +1136,8 @@ def markdown(r: Dict[str, Any]) -> str:
                  f"{fmt(g['validate_share_of_write'])} |")
     if "append" in r:
         L.append("\n## Validation of an incremental edge append\n")
-        L.append("| existing edges | appended | validation s (recorded bound) | share of the write | MB read | "
-                 "validation s (counted) | share of the write | MB read |\n|---|---|---|---|---|---|---|---|")
+        L.append("| existing edges | appended | validation s (recorded bound) | share of the write | committed MB read | "
+                 "validation s (counted) | share of the write | committed MB read |\n|---|---|---|---|---|---|---|---|")
         for x in r["append"]["steps"]:
             rec, cnt = x["recorded"], x["counted"]
             L.append(f"| {fmt(x['existing_edges_before'])} | {fmt(x['append_rows'])} | {fmt(rec['validate_seconds'], 3)} | "
