@@ -17,10 +17,10 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import OptionError
 from ..store.layout import MAIN, normalize_branch
+from ..store.tables import DEFAULT_MAX_ROWS_PER_FILE
 
 WRITE_MODES = ("append", "merge", "overwrite")
 STORAGE_PREFIX = "storage."
-DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_LEASE_TIMEOUT_S = 300.0
 
 
@@ -61,7 +61,8 @@ OPTIONS: Tuple[OptionSpec, ...] = (
     OptionSpec("timestampAsOf", "read", None,
                "Read the latest commit at or before this ISO-8601 timestamp. Excludes version/commit."),
     OptionSpec("columns", "read", None, "Comma-separated columns to read (default: all)."),
-    OptionSpec("maxRowsPerPartition", "read", str(DEFAULT_MAX_ROWS_PER_FILE), "Split fragments into partitions of at most this many rows."),
+    OptionSpec("maxRowsPerPartition", "read", str(DEFAULT_MAX_ROWS_PER_FILE),
+               "Split fragments into partitions of at most this many rows."),
     OptionSpec("minPartitions", "read", None,
                "Spread the read over at least this many tasks when each keeps >= 65,536 rows "
                "(default: the driver's CPU count; on a cluster, the executor cores)."),

@@ -180,8 +180,8 @@ def _require_clean(graph, what: str) -> None:
 # -- optimize -----------------------------------------------------------------------------
 
 def optimize(graph, branch: str = MAIN, *, tables: Optional[Iterable[str]] = None,
-             target_rows_per_fragment: int = 1024 * 1024, min_fragments: int = 2, dry_run: bool = False,
-             compact_internal: bool = True, lease_timeout_s: float = 300.0) -> OptimizeReport:
+             target_rows_per_fragment: int = _tables.DEFAULT_MAX_ROWS_PER_FILE, min_fragments: int = 2,
+             dry_run: bool = False, compact_internal: bool = True, lease_timeout_s: float = 300.0) -> OptimizeReport:
     """Compact small fragments of ``branch``'s tables and publish them as ONE graph commit.
 
     Only tables the branch owns are compacted (on main: every table; on a branch: the tables
@@ -388,7 +388,7 @@ def _compact_internal(graph, uri: str, lineage: Optional[str], res: InternalComp
         res.fragments_after = len(ds.get_fragments())
         res.version_after = ds.version
         _tables.check_no_auto_cleanup(ds, uri)  # a compaction commit would fire Lance's GC
-        if _plan_tasks(ds, 1024 * 1024) == 0:
+        if _plan_tasks(ds, _tables.DEFAULT_MAX_ROWS_PER_FILE) == 0:
             return
         try:
             ds.optimize.compact_files()

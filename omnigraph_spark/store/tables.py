@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 DATA_STORAGE_VERSION = "2.2"
 AUTO_CLEANUP_PREFIX = "lance.auto_cleanup."
 READ_STAGED_THREADS = 8
+#: rows per data file a write (and a compaction) aims for; the read planner's default task size too,
+#: so that a full-size file is read by one task
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 
 
 def create_empty(uri: str, schema: pa.Schema, storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
@@ -172,7 +175,8 @@ def check_fragment_fields(ds: lance.LanceDataset, fragments: Sequence[FragmentMe
             raise CorruptGraphError(f"staged fragment for {table} lacks columns {missing}", table=table)
 
 
-def stage_fragments(ds: lance.LanceDataset, data, schema: pa.Schema, *, max_rows_per_file: int = 1024 * 1024,
+def stage_fragments(ds: lance.LanceDataset, data, schema: pa.Schema, *,
+                    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
                     max_bytes_per_file: Optional[int] = None) -> List[FragmentMetadata]:
     """Write data files into ``ds`` without committing (always in append mode, so field ids
     are the dataset's: I5)."""

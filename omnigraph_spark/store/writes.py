@@ -58,7 +58,7 @@ class WriteTarget:
     base_version: int  # the manifest pin when the job was planned
     schema: pa.Schema  # the dataset's Arrow schema (exact column order and types)
     storage_options: Optional[Dict[str, str]] = field(default=None, repr=False)  # credentials: never in reprs
-    max_rows_per_file: int = 1024 * 1024
+    max_rows_per_file: int = _tables.DEFAULT_MAX_ROWS_PER_FILE
     max_bytes_per_file: Optional[int] = None
     data_storage_version: Optional[str] = None  # the dataset's ("2.2"): staged files must match it
 
@@ -183,7 +183,8 @@ class TxnToken:
     version: int
 
 
-def prepare_target(graph, branch: str, table_key: str, mode: str, *, max_rows_per_file: int = 1024 * 1024,
+def prepare_target(graph, branch: str, table_key: str, mode: str, *,
+                   max_rows_per_file: int = _tables.DEFAULT_MAX_ROWS_PER_FILE,
                    max_bytes_per_file: Optional[int] = None) -> WriteTarget:
     """Driver, at planning: pin the table and fork it on the branch if needed (§J.4), so executors
     stage their files where the commit will land."""
