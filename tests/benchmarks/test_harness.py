@@ -47,6 +47,10 @@ def test_harness_writes_every_metric(spark, tmp_path):
     assert [x["existing_edges_before"] for x in steps] == [200, 200 + 200 + 2 * 1000]
     assert all(x[how]["validate_seconds"] > 0 for x in steps for how in ("recorded", "counted"))
     assert all(x["counted"]["validate_read_mb"] > x["recorded"]["validate_read_mb"] for x in steps)
+    gap = res["edge_gap"]  # the format stores a minted id per edge; the DataFrame has none
+    assert gap["format_columns"] == ["id", "src", "dst", "weight"] and "id" not in gap["dataframe_columns"]
+    assert all(gap[k]["wall_seconds"] > 0 for k in ("spark_noop", "spark_parquet", "omnigraph_write_table"))
+    assert gap["lance_encode_format_table"]["cpu_seconds"] > 0 and gap["ceiling_vs_parquet_throughput"] > 0
     assert res["validation"]["ratio_validate_vs_single_process_stage"] >= 0
     assert len(res["memory"]["sizes"]) == 2 and res["memory"]["sizes"][0]["driver_rss_mb"] > 0
     assert math.isclose(sum(res["profile"]["breakdown_share"].values()), 1.0, rel_tol=1e-6)

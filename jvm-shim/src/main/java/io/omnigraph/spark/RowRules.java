@@ -1,11 +1,9 @@
 package io.omnigraph.spark;
 
-import com.github.f4b6a3.ulid.Ulid;
 import io.omnigraph.spark.LanceFragmentSink.ColumnRule;
 import io.omnigraph.spark.LanceFragmentSink.WriteSpec;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
@@ -30,7 +28,7 @@ final class RowRules {
   private final WriteSpec spec;
   private final String where;
   private final List<EnumValues> allowed = new ArrayList<>();
-  private final UlidMint ulids = new UlidMint();
+  private final Ulids.Mint ulids = new Ulids.Mint();
   private long givenIds;
 
   RowRules(WriteSpec spec, String where) {
@@ -143,9 +141,11 @@ final class RowRules {
     VarCharVector fresh = new VarCharVector(ids.getField(), allocator);
     fresh.allocateNew(32L * n, n); // setSafe grows it for longer given ids
     long now = System.currentTimeMillis(); // one clock read per batch (a batch mints in milliseconds)
+    byte[] id = new byte[Ulids.LENGTH];
     for (int i = 0; i < n; i++) {
       if (ids.isNull(i)) {
-        fresh.setSafe(i, ulids.next(now));
+        ulids.next(now, id, 0);
+        fresh.setSafe(i, id, 0, Ulids.LENGTH);
       } else {
         fresh.setSafe(i, ids.get(i));
       }
@@ -177,35 +177,6 @@ final class RowRules {
       }
     });
     return b.append(quote).toString();
-  }
-
-  /**
-   * Fresh ULIDs as bytes: the 48-bit time given, 80 random bits from one SecureRandom read 64 KiB
-   * at a time (one call per id is slow), encoded by ulid-creator's {@link Ulid}. The NIST DRBG
-   * (seeded from the system's entropy) fills 10 MB in ~37 ms where the default NativePRNG takes
-   * ~160 ms; with the bits taken as two longs and no per-id clock read, 1M ids cost ~110-120 ms
-   * instead of ~235-255 ms.
-   */
-  private static final class UlidMint {
-    private final SecureRandom random = drbg();
-    private final ByteBuffer pool = ByteBuffer.allocate(65536).position(65536);
-
-    private static SecureRandom drbg() {
-      try {
-        return SecureRandom.getInstance("DRBG");
-      } catch (java.security.NoSuchAlgorithmException e) { // every JDK since 9 has it; never weaker
-        return new SecureRandom();
-      }
-    }
-
-    byte[] next(long timeMillis) {
-      if (pool.remaining() < 10) {
-        random.nextBytes(pool.array());
-        pool.clear();
-      }
-      long high = (timeMillis << 16) | (pool.getShort() & 0xFFFFL);
-      return new Ulid(high, pool.getLong()).toString().getBytes(StandardCharsets.US_ASCII);
-    }
   }
 
   /** A row that breaks a rule; the message starts with the connector's error code. */
