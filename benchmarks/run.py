@@ -229,6 +229,9 @@ def make_spark(arrow_batch: Optional[int]):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from omnigraph_spark.demo import quiet_warnings
+    from omnigraph_spark.spark.runtime import set_local_lance_threads
+
+    set_local_lance_threads("local[2]")  # as the embedded default session does (demo.local_builder)
 
     quiet_warnings()
     from pyspark.sql import SparkSession

@@ -42,11 +42,15 @@ def sample_path(name: str) -> str:
 def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2]", conf=None):
     """The embedded default as a ``SparkSession.Builder``: local master, UI and console progress
     off, Python workers running this interpreter (so they import this package), Python data
-    source filter pushdown on, Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``).
+    source filter pushdown on, Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``),
+    Lance's compute pool no smaller than the task slots (``spark/runtime.py``).
     ``conf`` adds or overrides settings. Use :func:`local_spark` unless you need to add to the
     builder (``configure_spark_with_delta_pip`` does)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from .spark.runtime import set_local_lance_threads
+
+    set_local_lance_threads(master)  # Lance's encode pool: at least one thread per task slot
     quiet_warnings()
     from pyspark.sql import SparkSession
 

@@ -47,7 +47,9 @@ def spark():
     from pyspark.sql import SparkSession
 
     from omnigraph_spark.spark.jvm_read import shim_spark_conf
+    from omnigraph_spark.spark.runtime import set_local_lance_threads
 
+    set_local_lance_threads("local[2]")  # as the embedded default session does (demo.local_builder)
     s = (SparkSession.builder.master("local[2]").appName("omnigraph-spark-tests")
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "4")
