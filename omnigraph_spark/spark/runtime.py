@@ -38,7 +38,7 @@ def local_task_slots(master: str) -> Optional[int]:
     n = m.group(1)
     if n is None:
         return 1
-    return os.cpu_count() or 1 if n == "*" else int(n)
+    return (os.cpu_count() or 1) if n == "*" else int(n)
 
 
 def set_local_lance_threads(master: str) -> Optional[int]:
