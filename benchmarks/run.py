@@ -231,14 +231,15 @@ def make_spark(arrow_batch: Optional[int]):
     from omnigraph_spark.demo import quiet_warnings
     from omnigraph_spark.spark.runtime import set_local_lance_threads
 
-    set_local_lance_threads("local[2]")  # as the embedded default session does (demo.local_builder)
+    master = "local[2]"
+    set_local_lance_threads(master)  # as the embedded default session does (demo.local_builder)
 
     quiet_warnings()
     from pyspark.sql import SparkSession
 
     from omnigraph_spark.spark.jvm_read import shim_spark_conf
 
-    b = (SparkSession.builder.master("local[2]").appName("omnigraph-spark-bench")
+    b = (SparkSession.builder.master(master).appName("omnigraph-spark-bench")
          .config(map=shim_spark_conf())  # the JVM read path
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
@@ -396,17 +397,25 @@ class Bench:
                 df.write.format(NAME).mode("append").save()
         return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
 
+    @staticmethod
+    def lance_baseline(tbl, uri: str) -> None:
+        """Single-process pylance write_dataset as the graph's tables are written: their storage
+        version and rows per file (the store's constants)."""
+        import lance
+
+        from omnigraph_spark.store import tables as T
+
+        lance.write_dataset(tbl, uri, data_storage_version=T.DATA_STORAGE_VERSION,
+                            max_rows_per_file=T.DEFAULT_MAX_ROWS_PER_FILE)
+
     def lance_write(self, node_tbl, edge_tbl) -> Dict[str, float]:
         """Single-process pylance write_dataset of the same Arrow data (no conversion, no
         validation, no ids): the near-limit of what Lance encoding costs."""
-        import lance
-
         base = self.fresh("lance")
         t: List[float] = []
         for name, tbl in (("nodes", node_tbl), ("edges", edge_tbl)):
             with timer(t):
-                lance.write_dataset(tbl, f"{base}/{name}.lance", data_storage_version="2.2",
-                                    max_rows_per_file=1024 * 1024)
+                self.lance_baseline(tbl, f"{base}/{name}.lance")
         shutil.rmtree(base, ignore_errors=True)
         return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
 
@@ -627,7 +636,6 @@ class Bench:
         from an omnigraph load) and on the DataFrame's own columns, pyarrow's Parquet on the
         DataFrame's. Why: the format makes an edge load encode an id column Parquet never
         writes; this shows what that costs before any connector code."""
-        import lance
         import pyarrow.parquet as papq
 
         from omnigraph_spark import Graph, write_table
@@ -649,9 +657,10 @@ class Bench:
         shutil.rmtree(first, ignore_errors=True)
 
         def spark_job(run: Callable[[], None]) -> Dict[str, float]:
-            t0 = time.perf_counter()
-            run()
-            return {"wall": time.perf_counter() - t0}
+            t: List[float] = []
+            with timer(t):
+                run()
+            return {"wall": t[0]}
 
         def encode(write: Callable[[str], None]) -> Dict[str, float]:
             p = self.fresh("encode")
@@ -667,13 +676,12 @@ class Bench:
             shutil.rmtree(p, ignore_errors=True)
             return out
 
-        lance_args = {"data_storage_version": "2.2", "max_rows_per_file": 1024 * 1024}
         cases: Dict[str, Callable[[], Dict[str, float]]] = {
             "spark_noop": lambda: spark_job(lambda: edges.write.format("noop").mode("overwrite").save()),
             "spark_parquet": lambda: spark_job(lambda: edges.write.mode("overwrite").parquet(self.fresh("pq"))),
             "omnigraph_write_table": omnigraph,
-            "lance_encode_format_table": lambda: encode(lambda p: lance.write_dataset(stored, p, **lance_args)),
-            "lance_encode_dataframe": lambda: encode(lambda p: lance.write_dataset(edge_tbl, p, **lance_args)),
+            "lance_encode_format_table": lambda: encode(lambda p: self.lance_baseline(stored, p)),
+            "lance_encode_dataframe": lambda: encode(lambda p: self.lance_baseline(edge_tbl, p)),
             "parquet_encode_dataframe": lambda: encode(lambda p: papq.write_table(edge_tbl, p)),
         }
         runs: Dict[str, List[Dict[str, float]]] = {k: [] for k in cases}

@@ -49,8 +49,9 @@ def spark():
     from omnigraph_spark.spark.jvm_read import shim_spark_conf
     from omnigraph_spark.spark.runtime import set_local_lance_threads
 
-    set_local_lance_threads("local[2]")  # as the embedded default session does (demo.local_builder)
-    s = (SparkSession.builder.master("local[2]").appName("omnigraph-spark-tests")
+    master = "local[2]"
+    set_local_lance_threads(master)  # as the embedded default session does (demo.local_builder)
+    s = (SparkSession.builder.master(master).appName("omnigraph-spark-tests")
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "4")
          .config("spark.default.parallelism", "2")
