@@ -114,7 +114,8 @@ class StagedTable:
     fragments: Tuple[FragmentMetadata, ...]
     rows: int
     bytes: int
-    #: every row's id was minted here (a fresh ULID, 80 random bits): no input id to collide,
+    #: every row's id was minted here (a fresh monotonic ULID: a random start per task or batch,
+    #: + 1 per id): no input id to collide,
     #: so load-wide validation skips the id uniqueness pass (as the engine does for its own)
     minted_ids: bool = False
     #: edges staged by tasks that checked endpoints as they went (None: not checked)

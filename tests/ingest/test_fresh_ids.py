@@ -1,4 +1,5 @@
-"""Bulk ULID minting (convert.fresh_ids): same text as python-ulid, unique, current time."""
+"""Bulk ULID minting (convert.fresh_ids): same text as python-ulid, unique, current time, and
+monotonic (one random start per call, + 1 per id)."""
 import os
 import time
 
@@ -34,3 +35,20 @@ def test_fill_missing_ids_keeps_given_ones():
     out = fill_missing_ids(pa.array(["a", None, "c", None])).to_pylist()
     assert out[0] == "a" and out[2] == "c"
     assert all(len(x) == 26 for x in (out[1], out[3])) and out[1] != out[3]
+
+
+def test_fresh_ids_count_up_from_one_random_start():
+    a = [int(ULID.from_str(s)) for s in fresh_ids(5_000).to_pylist()]
+    b = [int(ULID.from_str(s)) for s in fresh_ids(5_000).to_pylist()]
+    assert all(y == x + 1 for x, y in zip(a, a[1:])) and all(y == x + 1 for x, y in zip(b, b[1:]))
+    assert a[0] & (1 << 79) == 0 and a[0] != b[0]  # a random start each call, top bit clear
+
+
+def test_fresh_ids_carry_into_the_top_random_bits_never_into_the_time(monkeypatch):
+    import omnigraph_spark.ingest.convert as convert
+
+    monkeypatch.setattr(convert.os, "urandom", lambda k: b"\xff" * k)  # the largest start
+    values = [int(ULID.from_str(s)) for s in fresh_ids(3).to_pylist()]
+    mask = (1 << 80) - 1
+    assert [v & mask for v in values] == [(1 << 79) - 1, 1 << 79, (1 << 79) + 1]
+    assert len({v >> 80 for v in values}) == 1  # one millisecond for all three

@@ -142,6 +142,39 @@ def test_minted_ids_are_ulids_and_given_ids_are_kept(jvm, tmp_path):
     writes.abort(staged)
 
 
+def test_minted_ids_count_up_within_a_task(jvm, tmp_path):
+    """Minted ids are monotonic ULIDs (jvm-shim Ulids.Mint): within a task and millisecond each
+    is the previous + 1, from a random start per task. Over several batches of a task, in both
+    the all-minted batch (written in bulk) and a batch mixing given ids, every id is distinct."""
+    from ulid import ULID as PyUlid
+
+    from omnigraph_spark.store.tables import open_dataset
+
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    write_graph(g.root, {"Thing": jvm.createDataFrame(_things(10), THING_DDL)}, engine="jvm")
+    n = 2 * jvm_write.JVM_BATCH_ROWS + 500  # three batches per task
+    rels = jvm.range(0, 2 * n, 1, 2).selectExpr(
+        "CASE WHEN id = 7 THEN 'given-7' END AS id", "'t00001' AS src", "'t00002' AS dst", "CAST(id AS DOUBLE) AS w")
+    write_table(rels, g.root, "Rel", engine="jvm")
+    t = Graph.open(g.root).snapshot("main").table("edge:Rel")
+    ds = open_dataset(t.base_path, branch=t.lance_branch, version=t.version)
+    seen, steps, starts = set(), 0, 0
+    for frag in ds.get_fragments():
+        ids = [i for i in frag.to_table(columns=["id"]).column("id").to_pylist() if i != "given-7"]
+        assert all(ULID.match(i) for i in ids)
+        values = [int(PyUlid.from_str(i)) for i in ids]
+        for a, b in zip(values, values[1:]):
+            if a >> 80 == b >> 80:  # the same millisecond: the next count
+                assert b == a + 1, (hex(a), hex(b))
+                steps += 1
+            else:
+                starts += 1
+        assert all(v & (1 << 79) == 0 for v in values[:1])  # a task's start has its top bit clear
+        seen.update(ids)
+    assert len(seen) == 2 * n - 1 and ds.count_rows() == 2 * n
+    assert steps >= 2 * n - 10 and starts <= 8  # one start per task and millisecond
+
+
 def test_jvm_ulid_text_matches_python_ulid_bit_for_bit(jvm):
     """The sink writes minted ULIDs as bytes straight into the batch (jvm-shim Ulids): the text
     must be python-ulid's for any 128 bits, including all-zero, all-one and every bit alone

@@ -9,7 +9,10 @@ import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.BaseVariableWidthVector;
+import org.apache.arrow.vector.BitVectorHelper;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
@@ -139,15 +142,32 @@ final class RowRules {
       return root;
     }
     VarCharVector fresh = new VarCharVector(ids.getField(), allocator);
-    fresh.allocateNew(32L * n, n); // setSafe grows it for longer given ids
     long now = System.currentTimeMillis(); // one clock read per batch (a batch mints in milliseconds)
-    byte[] id = new byte[Ulids.LENGTH];
-    for (int i = 0; i < n; i++) {
-      if (ids.isNull(i)) {
-        ulids.next(now, id, 0);
-        fresh.setSafe(i, id, 0, Ulids.LENGTH);
-      } else {
-        fresh.setSafe(i, ids.get(i));
+    if (missing == n) { // the usual case (no input ids): every id's bytes in one copy
+      byte[] text = new byte[Ulids.LENGTH * n];
+      for (int i = 0; i < n; i++) {
+        ulids.next(now, text, i * Ulids.LENGTH);
+      }
+      fresh.allocateNew(text.length, n);
+      ArrowBuf offsets = fresh.getOffsetBuffer();
+      for (int i = 0; i <= n; i++) {
+        offsets.setInt((long) i * BaseVariableWidthVector.OFFSET_WIDTH, i * Ulids.LENGTH);
+      }
+      fresh.getDataBuffer().setBytes(0, text);
+      for (int i = 0; i < n; i++) {
+        BitVectorHelper.setBit(fresh.getValidityBuffer(), i);
+      }
+      fresh.setLastSet(n - 1);
+    } else {
+      fresh.allocateNew(32L * n, n); // setSafe grows it for longer given ids
+      byte[] id = new byte[Ulids.LENGTH];
+      for (int i = 0; i < n; i++) {
+        if (ids.isNull(i)) {
+          ulids.next(now, id, 0);
+          fresh.setSafe(i, id, 0, Ulids.LENGTH);
+        } else {
+          fresh.setSafe(i, ids.get(i));
+        }
       }
     }
     fresh.setValueCount(n);

@@ -1,18 +1,18 @@
 package io.omnigraph.spark;
 
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 
 /**
- * ULIDs as the JVM write path mints them: 48 bits of milliseconds, 80 random bits, written as 26
- * Crockford base32 ASCII bytes straight into a caller's buffer.
+ * ULIDs as the JVM write path mints them: 48 bits of milliseconds and 80 bits counting up from a
+ * random start (see {@link Mint}), written as 26 Crockford base32 ASCII bytes straight into a
+ * caller's buffer.
  *
  * <p>Why not a ULID library's {@code toString()}: each id then costs a char array, a String and
  * its byte copy. Minting was ~10 % of an edge load's CPU (perf, session 11); 1M ids into a batch
- * took 80.7 ms that way and 57.6 ms this way (28.9 of them the DRBG). The Python path encodes in
- * bulk for the same reason ({@code ingest/convert.encode_ulids}); both are tested bit for bit
- * against python-ulid.
+ * took 80.7 ms that way and 57.6 ms this way (28.9 of them a random draw per id, which {@link
+ * Mint} no longer makes). The Python path encodes in bulk for the same reason ({@code
+ * ingest/convert.encode_ulids}); both are tested bit for bit against python-ulid.
  */
 public final class Ulids {
   /** Crockford's base32 alphabet (no I, L, O, U), upper case as the ULID spec writes it */
@@ -44,13 +44,21 @@ public final class Ulids {
   }
 
   /**
-   * Fresh ULIDs of one task: the 48-bit time given, 80 random bits from one SecureRandom read
-   * 64 KiB at a time (one call per id is slow). The NIST DRBG (seeded from the system's entropy)
-   * fills 10 MB in ~37 ms where the default NativePRNG takes ~160 ms.
+   * Fresh ULIDs of one task, monotonic as the ULID spec defines it: the first id of a millisecond
+   * takes a random 80-bit value (top bit clear, so 2^79 increments cannot overflow), each later id
+   * of the same millisecond that value + 1.
+   *
+   * <p>Why: a random draw per id made the DRBG half of minting, and random ids are the slowest
+   * text for Lance's FSST encoder; consecutive ids sharing all but their last characters encode
+   * faster and smaller (docs/benchmarks.md, session 12). Uniqueness is no weaker: one task's ids
+   * are strictly increasing, and two tasks minting in the same millisecond collide only if their
+   * ranges of a few million out of 2^79 overlap.
    */
   static final class Mint {
     private final SecureRandom random = drbg();
-    private final ByteBuffer pool = ByteBuffer.allocate(65536).position(65536);
+    private long time = Long.MIN_VALUE; // the millisecond the counter belongs to
+    private long hi; // the counter's top 16 bits
+    private long lo; // and its low 64 bits
 
     private static SecureRandom drbg() {
       try {
@@ -62,12 +70,14 @@ public final class Ulids {
 
     /** The next id, minted at ``timeMillis``, into ``out[off, off + 26)``. */
     void next(long timeMillis, byte[] out, int off) {
-      if (pool.remaining() < 10) {
-        random.nextBytes(pool.array());
-        pool.clear();
+      if (timeMillis != time) {
+        time = timeMillis;
+        hi = random.nextInt() & 0x7FFF;
+        lo = random.nextLong();
+      } else if (++lo == 0) {
+        hi++;
       }
-      long msb = (timeMillis << 16) | (pool.getShort() & 0xFFFFL);
-      encode(msb, pool.getLong(), out, off);
+      encode((timeMillis << 16) | hi, lo, out, off);
     }
   }
 }
