@@ -342,7 +342,9 @@ def _unique_fingerprinted(td: TypeDef, s: StagedTable, staged_cols, key: str, co
     except OSError as e:  # e.g. cleanup took the journal of a load idle past its grace: no proof
         log.warning("%s %s: key fingerprints unreadable (%s); checking exactly", td.table_key, what, e)
     else:
-        prints = np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype="<u8")
+        # each task's part is sorted (jvm-shim KeyHashes): the stable sort (timsort for 64 bits)
+        # merges those runs in about linear time, and sorts any other order correctly too
+        prints = np.sort(np.concatenate(parts), kind="stable") if parts else np.empty(0, dtype="<u8")
         if len(prints) < 2 or not bool((prints[1:] == prints[:-1]).any()):
             log.info("%s %s: %d values proven distinct by fingerprints", td.table_key, what, len(prints))
             return

@@ -241,6 +241,30 @@ def test_key_uniqueness_proven_by_fingerprints(jvm, tmp_path, calls):
     assert left == []
 
 
+def test_each_task_writes_its_fingerprints_sorted(jvm, tmp_path, monkeypatch):
+    """A task writes its key fingerprints ascending as unsigned 64-bit values (jvm-shim
+    KeyHashes), so the driver merges the tasks' runs instead of sorting the whole load. String
+    keys hash over the whole 64-bit range, so a signed order would show here."""
+    import numpy as np
+
+    real, parts = jvm_write.stage_jvm, []
+
+    def capture(*a, **kw):
+        out = real(*a, **kw)
+        parts.extend(np.fromfile(f, dtype="<u8") for s in out for f in s.key_hashes or ())
+        return out
+
+    monkeypatch.setattr(jvm_write, "stage_jvm", capture)
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    names = [f"p{i:05d}" for i in range(30_000)]
+    write_table(people(jvm, names).repartition(3), g.root, "Person", engine="jvm")
+    assert len(parts) == 3 and sum(len(p) for p in parts) == 30_000
+    for p in parts:
+        assert bool((p[1:] > p[:-1]).all())
+        assert bool((p >= np.uint64(1 << 63)).any()) and bool((p < np.uint64(1 << 63)).any())
+    assert read_table(jvm, g.root, "Person").count() == 30_000
+
+
 def test_missing_fingerprint_files_fall_back_to_the_exact_check(jvm, tmp_path, calls, monkeypatch):
     """The fingerprints are a shortcut, never a dependency: if a load's fingerprint files are
     gone before its commit (``cleanup`` swept the journal of a load idle past its grace), the
