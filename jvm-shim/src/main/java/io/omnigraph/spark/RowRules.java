@@ -32,6 +32,9 @@ final class RowRules {
   private final String where;
   private final List<EnumValues> allowed = new ArrayList<>();
   private final Ulids.Mint ulids = new Ulids.Mint();
+  /** ids minted per copy into a batch: a small reused buffer (a batch-sized one would be a humongous G1 object per batch) */
+  private static final int MINT_BLOCK = 1024;
+  private final byte[] mintBlock = new byte[Ulids.LENGTH * MINT_BLOCK];
   private long givenIds;
 
   RowRules(WriteSpec spec, String where) {
@@ -143,17 +146,20 @@ final class RowRules {
     }
     VarCharVector fresh = new VarCharVector(ids.getField(), allocator);
     long now = System.currentTimeMillis(); // one clock read per batch (a batch mints in milliseconds)
-    if (missing == n) { // the usual case (no input ids): every id's bytes in one copy
-      byte[] text = new byte[Ulids.LENGTH * n];
-      for (int i = 0; i < n; i++) {
-        ulids.next(now, text, i * Ulids.LENGTH);
-      }
-      fresh.allocateNew(text.length, n);
+    if (missing == n) { // the usual case (no input ids): the ids' bytes copied a block at a time
+      fresh.allocateNew((long) Ulids.LENGTH * n, n);
       ArrowBuf offsets = fresh.getOffsetBuffer();
       for (int i = 0; i <= n; i++) {
         offsets.setInt((long) i * BaseVariableWidthVector.OFFSET_WIDTH, i * Ulids.LENGTH);
       }
-      fresh.getDataBuffer().setBytes(0, text);
+      ArrowBuf data = fresh.getDataBuffer();
+      for (int from = 0; from < n; from += MINT_BLOCK) {
+        int m = Math.min(MINT_BLOCK, n - from);
+        for (int j = 0; j < m; j++) {
+          ulids.next(now, mintBlock, j * Ulids.LENGTH);
+        }
+        data.setBytes((long) from * Ulids.LENGTH, mintBlock, 0, (long) m * Ulids.LENGTH);
+      }
       for (int i = 0; i < n; i++) {
         BitVectorHelper.setBit(fresh.getValidityBuffer(), i);
       }
