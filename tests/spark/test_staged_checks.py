@@ -83,6 +83,32 @@ def test_endpoints_proven_while_staging_skip_the_driver_probe(jvm, tmp_path, cal
     assert edge_rows(jvm, g.root) == sorted(ring())
 
 
+def test_a_committed_node_index_is_reused_only_while_the_node_rows_stay(jvm, tmp_path, calls):
+    """I15 with the executor's index kept across loads (keyed by the node table's data and
+    deletion files): edge appends onto the same committed nodes build the index once and stay
+    proven; once the node rows change, a new index is built, and an edge to a node that is gone
+    is never proven by the old one (the driver's exact check refuses it)."""
+    builds = jvm.sparkContext._jvm.io.omnigraph.spark.LanceFragmentSink.nodeIndexBuilds
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm, ["a", "b", "c"]), g.root, "Person", engine="jvm")
+    n0 = builds()
+    write_table(knows(jvm, [("a", "b")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 + 1
+    write_table(knows(jvm, [("b", "c")]), g.root, "Knows", engine="jvm")
+    write_table(knows(jvm, [("c", "a")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 + 1 and calls["endpoints"] == 0  # reused, and still proven
+    write_table(people(jvm, ["a", "b", "c", "d"]), g.root, "Person", mode="overwrite", engine="jvm")
+    write_table(knows(jvm, [("d", "a")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 + 2 and calls["endpoints"] == 0  # new rows, new index: 'd' proven
+    write_table(people(jvm, ["a", "b", "c", "d", "e"]), g.root, "Person", mode="overwrite", engine="jvm")
+    write_table(knows(jvm, [("a", "c")]), g.root, "Knows", engine="jvm")  # an index holding 'e'
+    write_table(people(jvm, ["a", "b", "c", "d"]), g.root, "Person", mode="overwrite", engine="jvm")
+    with pytest.raises(DanglingEdgeError, match="'e'"):  # never proven by the index that held 'e'
+        write_table(knows(jvm, [("e", "a")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 + 4 and calls["endpoints"] == 1
+    assert edge_rows(jvm, g.root) == [("a", "b"), ("a", "c"), ("b", "c"), ("c", "a"), ("d", "a")]
+
+
 def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, monkeypatch):
     """The index keeps ids of up to 15 bytes inside its slots and longer ones in a byte arena:
     whatever the length, the tasks count exactly the rows whose endpoint is not a node id, near

@@ -284,6 +284,11 @@ public final class LanceFragmentSink implements TableProvider {
   }
 
   /** Write a small text file completely, then rename it into place (readers see all or nothing). */
+  /** Node-id indexes built from the data in this JVM so far (tests: a reuse across loads does not build). */
+  public static long nodeIndexBuilds() {
+    return NodeIdIndex.builds();
+  }
+
   static void writeAtomically(Path path, String text) {
     writeAtomically(path, text.getBytes(StandardCharsets.UTF_8));
   }

@@ -54,14 +54,20 @@ final class NodeIdIndex {
   /** load token + source JSON -> the index being built or built; guarded by itself */
   private static final Map<String, SoftReference<CompletableFuture<NodeIdIndex>>> CACHE =
       new LinkedHashMap<>(8, 0.75f, true);
+  /** a committed table's content key (see {@link #contentKey}) -> its index, across loads; guarded by itself */
+  private static final Map<String, SoftReference<NodeIdIndex>> BY_CONTENT = new LinkedHashMap<>(4, 0.75f, true);
+  /** indexes built from the data (not taken from {@link #BY_CONTENT}), for tests */
+  private static final java.util.concurrent.atomic.AtomicLong BUILDS = new java.util.concurrent.atomic.AtomicLong();
 
   private final long[] slots; // slot i: words 2i, 2i + 1; first word 0 = empty
   private final byte[] arena; // the bytes of the ids longer than INLINE, back to back
   private final int shift; // a hash's slot: its top bits
   private final int mask; // slots - 1: linear probing wraps
+  private final int size; // ids in the set
 
-  private NodeIdIndex(long[] slots, byte[] arena, int shift, int mask) {
+  private NodeIdIndex(long[] slots, byte[] arena, int shift, int mask, int size) {
     this.slots = slots;
+    this.size = size;
     this.arena = arena;
     this.shift = shift;
     this.mask = mask;
@@ -225,6 +231,34 @@ final class NodeIdIndex {
     return h ^ (h >>> 32);
   }
 
+  /** Indexes built from the data since the JVM started (a reuse by content does not count). */
+  static long builds() {
+    return BUILDS.get();
+  }
+
+  /**
+   * What rows a committed table holds, as a string: per fragment, its id, its data files' paths
+   * and its deletion file. Data files are named by UUID and deletion files by fragment, read
+   * version and a random id, and Lance never rewrites either, so two tables with equal keys hold
+   * the same rows.
+   */
+  static String contentKey(String path, Dataset ds) {
+    StringBuilder b = new StringBuilder(path);
+    for (org.lance.Fragment f : ds.getFragments()) {
+      org.lance.FragmentMetadata m = f.metadata();
+      b.append('|').append(m.getId());
+      for (org.lance.fragment.DataFile d : m.getFiles()) {
+        b.append(',').append(d.getPath()).append('@').append(d.getBaseId().map(String::valueOf).orElse(""));
+      }
+      org.lance.fragment.DeletionFile del = m.getDeletionFile();
+      if (del != null) {
+        b.append(";del:").append(del.getFileType()).append('-').append(del.getReadVersion()).append('-')
+            .append(del.getId()).append('@').append(del.getBaseId().map(String::valueOf).orElse(""));
+      }
+    }
+    return b.toString();
+  }
+
   private static NodeIdIndex build(JsonNode source) {
     long t0 = System.nanoTime();
     try (BufferAllocator allocator = new RootAllocator()) {
@@ -237,6 +271,18 @@ final class NodeIdIndex {
       }
       List<LanceFileReader> files = new ArrayList<>();
       try {
+        String content = ds != null && source.get("files").size() == 0
+            ? contentKey(table.get("path").asText(), ds) : null;
+        if (content != null) {
+          synchronized (BY_CONTENT) {
+            SoftReference<NodeIdIndex> ref = BY_CONTENT.get(content);
+            NodeIdIndex hit = ref == null ? null : ref.get();
+            if (hit != null) {
+              LOG.info("reused the index of {} node ids for the endpoint check: {}", hit.size, source);
+              return hit;
+            }
+          }
+        }
         long rows = ds == null ? 0 : ds.countRows();
         for (JsonNode f : source.get("files")) {
           files.add(LanceFileReader.open(f.asText(), allocator));
@@ -257,6 +303,17 @@ final class NodeIdIndex {
           }
         }
         NodeIdIndex index = c.build();
+        BUILDS.incrementAndGet();
+        if (content != null) {
+          synchronized (BY_CONTENT) {
+            BY_CONTENT.put(content, new SoftReference<>(index));
+            Iterator<String> oldest = BY_CONTENT.keySet().iterator();
+            while (BY_CONTENT.size() > MAX_CACHED && oldest.hasNext()) {
+              oldest.next();
+              oldest.remove();
+            }
+          }
+        }
         LOG.info("indexed {} node ids in {} ms for the endpoint check: {}", c.n,
             (System.nanoTime() - t0) / 1_000_000, source);
         return index;
@@ -323,7 +380,7 @@ final class NodeIdIndex {
     }
 
     NodeIdIndex build() {
-      return new NodeIdIndex(slots, Arrays.copyOf(arena, arenaEnd), shift, mask);
+      return new NodeIdIndex(slots, Arrays.copyOf(arena, arenaEnd), shift, mask, n);
     }
 
     private void insert(byte[] b, int off, int len, long h, long k0, long k1) {
