@@ -80,7 +80,7 @@ final class KeyHashes {
       src = dst;
       dst = t;
     }
-    if (src != a) { // six passes: an even number, so this never runs; kept for a changed digit width
+    if (src != a) { // an odd number of passes ends in the scratch array (six do not)
       System.arraycopy(src, 0, a, 0, n);
     }
   }

@@ -283,12 +283,12 @@ public final class LanceFragmentSink implements TableProvider {
     }
   }
 
-  /** Write a small text file completely, then rename it into place (readers see all or nothing). */
   /** Node-id indexes built from the data in this JVM so far (tests: a reuse across loads does not build). */
   public static long nodeIndexBuilds() {
     return NodeIdIndex.builds();
   }
 
+  /** Write a small text file completely, then rename it into place (readers see all or nothing). */
   static void writeAtomically(Path path, String text) {
     writeAtomically(path, text.getBytes(StandardCharsets.UTF_8));
   }

@@ -14,12 +14,17 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.ipc.ArrowReader;
 import org.lance.Dataset;
+import org.lance.Fragment;
+import org.lance.FragmentMetadata;
 import org.lance.file.LanceFileReader;
+import org.lance.fragment.DataFile;
+import org.lance.fragment.DeletionFile;
 import org.lance.ipc.LanceScanner;
 import org.lance.ipc.ScanOptions;
 
@@ -57,7 +62,7 @@ final class NodeIdIndex {
   /** a committed table's content key (see {@link #contentKey}) -> its index, across loads; guarded by itself */
   private static final Map<String, SoftReference<NodeIdIndex>> BY_CONTENT = new LinkedHashMap<>(4, 0.75f, true);
   /** indexes built from the data (not taken from {@link #BY_CONTENT}), for tests */
-  private static final java.util.concurrent.atomic.AtomicLong BUILDS = new java.util.concurrent.atomic.AtomicLong();
+  private static final AtomicLong BUILDS = new AtomicLong();
 
   private final long[] slots; // slot i: words 2i, 2i + 1; first word 0 = empty
   private final byte[] arena; // the bytes of the ids longer than INLINE, back to back
@@ -244,13 +249,13 @@ final class NodeIdIndex {
    */
   static String contentKey(String path, Dataset ds) {
     StringBuilder b = new StringBuilder(path);
-    for (org.lance.Fragment f : ds.getFragments()) {
-      org.lance.FragmentMetadata m = f.metadata();
+    for (Fragment f : ds.getFragments()) {
+      FragmentMetadata m = f.metadata();
       b.append('|').append(m.getId());
-      for (org.lance.fragment.DataFile d : m.getFiles()) {
+      for (DataFile d : m.getFiles()) {
         b.append(',').append(d.getPath()).append('@').append(d.getBaseId().map(String::valueOf).orElse(""));
       }
-      org.lance.fragment.DeletionFile del = m.getDeletionFile();
+      DeletionFile del = m.getDeletionFile();
       if (del != null) {
         b.append(";del:").append(del.getFileType()).append('-').append(del.getReadVersion()).append('-')
             .append(del.getId()).append('@').append(del.getBaseId().map(String::valueOf).orElse(""));

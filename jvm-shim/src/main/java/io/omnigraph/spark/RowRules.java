@@ -28,12 +28,13 @@ import org.apache.arrow.vector.VectorSchemaRoot;
  * error.
  */
 final class RowRules {
+  /** ids minted per copy into a batch: a small reused buffer (a batch-sized one is a humongous G1 object per batch) */
+  private static final int MINT_BLOCK = 1024;
+
   private final WriteSpec spec;
   private final String where;
   private final List<EnumValues> allowed = new ArrayList<>();
   private final Ulids.Mint ulids = new Ulids.Mint();
-  /** ids minted per copy into a batch: a small reused buffer (a batch-sized one would be a humongous G1 object per batch) */
-  private static final int MINT_BLOCK = 1024;
   private final byte[] mintBlock = new byte[Ulids.LENGTH * MINT_BLOCK];
   private long givenIds;
 
