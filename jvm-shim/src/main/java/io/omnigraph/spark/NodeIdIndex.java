@@ -9,7 +9,6 @@ import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -57,10 +56,9 @@ final class NodeIdIndex {
   /** the low byte of a slot's first word for an id kept in the arena (inline ids: length + 1) */
   private static final long IN_ARENA = 0xFF;
   /** load token + source JSON -> the index being built or built; guarded by itself */
-  private static final Map<String, SoftReference<CompletableFuture<NodeIdIndex>>> CACHE =
-      new LinkedHashMap<>(8, 0.75f, true);
+  private static final Map<String, SoftReference<CompletableFuture<NodeIdIndex>>> CACHE = recentlyUsed();
   /** a committed table's content key (see {@link #contentKey}) -> its index, across loads; guarded by itself */
-  private static final Map<String, SoftReference<NodeIdIndex>> BY_CONTENT = new LinkedHashMap<>(4, 0.75f, true);
+  private static final Map<String, SoftReference<NodeIdIndex>> BY_CONTENT = recentlyUsed();
   /** indexes built from the data (not taken from {@link #BY_CONTENT}), for tests */
   private static final AtomicLong BUILDS = new AtomicLong();
 
@@ -137,6 +135,16 @@ final class NodeIdIndex {
    * once per executor and load ({@code load}: a token unique to the load). Never shared across
    * loads: a Lance branch deleted and re-created can reuse a version number for other rows.
    */
+  /** An access-ordered map that drops its least recently used entry beyond {@link #MAX_CACHED}. */
+  private static <V> Map<String, V> recentlyUsed() {
+    return new LinkedHashMap<String, V>(8, 0.75f, true) {
+      @Override
+      protected boolean removeEldestEntry(Map.Entry<String, V> eldest) {
+        return size() > MAX_CACHED;
+      }
+    };
+  }
+
   static CompletableFuture<NodeIdIndex> of(String load, JsonNode source) {
     String key = load + " " + source;
     synchronized (CACHE) {
@@ -145,11 +153,6 @@ final class NodeIdIndex {
       if (f == null || f.isCompletedExceptionally()) {
         f = CompletableFuture.supplyAsync(() -> build(source));
         CACHE.put(key, new SoftReference<>(f));
-        Iterator<String> oldest = CACHE.keySet().iterator();
-        while (CACHE.size() > MAX_CACHED && oldest.hasNext()) {
-          oldest.next();
-          oldest.remove();
-        }
       }
       return f;
     }
@@ -312,11 +315,6 @@ final class NodeIdIndex {
         if (content != null) {
           synchronized (BY_CONTENT) {
             BY_CONTENT.put(content, new SoftReference<>(index));
-            Iterator<String> oldest = BY_CONTENT.keySet().iterator();
-            while (BY_CONTENT.size() > MAX_CACHED && oldest.hasNext()) {
-              oldest.next();
-              oldest.remove();
-            }
           }
         }
         LOG.info("indexed {} node ids in {} ms for the endpoint check: {}", c.n,

@@ -161,17 +161,17 @@ final class RowRules {
         }
         data.setBytes((long) from * Ulids.LENGTH, mintBlock, 0, (long) m * Ulids.LENGTH);
       }
+      ArrowBuf valid = fresh.getValidityBuffer();
       for (int i = 0; i < n; i++) {
-        BitVectorHelper.setBit(fresh.getValidityBuffer(), i);
+        BitVectorHelper.setBit(valid, i);
       }
       fresh.setLastSet(n - 1);
     } else {
       fresh.allocateNew(32L * n, n); // setSafe grows it for longer given ids
-      byte[] id = new byte[Ulids.LENGTH];
       for (int i = 0; i < n; i++) {
         if (ids.isNull(i)) {
-          ulids.next(now, id, 0);
-          fresh.setSafe(i, id, 0, Ulids.LENGTH);
+          ulids.next(now, mintBlock, 0);
+          fresh.setSafe(i, mintBlock, 0, Ulids.LENGTH);
         } else {
           fresh.setSafe(i, ids.get(i));
         }
