@@ -76,12 +76,15 @@ class JvmStagePlan:
     """How one DataFrame is staged by the sink: the projection and the per-row rules.
 
     ``columns`` are the projected ones, in table order: ``(target, input column or None, Spark
-    type, how)`` with ``how`` "cast" (a widening cast; no input column: typed nulls),
-    "micros_ts" / "micros_date" (a DateTime target: the input timestamp or date as microseconds
-    since the epoch; the sink converts to milliseconds and refuses a sub-millisecond part).
-    ``kinds`` tells the sink which table columns are not plain: "micros", or "null" (a nullable
-    column the DataFrame does not give, of a type Spark's Arrow writer cannot produce: written
-    as nulls)."""
+    type, how)`` with ``how`` "as_is" (the input column has the target's type already), "cast"
+    (a widening cast; no input column: typed nulls of a non-nullable column, which the row
+    rules then refuse), "micros_ts" / "micros_date" (a DateTime target: the input timestamp or
+    date as microseconds since the epoch; the sink converts to milliseconds and refuses a
+    sub-millisecond part). ``kinds`` tells the sink which table columns are not plain:
+    "micros", "null" (a nullable column the DataFrame does not give, and an ``id`` column the
+    sink mints in full) or "copy:<column>" (a keyed node's ``id`` when its String key is given
+    as a string: the key's values). A "null" or "copy:" column is not in Spark's rows at all;
+    the sink writes it."""
 
     columns: Tuple[Tuple[str, Optional[str], DataType, str], ...]
     rules: Tuple[Dict[str, Any], ...]  # in the order the Python converter applies them
@@ -108,6 +111,11 @@ def _widens(src: DataType, target: pa.DataType) -> bool:
         return isinstance(src, ArrayType) and _widens(src.elementType, target.value_type)
     hit = _WIDENS.get(target)
     return hit is not None and isinstance(src, hit[1])
+
+
+def _how(src: Optional[DataType], target: DataType) -> str:
+    """"as_is" when the input column already has the target's Spark type (no projection), else "cast"."""
+    return "as_is" if src is not None and src == target else "cast"
 
 
 def setup_blocker(spark: SparkSession, target: WriteTarget) -> Optional[str]:
@@ -156,21 +164,33 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
             if key is not None and not typedef.is_edge:
                 if "id" in given:
                     why.append(f"an explicit 'id' beside @key '{key}' is compared to the key by the Python path")
-                columns.append(("id", key, spark_type, "cast"))
+                if _how(given.get(key), spark_type) == "as_is":
+                    kinds.append(("id", f"copy:{key}"))  # the sink shares the key column's values
+                else:
+                    columns.append(("id", key, spark_type, "cast"))
             else:
                 if "id" in given and not _widens(given["id"], f.type):
                     why.append(f"column 'id': {given['id'].simpleString()} is not a string")
-                columns.append(("id", "id" if "id" in given else None, spark_type, "cast"))
+                if "id" in given and not isinstance(given["id"], NullType):
+                    columns.append(("id", "id", spark_type, _how(given["id"], spark_type)))
+                else:
+                    kinds.append(("id", "null"))  # every id minted by the sink
                 mint = "id"
             continue
         if f.name in ("src", "dst") and typedef.is_edge:
             alias = "from" if f.name == "src" else "to"
-            columns.append((f.name, alias if alias in given else f.name, spark_type, "cast"))
+            name = alias if alias in given else f.name
+            columns.append((f.name, name, spark_type, _how(given.get(name), spark_type)))
             continue
         if src is not None and not _widens(src, f.type):
             why.append(f"column '{f.name}': {src.simpleString()} -> {f.type} needs a per-value check (Python path)")
-        given_col = src is not None and not isinstance(src, NullType)
-        columns.append((f.name, f.name if given_col else None, spark_type, "cast"))
+        if src is None or isinstance(src, NullType):
+            if f.nullable:
+                kinds.append((f.name, "null"))  # not given: nulls, written by the sink itself
+                continue
+            columns.append((f.name, None, spark_type, "cast"))  # typed nulls: the row rules refuse them
+            continue
+        columns.append((f.name, f.name, spark_type, _how(src, spark_type)))
     if why:
         return None, why
     rules: List[Dict[str, Any]] = []
@@ -199,10 +219,18 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
     """``df`` in the table's exact column order and Spark types (widening casts only).
 
     One ``selectExpr`` (a single JVM call; building Column objects costs one py4j round trip
-    each, 0.1 s per write)."""
+    each, 0.1 s per write). A column already of its target type is selected under its own
+    name, never aliased: the sink reads columns by position, and a plan of plain column
+    references is folded into the scan below it, where an alias or a literal column would make
+    Spark copy every row once more before the sink sees it (docs/benchmarks.md, session 13)."""
     exprs = []
+    selected = set()
     for name, src, spark_type, how in plan.columns:
         sql_type = spark_type.simpleString()
+        if how == "as_is" and src not in selected:
+            exprs.append(_q(src))
+            selected.add(src)
+            continue
         if src is None:
             e = f"CAST(NULL AS {sql_type})"
         elif how == "micros_date":

@@ -175,6 +175,55 @@ def test_minted_ids_count_up_within_a_task(jvm, tmp_path):
     assert steps >= 2 * n - 10 and starts <= 8  # one start per task and millisecond
 
 
+def _executed(df):
+    """The physical plan above the cached data (the cache's own plan cut off)."""
+    return df._jdf.queryExecution().executedPlan().toString().split("InMemoryRelation")[0]
+
+
+def test_columns_of_the_tables_types_reach_the_sink_without_a_projection(jvm, tmp_path):
+    """A DataFrame whose columns already have the table's types (in any order) is handed to the
+    sink as its own rows: no Project in the plan, so Spark does not copy every row once more.
+    Ids not given are minted by the sink, not projected as a null column. A column that needs a
+    widening cast is still projected, and both load the same rows."""
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    write_graph(g.root, {"Thing": jvm.createDataFrame(_things(10), THING_DDL)}, engine="jvm")
+    rel = Graph.open(g.root).catalog.resolve("Rel")
+    exact = jvm.createDataFrame(_rels(300, 10), "src string, dst string, w double").select("w", "dst", "src").cache()
+    widened = jvm.createDataFrame(_rels(300, 10), "src string, dst string, w float").cache()
+    for df, projects in ((exact, False), (widened, True)):
+        target = writes.prepare_target(Graph.open(g.root), "main", "edge:Rel", "append")
+        plan, why = jvm_write.plan_stage(rel, target, df.schema)
+        assert not why and plan.mint_column == "id" and ("id", "null") in plan.kinds
+        shown = _executed(jvm_write.projected(df, plan))
+        assert ("Project" in shown) == projects, shown
+        assert shown.count("InMemoryTableScan") == 1
+        write_table(df, g.root, "Rel", engine="jvm")
+    got = read_table(jvm, g.root, "Rel").collect()
+    assert len(got) == 600 and all(ULID.match(r["id"]) for r in got) and len({r["id"] for r in got}) == 600
+    want = sorted((s, d, w) for s, d, w in _rels(300, 10))
+    assert sorted((r["src"], r["dst"], r["w"]) for r in got) == sorted(want + want)
+
+
+def test_a_keyed_nodes_id_is_its_key_column_without_a_projection(jvm, tmp_path):
+    """A keyed node's id is its String key: the sink shares the key column's values for the id
+    column ("copy:" kind) instead of Spark projecting the key twice into every row."""
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    thing = Graph.open(g.root).catalog.resolve("Thing")
+    exact = jvm.createDataFrame(_things(3 * jvm_write.JVM_BATCH_ROWS // 2), THING_DDL).selectExpr(
+        "slug", "color", "flag", "CAST(i32 AS INT) AS i32", "CAST(i64 AS BIGINT) AS i64", "f32",
+        "CAST(f64 AS DOUBLE) AS f64", "day", "tags", "CAST(nums AS ARRAY<BIGINT>) AS nums").cache()
+    target = writes.prepare_target(Graph.open(g.root), "main", "node:Thing", "append")
+    plan, why = jvm_write.plan_stage(thing, target, exact.schema)
+    assert not why and ("id", "copy:slug") in plan.kinds and plan.mint_column is None
+    shown = _executed(jvm_write.projected(exact, plan))
+    assert "Project" not in shown and shown.count("InMemoryTableScan") == 1, shown
+    write_table(exact.coalesce(1), g.root, "Thing", engine="jvm")  # two batches in one task
+    got = read_table(jvm, g.root, "Thing").select("id", "slug", "i64").collect()
+    assert len(got) == len(_things(3 * jvm_write.JVM_BATCH_ROWS // 2))
+    assert all(r["id"] == r["slug"] for r in got)
+    assert sorted(r["slug"] for r in got)[:2] == ["t00000", "t00001"]
+
+
 def test_jvm_ulid_text_matches_python_ulid_bit_for_bit(jvm):
     """The sink writes minted ULIDs as bytes straight into the batch (jvm-shim Ulids): the text
     must be python-ulid's for any 128 bits, including all-zero, all-one and every bit alone

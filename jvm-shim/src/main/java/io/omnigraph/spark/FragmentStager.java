@@ -28,6 +28,7 @@ import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.VectorUnloader;
 import org.apache.arrow.vector.ipc.ArrowReader;
 import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
 import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.ipc.message.MessageSerializer;
 import org.apache.arrow.vector.types.pojo.Schema;
@@ -53,6 +54,8 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private static final Object END = new Object();
   private static final Object FAILED = new Object();
   private static final long ABORT_WAIT_MS = 60_000;
+  /** the kind of a column whose values are another column's: "copy:" + that column */
+  private static final String COPY = "copy:";
 
   private final WriteSpec spec;
   private final int partitionId;
@@ -107,7 +110,8 @@ final class FragmentStager implements DataWriter<InternalRow> {
   /**
    * A fresh batch in the table's schema. {@link RowWriter} fills the plain columns in place; a
    * DateTime column fed by Spark microseconds goes through a temporary BigInt vector; columns the
-   * DataFrame does not give are not in Spark's rows at all (see {@link #finishColumns}).
+   * DataFrame does not give ("null") and a keyed node's id ("copy:" its key column) are not in
+   * Spark's rows at all (see {@link #finishColumns}).
    */
   private void newBatch() {
     root = VectorSchemaRoot.create(schema, allocator);
@@ -120,6 +124,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
         BigIntVector micros = new BigIntVector(v.getName(), allocator);
         micro.put(v.getName(), micros);
         vectors.add(micros);
+      } else if (!kind.equals("null") && !kind.startsWith(COPY)) {
+        throw new IllegalArgumentException(spec.label + ": unknown column kind '" + kind + "' for '" + v.getName()
+            + "' (the Python package and jvm-shim differ in version?)");
       }
     }
     writer = new RowWriter(vectors);
@@ -143,9 +150,24 @@ final class FragmentStager implements DataWriter<InternalRow> {
         } finally {
           micros.close();
         }
+      } else if (kind != null && kind.startsWith(COPY)) {
+        sameValues(root.getVector(kind.substring(COPY.length())), v, n);
       }
     }
     root.setRowCount(n);
+  }
+
+  /**
+   * Column {@code to} holds the values of {@code from} (a keyed node's id is its key): it takes
+   * references to {@code from}'s buffers, which nothing writes to any more, instead of Spark
+   * projecting the key twice into every row.
+   */
+  private void sameValues(FieldVector from, FieldVector to, int n) {
+    if (from == null || !from.getField().getType().equals(to.getField().getType())) {
+      throw new IllegalArgumentException(spec.label + ": column '" + to.getName() + "' cannot share the values of "
+          + (from == null ? "a column not in the table" : "'" + from.getName() + "' (" + from.getField().getType() + ")"));
+    }
+    to.loadFieldBuffers(new ArrowFieldNode(n, from.getNullCount()), from.getFieldBuffers());
   }
 
   /** DateTime stores milliseconds: exact conversion, or the Python path's error for a finer value. */
