@@ -3,7 +3,6 @@ package io.omnigraph.spark;
 import java.util.List;
 import org.apache.arrow.vector.BigIntVector;
 import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.BitVectorHelper;
 import org.apache.arrow.vector.DateDayVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.Float4Vector;
@@ -24,8 +23,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>Why not Spark's {@code ArrowWriter}: it wraps every string in a {@code ByteBuffer} and goes
  * through Arrow's general {@code setSafe} (hole filling, offset reads, checked copies) per value;
- * here a string is one bounds check and one memory copy. A vector of the wrong class for its
- * Spark type cannot happen: the planner casts every column to the table's type first.
+ * here a string is one bounds check and one memory copy, and every other value a plain store.
+ * A vector of the wrong class for its Spark type cannot happen: the planner casts every column
+ * to the table's type first.
  */
 final class RowWriter {
   private final ColumnWriter[] columns;
@@ -75,30 +75,61 @@ final class RowWriter {
     abstract void finish(int count);
   }
 
+  /** Sets bit {@code i} of the bitmap at {@code address} (validity, or a Bool's values). */
+  static void setBit(long address, int i) {
+    long at = address + (i >>> 3);
+    Platform.putByte(null, at, (byte) (Platform.getByte(null, at) | (1 << (i & 7))));
+  }
+
+  /**
+   * Strings: the value bytes are one copy, the offset and the validity bit plain stores. The
+   * buffers' addresses and capacities are read once per reallocation, not per value: Arrow's
+   * checked accessors verify the reference count and bounds on every call, which showed in the
+   * profile of a load (4 % of the task's time, session 13).
+   */
   static final class Strings extends ColumnWriter {
     private final VarCharVector v;
     private long end; // bytes written so far
+    private int capacity = -1; // values the validity and offset buffers hold
+    private long validity;
+    private long offsets;
+    private long data;
+    private long dataCapacity;
 
     Strings(VarCharVector v) {
       this.v = v;
     }
 
+    private void refresh() {
+      capacity = v.getValueCapacity();
+      validity = v.getValidityBuffer().memoryAddress();
+      offsets = v.getOffsetBuffer().memoryAddress();
+      data = v.getDataBuffer().memoryAddress();
+      dataCapacity = v.getDataBuffer().capacity();
+    }
+
     @Override
     void write(SpecializedGetters in, int ordinal, int index) {
-      while (index >= v.getValueCapacity()) {
-        v.reallocValidityAndOffsetBuffers();
+      if (index >= capacity) {
+        while (index >= v.getValueCapacity()) {
+          v.reallocValidityAndOffsetBuffers();
+        }
+        refresh();
       }
       if (!in.isNullAt(ordinal)) {
         UTF8String s = in.getUTF8String(ordinal);
         int len = s.numBytes();
-        while (end + len > v.getDataBuffer().capacity()) {
-          v.reallocDataBuffer();
+        if (end + len > dataCapacity) {
+          while (end + len > v.getDataBuffer().capacity()) {
+            v.reallocDataBuffer();
+          }
+          refresh();
         }
-        Platform.copyMemory(s.getBaseObject(), s.getBaseOffset(), null, v.getDataBuffer().memoryAddress() + end, len);
+        Platform.copyMemory(s.getBaseObject(), s.getBaseOffset(), null, data + end, len);
         end += len;
-        BitVectorHelper.setBit(v.getValidityBuffer(), index);
+        setBit(validity, index);
       }
-      v.getOffsetBuffer().setInt(4L * (index + 1), (int) end); // a null is an empty slot
+      Platform.putInt(null, offsets + 4L * (index + 1), (int) end); // a null is an empty slot
     }
 
     @Override
@@ -108,60 +139,122 @@ final class RowWriter {
     }
   }
 
-  /** Stores value ``ordinal`` of ``in`` at entry ``index`` (never null: the caller checked). */
-  @FunctionalInterface
-  interface Setter {
-    void set(SpecializedGetters in, int ordinal, int index);
-  }
-
-  /** Fixed-width values: Arrow's setSafe is already a plain store; nulls leave the bit cleared. */
-  static final class Fixed extends ColumnWriter {
+  /**
+   * Fixed-width values: a plain store of the value and its validity bit through addresses read
+   * once per reallocation (see {@link Strings}); a null leaves its bit cleared.
+   */
+  abstract static class Fixed extends ColumnWriter {
     private final FieldVector v;
-    private final Setter setter;
+    private int capacity = -1;
+    long validity;
+    long values;
 
-    Fixed(FieldVector v, Setter setter) {
+    Fixed(FieldVector v) {
       this.v = v;
-      this.setter = setter;
     }
 
     @Override
-    void write(SpecializedGetters in, int ordinal, int index) {
+    final void write(SpecializedGetters in, int ordinal, int index) {
+      if (index >= capacity) {
+        while (index >= v.getValueCapacity()) {
+          v.reAlloc(); // the new part of each buffer is zeroed: no validity bit set
+        }
+        capacity = v.getValueCapacity();
+        validity = v.getValidityBuffer().memoryAddress();
+        values = v.getDataBuffer().memoryAddress();
+      }
       if (!in.isNullAt(ordinal)) {
-        setter.set(in, ordinal, index);
-      } else if (index >= v.getValueCapacity()) {
-        v.reAlloc();
+        store(in, ordinal, index);
+        setBit(validity, index);
       }
     }
 
+    /** Stores value ``ordinal`` of ``in`` at entry ``index`` (never null: the caller checked). */
+    abstract void store(SpecializedGetters in, int ordinal, int index);
+
     @Override
-    void finish(int count) {
+    final void finish(int count) {
       v.setValueCount(count);
+    }
+  }
+
+  static final class Longs extends Fixed {
+    Longs(FieldVector v) {
+      super(v);
+    }
+
+    @Override
+    void store(SpecializedGetters in, int ordinal, int index) {
+      Platform.putLong(null, values + 8L * index, in.getLong(ordinal));
+    }
+  }
+
+  /** I32 and Date (days since the epoch): both four-byte ints in Spark and Arrow. */
+  static final class Ints extends Fixed {
+    Ints(FieldVector v) {
+      super(v);
+    }
+
+    @Override
+    void store(SpecializedGetters in, int ordinal, int index) {
+      Platform.putInt(null, values + 4L * index, in.getInt(ordinal));
+    }
+  }
+
+  static final class Doubles extends Fixed {
+    Doubles(FieldVector v) {
+      super(v);
+    }
+
+    @Override
+    void store(SpecializedGetters in, int ordinal, int index) {
+      Platform.putDouble(null, values + 8L * index, in.getDouble(ordinal));
+    }
+  }
+
+  static final class Floats extends Fixed {
+    Floats(FieldVector v) {
+      super(v);
+    }
+
+    @Override
+    void store(SpecializedGetters in, int ordinal, int index) {
+      Platform.putFloat(null, values + 4L * index, in.getFloat(ordinal));
+    }
+  }
+
+  /** Bool: a bitmap of values beside the validity bitmap. */
+  static final class Bools extends Fixed {
+    Bools(FieldVector v) {
+      super(v);
+    }
+
+    @Override
+    void store(SpecializedGetters in, int ordinal, int index) {
+      if (in.getBoolean(ordinal)) {
+        setBit(values, index);
+      }
     }
   }
 
   /** The fixed-width writer of ``v`` (null: not a fixed-width type the planner sends). */
   private static Fixed fixed(FieldVector v) {
-    Setter set = null;
     if (v instanceof BigIntVector) {
-      BigIntVector t = (BigIntVector) v;
-      set = (in, o, i) -> t.setSafe(i, in.getLong(o));
-    } else if (v instanceof IntVector) {
-      IntVector t = (IntVector) v;
-      set = (in, o, i) -> t.setSafe(i, in.getInt(o));
-    } else if (v instanceof DateDayVector) {
-      DateDayVector t = (DateDayVector) v;
-      set = (in, o, i) -> t.setSafe(i, in.getInt(o));
-    } else if (v instanceof Float8Vector) {
-      Float8Vector t = (Float8Vector) v;
-      set = (in, o, i) -> t.setSafe(i, in.getDouble(o));
-    } else if (v instanceof Float4Vector) {
-      Float4Vector t = (Float4Vector) v;
-      set = (in, o, i) -> t.setSafe(i, in.getFloat(o));
-    } else if (v instanceof BitVector) {
-      BitVector t = (BitVector) v;
-      set = (in, o, i) -> t.setSafe(i, in.getBoolean(o) ? 1 : 0);
+      return new Longs(v);
     }
-    return set == null ? null : new Fixed(v, set);
+    if (v instanceof IntVector || v instanceof DateDayVector) {
+      return new Ints(v);
+    }
+    if (v instanceof Float8Vector) {
+      return new Doubles(v);
+    }
+    if (v instanceof Float4Vector) {
+      return new Floats(v);
+    }
+    if (v instanceof BitVector) {
+      return new Bools(v);
+    }
+    return null;
   }
 
   static final class Lists extends ColumnWriter {
