@@ -239,6 +239,23 @@ def test_jvm_ulid_text_matches_python_ulid_bit_for_bit(jvm):
         assert ulids.text(signed(v >> 64), signed(v & ((1 << 64) - 1))) == want, hex(v)
 
 
+def test_minted_ids_count_up_digit_by_digit_as_the_value_does(jvm):
+    """The sink's ids count up by adding 1 to the text's last base32 digit and carrying (jvm-shim
+    Ulids.Counter): every id must be python-ulid's text of start + i, across carries through one,
+    several and all sixteen random digits and into the top bits of the counter."""
+    from ulid import ULID
+
+    ulids = jvm.sparkContext._jvm.io.omnigraph.spark.Ulids
+    signed = lambda u: u - (1 << 64) if u >= 1 << 63 else u  # noqa: E731  (Java longs)
+    ms = 1_700_000_000_000 << 80
+    starts = [ms, ms | (1 << 80) - 40, ms | (1 << 64) - 3, ms | (1 << 79) - 33, ms | 0x7FFF_FFFF_FFFF_FFFF_FFF0,
+              ms | 31 << 5 | 29, ms | int.from_bytes(os.urandom(10), "big") >> 1]
+    for start in starts:
+        got = list(ulids.countUp(signed(start >> 64), signed(start & ((1 << 64) - 1)), 70))
+        want = [str(ULID.from_int(start + i)) for i in range(70)]
+        assert got == want, hex(start)
+
+
 BAD_ROWS = [
     # (type, DDL, rows, error, message fragment)
     ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", None, "beta")],

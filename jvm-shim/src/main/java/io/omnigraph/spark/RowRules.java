@@ -16,6 +16,7 @@ import org.apache.arrow.vector.BitVectorHelper;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.spark.unsafe.Platform;
 
 /**
  * The per-row rules of the JVM write path, applied to one converted Arrow batch: non-null
@@ -149,9 +150,9 @@ final class RowRules {
     long now = System.currentTimeMillis(); // one clock read per batch (a batch mints in milliseconds)
     if (missing == n) { // the usual case (no input ids): the ids' bytes copied a block at a time
       fresh.allocateNew((long) Ulids.LENGTH * n, n);
-      ArrowBuf offsets = fresh.getOffsetBuffer();
+      long offsets = fresh.getOffsetBuffer().memoryAddress(); // sized for n + 1 offsets by allocateNew
       for (int i = 0; i <= n; i++) {
-        offsets.setInt((long) i * BaseVariableWidthVector.OFFSET_WIDTH, i * Ulids.LENGTH);
+        Platform.putInt(null, offsets + (long) i * BaseVariableWidthVector.OFFSET_WIDTH, i * Ulids.LENGTH);
       }
       ArrowBuf data = fresh.getDataBuffer();
       for (int from = 0; from < n; from += MINT_BLOCK) {
@@ -161,8 +162,9 @@ final class RowRules {
         }
         data.setBytes((long) from * Ulids.LENGTH, mintBlock, 0, (long) m * Ulids.LENGTH);
       }
-      ArrowBuf valid = fresh.getValidityBuffer();
-      for (int i = 0; i < n; i++) {
+      ArrowBuf valid = fresh.getValidityBuffer(); // every id valid: whole bytes at once, then the last bits
+      valid.setOne(0, n >>> 3);
+      for (int i = n & ~7; i < n; i++) {
         BitVectorHelper.setBit(valid, i);
       }
       fresh.setLastSet(n - 1);
