@@ -198,6 +198,9 @@ def test_columns_of_the_tables_types_reach_the_sink_without_a_projection(jvm, tm
         assert ("Project" in shown) == projects, shown
         assert shown.count("InMemoryTableScan") == 1
         write_table(df, g.root, "Rel", engine="jvm")
+    in_order = jvm.createDataFrame(_rels(3, 10), "src string, dst string, w double")
+    plan, _ = jvm_write.plan_stage(rel, target, in_order.schema)
+    assert jvm_write.projected(in_order, plan) is in_order  # nothing to project: not even a Spark plan
     got = read_table(jvm, g.root, "Rel").collect()
     assert len(got) == 600 and all(ULID.match(r["id"]) for r in got) and len({r["id"] for r in got}) == 600
     want = sorted((s, d, w) for s, d, w in _rels(300, 10))

@@ -130,8 +130,23 @@ public final class LanceFragmentSink implements TableProvider {
       }
     }
 
+    /**
+     * The spec of a write's options. The Python planner sends them as one option, {@code spec}: a
+     * JSON object of string values (one py4j call where an option each cost ~0.3 ms, 16 per load).
+     */
     static WriteSpec parse(Map<String, String> options) {
-      return new WriteSpec(new CaseInsensitiveStringMap(options));
+      Map<String, String> all = new java.util.HashMap<>(options);
+      String packed = new CaseInsensitiveStringMap(options).get("spec");
+      if (packed != null) {
+        all.keySet().removeIf(k -> k.equalsIgnoreCase("spec"));
+        try {
+          LanceSnapshotSource.JSON.readTree(packed).fields().forEachRemaining(e -> all.put(e.getKey(),
+              e.getValue().isTextual() ? e.getValue().asText() : e.getValue().toString()));
+        } catch (IOException e) {
+          throw new UncheckedIOException("bad 'spec' option", e);
+        }
+      }
+      return new WriteSpec(new CaseInsensitiveStringMap(all));
     }
 
   }
