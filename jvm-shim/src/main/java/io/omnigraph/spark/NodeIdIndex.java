@@ -130,11 +130,6 @@ final class NodeIdIndex {
     return v;
   }
 
-  /**
-   * The index of {@code source} ({"table": {path, branch, version} | null, "files": [...]}), built
-   * once per executor and load ({@code load}: a token unique to the load). Never shared across
-   * loads: a Lance branch deleted and re-created can reuse a version number for other rows.
-   */
   /** An access-ordered map that drops its least recently used entry beyond {@link #MAX_CACHED}. */
   private static <V> Map<String, V> recentlyUsed() {
     return new LinkedHashMap<String, V>(8, 0.75f, true) {
@@ -145,6 +140,11 @@ final class NodeIdIndex {
     };
   }
 
+  /**
+   * The index of {@code source} ({"table": {path, branch, version} | null, "files": [...]}), built
+   * once per executor and load ({@code load}: a token unique to the load). Never shared across
+   * loads: a Lance branch deleted and re-created can reuse a version number for other rows.
+   */
   static CompletableFuture<NodeIdIndex> of(String load, JsonNode source) {
     String key = load + " " + source;
     synchronized (CACHE) {

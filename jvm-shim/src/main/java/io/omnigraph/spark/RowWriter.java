@@ -178,81 +178,49 @@ final class RowWriter {
     }
   }
 
-  static final class Longs extends Fixed {
-    Longs(FieldVector v) {
-      super(v);
-    }
-
-    @Override
-    void store(SpecializedGetters in, int ordinal, int index) {
-      Platform.putLong(null, values + 8L * index, in.getLong(ordinal));
-    }
-  }
-
-  /** I32 and Date (days since the epoch): both four-byte ints in Spark and Arrow. */
-  static final class Ints extends Fixed {
-    Ints(FieldVector v) {
-      super(v);
-    }
-
-    @Override
-    void store(SpecializedGetters in, int ordinal, int index) {
-      Platform.putInt(null, values + 4L * index, in.getInt(ordinal));
-    }
-  }
-
-  static final class Doubles extends Fixed {
-    Doubles(FieldVector v) {
-      super(v);
-    }
-
-    @Override
-    void store(SpecializedGetters in, int ordinal, int index) {
-      Platform.putDouble(null, values + 8L * index, in.getDouble(ordinal));
-    }
-  }
-
-  static final class Floats extends Fixed {
-    Floats(FieldVector v) {
-      super(v);
-    }
-
-    @Override
-    void store(SpecializedGetters in, int ordinal, int index) {
-      Platform.putFloat(null, values + 4L * index, in.getFloat(ordinal));
-    }
-  }
-
-  /** Bool: a bitmap of values beside the validity bitmap. */
-  static final class Bools extends Fixed {
-    Bools(FieldVector v) {
-      super(v);
-    }
-
-    @Override
-    void store(SpecializedGetters in, int ordinal, int index) {
-      if (in.getBoolean(ordinal)) {
-        setBit(values, index);
-      }
-    }
-  }
-
   /** The fixed-width writer of ``v`` (null: not a fixed-width type the planner sends). */
   private static Fixed fixed(FieldVector v) {
     if (v instanceof BigIntVector) {
-      return new Longs(v);
+      return new Fixed(v) {
+        @Override
+        void store(SpecializedGetters in, int ordinal, int index) {
+          Platform.putLong(null, values + 8L * index, in.getLong(ordinal));
+        }
+      };
     }
-    if (v instanceof IntVector || v instanceof DateDayVector) {
-      return new Ints(v);
+    if (v instanceof IntVector || v instanceof DateDayVector) { // Date: days, an int in Spark and Arrow
+      return new Fixed(v) {
+        @Override
+        void store(SpecializedGetters in, int ordinal, int index) {
+          Platform.putInt(null, values + 4L * index, in.getInt(ordinal));
+        }
+      };
     }
     if (v instanceof Float8Vector) {
-      return new Doubles(v);
+      return new Fixed(v) {
+        @Override
+        void store(SpecializedGetters in, int ordinal, int index) {
+          Platform.putDouble(null, values + 8L * index, in.getDouble(ordinal));
+        }
+      };
     }
     if (v instanceof Float4Vector) {
-      return new Floats(v);
+      return new Fixed(v) {
+        @Override
+        void store(SpecializedGetters in, int ordinal, int index) {
+          Platform.putFloat(null, values + 4L * index, in.getFloat(ordinal));
+        }
+      };
     }
-    if (v instanceof BitVector) {
-      return new Bools(v);
+    if (v instanceof BitVector) { // Bool: a bitmap of values beside the validity bitmap
+      return new Fixed(v) {
+        @Override
+        void store(SpecializedGetters in, int ordinal, int index) {
+          if (in.getBoolean(ordinal)) {
+            setBit(values, index);
+          }
+        }
+      };
     }
     return null;
   }

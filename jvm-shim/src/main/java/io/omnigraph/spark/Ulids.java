@@ -17,39 +17,28 @@ import java.security.SecureRandom;
 public final class Ulids {
   /** Crockford's base32 alphabet (no I, L, O, U), upper case as the ULID spec writes it */
   private static final byte[] ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ".getBytes(StandardCharsets.US_ASCII);
-  /** each ASCII character's value in {@link #ALPHABET} (-1: not a digit) */
-  private static final int[] DIGIT = new int[128];
   /** characters of one ULID */
   public static final int LENGTH = 26;
-
-  static {
-    java.util.Arrays.fill(DIGIT, -1);
-    for (int d = 0; d < ALPHABET.length; d++) {
-      DIGIT[ALPHABET[d]] = d;
-    }
-  }
 
   private Ulids() {}
 
   /**
-   * The 128-bit ULID ``msb:lsb`` as 26 characters into ``out[off, off + 26)``: character k holds
+   * The base32 digits (0-31) of the 128-bit ULID ``msb:lsb`` into ``out[0, 26)``: digit k holds
    * bits ``125 - 5k`` to ``129 - 5k`` (the two bits above 127 are zero, so the first is 0-7).
    */
-  public static void encode(long msb, long lsb, byte[] out, int off) {
+  private static void digits(long msb, long lsb, byte[] out) {
     for (int k = 12, shift = 1; k >= 0; k--, shift += 5) { // bits 65-129: msb alone
-      out[off + k] = ALPHABET[(int) (msb >>> shift) & 31];
+      out[k] = (byte) ((msb >>> shift) & 31);
     }
-    out[off + 13] = ALPHABET[(int) ((lsb >>> 60) | (msb << 4)) & 31]; // bits 60-64: both halves
+    out[13] = (byte) (((lsb >>> 60) | (msb << 4)) & 31); // bits 60-64: both halves
     for (int k = 25, shift = 0; k >= 14; k--, shift += 5) { // bits 0-59: lsb alone
-      out[off + k] = ALPHABET[(int) (lsb >>> shift) & 31];
+      out[k] = (byte) ((lsb >>> shift) & 31);
     }
   }
 
   /** The text of one ULID (tests compare it with python-ulid's). */
   public static String text(long msb, long lsb) {
-    byte[] b = new byte[LENGTH];
-    encode(msb, lsb, b, 0);
-    return new String(b, StandardCharsets.US_ASCII);
+    return countUp(msb, lsb, 1)[0];
   }
 
   /**
@@ -93,7 +82,7 @@ public final class Ulids {
    * its last base32 digit and carrying, as on paper, so the next id costs a 26-byte copy and
    * (31 times in 32) one changed character instead of a full encoding of 26 characters (a
    * quarter of an edge load's minting time, session 13). The text is the value's, digit for
-   * digit (see {@link #encode}), so the result equals encoding value + 1.
+   * digit (see {@link Ulids#digits}), so the result equals encoding value + 1.
    */
   static final class Counter {
     private final byte[] digits = new byte[LENGTH]; // 0-31 per character
@@ -101,9 +90,9 @@ public final class Ulids {
 
     /** Start at the 128-bit value ``msb:lsb``. */
     void set(long msb, long lsb) {
-      encode(msb, lsb, text, 0);
+      Ulids.digits(msb, lsb, digits);
       for (int k = 0; k < LENGTH; k++) {
-        digits[k] = (byte) DIGIT[text[k]];
+        text[k] = ALPHABET[digits[k]];
       }
     }
 
