@@ -11,7 +11,7 @@ from conftest import catalog, edge, node, prop
 from omnigraph_spark.errors import DataError
 from omnigraph_spark.ingest import RowConverter, parse_record, records_to_batch
 
-FIXTURES = pathlib.Path("/work/shared/fixtures/omnigraph-0.7.2")
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "omnigraph-0.7.2"
 
 
 def load(path, cat):
