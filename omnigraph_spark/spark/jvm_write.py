@@ -222,7 +222,7 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
     each, 0.1 s per write). A column already of its target type is selected under its own
     name, never aliased: the sink reads columns by position, and a plan of plain column
     references is folded into the scan below it, where an alias or a literal column would make
-    Spark copy every row once more before the sink sees it (docs/benchmarks.md, session 13)."""
+    Spark copy every row once more before the sink sees it (docs/benchmarks.md)."""
     exprs = []
     selected = set()
     for name, src, spark_type, how in plan.columns:

@@ -5,7 +5,7 @@ machine's cores for I/O, and ``LANCE_CPU_THREADS`` (read once per process) overr
 size. A Spark executor already runs one task per core, so on a small executor the tasks'
 Lance writers share fewer encode threads than there are tasks. On 2 cores ONE thread encodes
 every task's fragments; each load then ends with that thread working alone while the task
-threads wait (perf, session 11: a 1M-edge ``write_table`` ran on 1.52 of 2 cores and took
+threads wait (perf: a 1M-edge ``write_table`` ran on 1.52 of 2 cores and took
 0.55 s; with two Lance threads 1.75 cores and 0.48 s).
 
 The embedded session's executor is the JVM this process launches, so it inherits this

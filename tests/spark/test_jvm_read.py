@@ -102,7 +102,7 @@ def _mixed(i: int):
 
 def test_direct_column_reads_match_the_python_source_batch_by_batch(jvm, tmp_path, monkeypatch):
     """The JVM scan hands Spark LanceColumnVector, which reads values and validity bits straight
-    from Arrow's buffers (docs/benchmarks.md, session 9). Many small batches, with and without
+    from Arrow's buffers (docs/benchmarks.md). Many small batches, with and without
     nulls, must read value for value as the Python source reads them (api.md: read_table gives
     the same rows and types as format("omnigraph"))."""
     from omnigraph_spark.spark import jvm_read

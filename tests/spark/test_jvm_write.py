@@ -97,7 +97,7 @@ def _big_things(n):
 def test_the_sinks_row_writer_grows_every_buffer_within_a_batch(jvm, tmp_path):
     """One task of 12,000 rows (more rows than Arrow's initial capacity, strings past the first
     data buffer, lists of up to 299 elements): the JVM-staged rows equal the Python-staged ones
-    (RowWriter, docs/benchmarks.md session 9)."""
+    (RowWriter, docs/benchmarks.md)."""
     rows = jvm.createDataFrame(_big_things(12_000), THING_DDL).coalesce(1)
     roots = {}
     for engine in ("jvm", "python"):

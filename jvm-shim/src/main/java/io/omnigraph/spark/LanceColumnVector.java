@@ -23,7 +23,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * validity bits, fixed-width values, strings and list bounds are read from the buffers'
  * addresses, as Spark's own {@code OffHeapColumnVector} does (Arrow buffers are little-endian,
  * as are the platforms Lance ships for). Other types (Bool) keep Spark's accessors. Measured:
- * a 4M-row full scan 1.36x faster (docs/benchmarks.md, session 9).
+ * a 4M-row full scan 1.36x faster (docs/benchmarks.md).
  *
  * <p>The addresses are taken once per batch: the vector is built per batch and Spark never
  * reads a batch after asking for the next one ({@link SnapshotReaderFactory.Reader}). The

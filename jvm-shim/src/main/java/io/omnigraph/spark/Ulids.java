@@ -9,7 +9,7 @@ import java.security.SecureRandom;
  * caller's buffer.
  *
  * <p>Why not a ULID library's {@code toString()}: each id then costs a char array, a String and
- * its byte copy. Minting was ~10 % of an edge load's CPU (perf, session 11); 1M ids into a batch
+ * its byte copy. Minting was ~10 % of an edge load's CPU (perf); 1M ids into a batch
  * took 80.7 ms that way and 57.6 ms this way (28.9 of them a random draw per id, which {@link
  * Mint} no longer makes). The Python path encodes in bulk for the same reason ({@code
  * ingest/convert.encode_ulids}); both are tested bit for bit against python-ulid.
@@ -48,7 +48,7 @@ public final class Ulids {
    *
    * <p>Why: a random draw per id made the DRBG half of minting, and random ids are the slowest
    * text for Lance's FSST encoder; consecutive ids sharing all but their last characters encode
-   * faster and smaller (docs/benchmarks.md, session 12). Uniqueness is no weaker: one task's ids
+   * faster and smaller (docs/benchmarks.md). Uniqueness is no weaker: one task's ids
    * are strictly increasing, and two tasks minting in the same millisecond collide only if their
    * ranges of a few million out of 2^79 overlap.
    */
@@ -81,7 +81,7 @@ public final class Ulids {
    * A ULID's text that counts up: {@link #increment} adds 1 to the 128-bit value by adding 1 to
    * its last base32 digit and carrying, as on paper, so the next id costs a 26-byte copy and
    * (31 times in 32) one changed character instead of a full encoding of 26 characters (a
-   * quarter of an edge load's minting time, session 13). The text is the value's, digit for
+   * quarter of an edge load's minting time). The text is the value's, digit for
    * digit (see {@link Ulids#digits}), so the result equals encoding value + 1.
    */
   static final class Counter {
