@@ -1272,7 +1272,7 @@ def markdown(r: Dict[str, Any]) -> str:
                      f"{fmt(x.get('ratio_omnigraph_jvm_vs_parquet_throughput'))}x | "
                      f"{fmt(x['ratio_omnigraph_vs_parquet_throughput'])}x | "
                      f"{fmt(x.get('ratio_omnigraph_vs_python_floor_throughput'))}x |")
-        L.append("\nBoth omnigraph paths push the filter down to Lance (the JVM scan with its own filter pushdown), "
+        L.append("\nBoth omnigraph paths push the filter down to Lance, "
                  "which reads the other columns only for the rows that pass.")
     if "commit_vs_fragments" in r:
         L.append("\n## Driver commit + publish latency (store API, no Spark)\n")
