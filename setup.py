@@ -13,31 +13,35 @@ setup(
     python_requires=">=3.10,<3.14",
     packages=find_packages(include=["omnigraph_spark", "omnigraph_spark.*"]),
     py_modules=["pyspark_omnigraph"],
-    package_data={"omnigraph_spark.schema": ["*.lark"], "omnigraph_spark": ["data/*"]},
-    include_package_data=True,
+    package_data={"omnigraph_spark.schema": ["*.lark"], "omnigraph_spark.data": ["*.pg", "*.jsonl", "*.properties"]},
     install_requires=[
-        # Spark 4.0 brought the Python DataSource API with the Arrow writer; delta-spark 4.4 caps at 4.2.0.
-        "pyspark>=4.0.1,<=4.2.0",
+        # Spark 4.0 brought the Python DataSource API with the Arrow writer; CI runs the Spark
+        # tests on the oldest (4.0.1) and the newest (4.3.x) release. Delta is an optional extra
+        # with its own, narrower pyspark range: it never caps the core.
+        "pyspark>=4.0.1,<4.4",
         # The engine (Omnigraph 0.7.2) pins Lance 7.0.0: stay on the same Lance line.
         "pylance>=7.0.0,<7.1",
         "pyarrow>=26.0.0,<27",
         "py4j>=0.10.9.7,<0.10.10",
-        "pandas>=2.2,<4",  # pyspark's Arrow/Python worker path imports it
+        # pyspark's Arrow/Python worker path imports it; pyspark (4.0-4.3) warns on every session
+        # that it does not yet fully support pandas >= 3
+        "pandas>=2.2,<3",
         "numpy>=1.26,<3",
         "python-ulid>=4.1,<5",
         "lark>=1.2,<2",
         "tqdm>=4.66,<5",
     ],
     extras_require={
+        # examples/delta_to_graph.py resolves the Delta jar matching the pip package through
+        # configure_spark_with_delta_pip: 4.4.1 is on PyPI but its jar (delta-spark_4.2_2.13) is
+        # not on Maven Central, so the tested range stops at 4.4.0. Each delta-spark release pins
+        # its own pyspark line (4.0.x: pyspark 4.0): installing this extra may choose an older
+        # pyspark than the core allows.
         "delta": ["delta-spark>=4.0.1,<4.4.1"],
         "test": [
             "pytest>=8.3,<10",
             "chispa>=0.10,<0.13",
             "hypothesis>=6.100,<7",
-            # examples/delta_to_graph.py resolves the Delta jar matching the pip package through
-            # configure_spark_with_delta_pip: 4.4.1 is on PyPI but its jar (delta-spark_4.2_2.13)
-            # is not on Maven Central, so the tested range stops at 4.4.0.
-            "delta-spark>=4.0.1,<4.4.1",
             "nbformat>=5.9,<6",
             "nbclient>=0.10,<0.11",
             "ipykernel>=6.29,<8",

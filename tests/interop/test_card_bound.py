@@ -11,6 +11,8 @@ from omnigraph_spark.store import tables as _tables
 from omnigraph_spark.store.writes import SRC_BOUND_PROP
 
 from .helpers import export_rows
+from tests.shim import need_shim
+
 from .test_ours_to_engine import assert_engine_open_is_clean, assert_export_equals_ours
 
 pytestmark = [pytest.mark.spark]
@@ -32,6 +34,8 @@ def recorded(root: str):
 
 @pytest.mark.parametrize("engine_name", ["jvm", "python"])
 def test_the_card_bound_survives_the_engine_writing_in_between(engine, spark, tmp_path, engine_name):
+    if engine_name == "jvm":
+        need_shim(spark)
     root = str(tmp_path / "g")
     schema = tmp_path / "schema.pg"
     schema.write_text(SCHEMA)

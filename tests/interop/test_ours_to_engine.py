@@ -171,10 +171,9 @@ def test_jvm_staged_graph_is_read_by_engine(engine, spark, fixtures_dir, tmp_pat
     import datetime as dt
 
     from omnigraph_spark.spark.graph_io import write_graph
-    from omnigraph_spark.spark.jvm_read import shim_loaded
+    from tests.shim import need_shim
 
-    if not shim_loaded(spark):
-        pytest.skip("the JVM shim is not built (make jvm-shim)")
+    need_shim(spark)
     ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
     g = Graph.init(ours, (fixtures_dir / "test.pg").read_text())
     frames = {

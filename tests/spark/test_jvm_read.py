@@ -4,7 +4,6 @@ is not built (`make test` builds it)."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 import pyarrow as pa
 import pytest
@@ -12,9 +11,10 @@ from chispa import assert_df_equality
 
 from omnigraph_spark import Graph, read_graph, read_table
 from omnigraph_spark.errors import JvmReadUnavailableError, OptionError, UnknownColumnError
-from omnigraph_spark.spark.jvm_read import SHIM_CLASS, column_blockers, shim_jars, shim_loaded
+from omnigraph_spark.spark.jvm_read import SHIM_CLASS, column_blockers, shim_jars
 from omnigraph_spark.store import writes
 from tests.spark.test_read import ALL_TYPES_PG, listing
+from tests.shim import need_shim
 from tests.store.helpers import people, write_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
@@ -22,10 +22,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not
 
 @pytest.fixture(scope="module")
 def jvm(spark):
-    if not shim_loaded(spark):
-        if os.environ.get("OMNIGRAPH_SPARK_REQUIRE_SHIM"):  # CI: a missing shim is a failure
-            pytest.fail(f"OMNIGRAPH_SPARK_REQUIRE_SHIM is set but the JVM shim is not loadable ({shim_jars()})")
-        pytest.skip("the JVM shim is not built (make jvm-shim)")
+    need_shim(spark)
     return spark
 
 
