@@ -14,17 +14,29 @@ ingest -> graph -> spark/cli).
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
+
+#: a dependency's source location inside its message (Lance's Rust errors carry the build
+#: machine's paths, ``, /home/runner/work/lance/.../commit.rs:646:26``): meaningless to a user
+_SOURCE_LOCATION = re.compile(r",?[ \t]*(?:at[ \t]+)?(?:[A-Za-z]:)?[/\\][^\s,;()]*\.rs:\d+(?::\d+)?")
+
+
+def user_text(text: str) -> str:
+    """``text`` (typically a dependency's error message) without source-file locations."""
+    return _SOURCE_LOCATION.sub("", text)
 
 
 class OmnigraphError(Exception):
     """Base class. ``code`` is stable across releases; ``retryable`` says whether the same
-    call may succeed if simply repeated (after a refresh)."""
+    call may succeed if simply repeated (after a refresh). Messages never carry a
+    dependency's source-file locations (:func:`user_text`)."""
 
     code: str = "OMNIGRAPH_ERROR"
     retryable: bool = False
 
     def __init__(self, message: str, **context: Any) -> None:
+        message = user_text(message)
         super().__init__(message)
         self.message = message
         self.context = context

@@ -95,8 +95,9 @@ def open_manifest(root: str, branch: str = MAIN, version: Optional[int] = None,
     try:
         ds = lance.dataset(uri, storage_options=storage_options)
     except (ValueError, OSError) as e:
-        raise GraphNotFoundError(f"no Omnigraph graph at '{root}' (missing or unreadable __manifest: {e})",
-                                 root=root) from e
+        what = ("there is no __manifest dataset there: create a graph with Graph.init or "
+                "`omnigraph-spark init`" if "not found" in str(e).lower() else f"its __manifest is unreadable ({e})")
+        raise GraphNotFoundError(f"no Omnigraph graph at '{root}': {what}", root=root) from e
     if branch != MAIN:
         if branch not in ds.branches.list():
             from ..errors import BranchNotFoundError

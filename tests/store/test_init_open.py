@@ -85,9 +85,23 @@ def test_open_paths(test_graph):
 
 
 def test_open_missing_graph(tmp_path):
+    """The error says what is wrong in the user's terms: no dependency's source paths."""
     with pytest.raises(GraphNotFoundError) as e:
         Graph.open(str(tmp_path / "nope"))
     assert e.value.code == "GRAPH_NOT_FOUND"
+    assert "no __manifest dataset there" in str(e.value)
+    assert ".rs:" not in str(e.value) and "/home/runner" not in str(e.value)
+
+
+def test_error_messages_drop_dependency_source_locations():
+    from omnigraph_spark.errors import StorageError, user_text
+
+    lance_text = ("Not found: g/_versions, /home/runner/work/lance/lance/rust/lance-table/src/io/commit.rs:646:26, "
+                  "/home/runner/work/lance/lance/rust/lance/src/dataset/builder.rs:787:29")
+    assert user_text(lance_text) == "Not found: g/_versions"
+    err = StorageError(f"cannot open dataset 'g': {lance_text}")
+    assert str(err) == err.message == "cannot open dataset 'g': Not found: g/_versions"
+    assert user_text("column 'a.rs' is fine") == "column 'a.rs' is fine"
 
 
 @pytest.mark.parametrize("stamp", ["2", "4"])
