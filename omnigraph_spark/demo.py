@@ -238,8 +238,20 @@ def run(graph_uri: str = DEFAULT_GRAPH, spark=None, quiet: bool = False) -> int:
         print(f"demo FAILED {len(checks.failed)} check(s): {checks.failed}")
         return 1
     print(f"demo OK in {took:.1f}s: graph at {os.path.abspath(graph_uri)}")
-    print(f"next: omnigraph-spark status {graph_uri}   |   omnigraph-spark log {graph_uri}")
+    cli = cli_command()
+    print(f"next: {cli} status {graph_uri}   |   {cli} log {graph_uri}")
     return 0
+
+
+def cli_command() -> str:
+    """How to call the ``omnigraph-spark`` script installed beside this interpreter, pasted in the
+    current directory: its bare name when that is what PATH finds (an activated virtualenv),
+    else its path relative to here (``.venv/bin/omnigraph-spark`` from the clone root)."""
+    script = os.path.join(os.path.dirname(sys.executable), "omnigraph-spark")
+    if not os.path.isfile(script) or shutil.which("omnigraph-spark") == script:
+        return "omnigraph-spark"
+    rel = os.path.relpath(script)
+    return rel if os.sep in rel else os.path.join(".", rel)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
