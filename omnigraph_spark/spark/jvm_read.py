@@ -1,8 +1,8 @@
 """The JVM read path: a snapshot planned in Python, scanned by ``jvm-shim``.
 
 Why: a Python DataSource read moves every row through a Python worker, which caps a full scan
-at about 0.6x Spark's Parquet reader however fast the Python side is (docs/benchmarks.md: a
-source that only yields in-memory batches is no faster). ``jvm-shim``'s
+at about half Spark's Parquet reader's speed however fast the Python side is (docs/benchmarks.md: a
+source that only streams the same fragments with pylance is no faster). ``jvm-shim``'s
 ``io.omnigraph.spark.LanceSnapshotSource`` scans Lance fragments straight into Spark columnar
 batches in the executor JVM.
 
