@@ -154,6 +154,14 @@ class DanglingEdgeError(DataError):
     code = "DANGLING_EDGE"
 
 
+class KeyConflictError(UniqueViolationError):
+    """An append (a strict insert) gives an id that is already committed on the target branch,
+    or gives one id twice in the load. Names the type, a few of the ids and their count;
+    nothing is committed. ``writeMode=merge`` upserts instead."""
+
+    code = "KEY_CONFLICT"
+
+
 class CardinalityViolationError(DataError):
     code = "CARDINALITY_VIOLATION"
 

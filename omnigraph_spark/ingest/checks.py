@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import CardinalityViolationError, DanglingEdgeError, UniqueViolationError
+from ..errors import CardinalityViolationError, DanglingEdgeError, KeyConflictError, UniqueViolationError
 from ..schema.catalog import TypeDef
 
 ArrayLike = Union[pa.Array, pa.ChunkedArray]
@@ -157,6 +157,38 @@ def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_
     raise DanglingEdgeError(
         "; ".join(lines) + more + f" [{n_src} dangling src, {n_dst} dangling dst]",
         table=edge_typedef.table_key, dangling_src=n_src, dangling_dst=n_dst)
+
+
+def check_fresh_ids(typedef: TypeDef, staged_ids: ArrayLike, committed_ids: ArrayLike, *, branch: str,
+                    limit: int = 5) -> None:
+    """Raise :class:`KeyConflictError` if any of ``staged_ids`` (an append's ids) is already
+    among ``committed_ids`` (the target table's, on the load's branch): append is a strict
+    insert (docs/invariants.md I17). The hash set is built over the smaller side and the other
+    probed; the error names up to ``limit`` ids (sorted) and how many ids conflict."""
+    new, old = _combine(staged_ids), _combine(committed_ids)
+    if not len(new) or not len(old):
+        return
+    if len(new) <= len(old):
+        hit = pc.fill_null(_is_in(old, new), False)
+        found = pc.unique(pc.filter(old, hit))
+    else:
+        hit = pc.fill_null(_is_in(new, old), False)
+        found = pc.unique(pc.filter(new, hit))
+    if not len(found):
+        return
+    raise_key_conflict(typedef, found, f"already committed on branch '{branch}'", limit=limit)
+
+
+def raise_key_conflict(typedef: TypeDef, ids: ArrayLike, why: str, *, limit: int = 5) -> None:
+    """The KEY_CONFLICT error for ``ids`` (distinct values): type, the first ``limit`` ids, count."""
+    shown = sorted(str(v) for v in _combine(ids).to_pylist()[:10_000])[:limit]
+    more = f" (and {len(ids) - len(shown)} more)" if len(ids) > len(shown) else ""
+    key = "" if typedef.is_edge or typedef.key_property is None else f" (@key {typedef.key_property})"
+    raise KeyConflictError(
+        f"append to {typedef.kind} {typedef.name}: {len(ids)} id(s){key} {why}: "
+        + ", ".join(f"'{v}'" for v in shown) + more
+        + "; append is a strict insert (use writeMode=merge to upsert); nothing was committed",
+        table=typedef.table_key, keys=shown, conflicts=len(ids))
 
 
 def src_counts(src: ArrayLike) -> pa.Table:

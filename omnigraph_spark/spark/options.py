@@ -19,7 +19,7 @@ from ..errors import OptionError
 from ..store.layout import MAIN, normalize_branch
 from ..store.tables import DEFAULT_MAX_ROWS_PER_FILE
 
-WRITE_MODES = ("append", "merge", "overwrite")
+WRITE_MODES = ("append", "merge", "overwrite", "delete")
 STORAGE_PREFIX = "storage."
 DEFAULT_LEASE_TIMEOUT_S = 300.0
 
@@ -43,8 +43,13 @@ OPTIONS: Tuple[OptionSpec, ...] = (
                "then case-insensitively. Required."),
     OptionSpec("branch", "read/write", "main", "Graph branch to read from or commit to."),
     OptionSpec("writeMode", "write", "append",
-               "append | merge (upsert on id) | overwrite (replace the type's rows). Spark's "
-               "mode('overwrite') means overwrite; combining it with writeMode append/merge is an error."),
+               "append (a strict insert: an id already committed is KEY_CONFLICT) | merge (upsert on id) | "
+               "overwrite (replace the type's rows) | delete (remove the rows named by @key/id, or edge "
+               "src+dst; a node delete cascades to its edges). Spark's mode('overwrite') means overwrite; "
+               "combining it with another writeMode is an error."),
+    OptionSpec("cascade", "write", "false",
+               "true: a node overwrite deletes, in the same commit, the committed edges it would leave "
+               "pointing at removed nodes; false: such an overwrite fails with DANGLING_EDGE."),
     OptionSpec("actor", "write", None, "Actor recorded on the graph commit (_graph_commit_actors)."),
     OptionSpec("txnAppId", "write", None,
                "Idempotency token application id; with txnVersion, a re-run of an applied "
@@ -178,6 +183,7 @@ class WriteOptions:
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     max_bytes_per_file: Optional[int] = None
     commit_lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
+    cascade: bool = False
     storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
@@ -213,6 +219,7 @@ class WriteOptions:
                    max_rows_per_file=rows if rows is not None else DEFAULT_MAX_ROWS_PER_FILE,
                    max_bytes_per_file=nbytes,
                    commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
+                   cascade=_bool(plain, "cascade", False),
                    storage=tuple(sorted(storage.items())))
 
     @property

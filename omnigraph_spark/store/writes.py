@@ -35,7 +35,7 @@ from .layout import MAIN, RootPaths, join, table_uri
 
 log = logging.getLogger(__name__)
 
-MODES = ("append", "merge", "overwrite")
+MODES = ("append", "merge", "overwrite", "delete")
 OP_PROP = "omnigraph-spark.operation_id"
 TXN_APP_PROP = "omnigraph-spark.txn_app_id"
 TXN_VER_PROP = "omnigraph-spark.txn_version"
@@ -104,6 +104,17 @@ class EndsProof:
 
 
 @dataclass(frozen=True)
+class FreshIdsProof:
+    """What the staging tasks of an append proved while staging (invariant I17, the way I15
+    proves endpoints): ``conflicts`` staged ids were found among the ids of ``committed`` (the
+    target table at its pinned version). Valid for the driver only while the snapshot still
+    pins exactly that version; otherwise it checks exactly."""
+
+    committed: IdSource
+    conflicts: int
+
+
+@dataclass(frozen=True)
 class StagedTable:
     """Uncommitted fragments one or more tasks wrote for one table, plus small statistics."""
 
@@ -124,6 +135,11 @@ class StagedTable:
     #: no two equal means no two equal values (invariant I15)
     key_hashes: Optional[Tuple[str, ...]] = None
     key_column: Optional[str] = None
+    #: an append's staged ids probed against the committed ids while staging (None: not probed)
+    fresh: Optional[FreshIdsProof] = None
+    #: mode "delete": the rows to delete, as a table of ``id`` (or, for edges, ``src`` + ``dst``)
+    #: strings; the validator resolves them (and their cascades) against the fresh snapshot
+    deletes: Optional[pa.Table] = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def merge(parts: Sequence["StagedTable"]) -> "StagedTable":
@@ -131,7 +147,21 @@ class StagedTable:
         return StagedTable(first.table_key, first.mode, first.stage_uri, first.base_version,
                            tuple(f for p in parts for f in p.fragments), sum(p.rows for p in parts),
                            sum(p.bytes for p in parts), all(p.minted_ids or p.rows == 0 for p in parts),
-                           _merged_proof([p.ends for p in parts]), *_merged_key_hashes(parts))
+                           _merged_proof([p.ends for p in parts]), *_merged_key_hashes(parts),
+                           fresh=_merged_fresh([p.fresh for p in parts]), deletes=_merged_deletes(parts))
+
+
+def _merged_deletes(parts: Sequence["StagedTable"]) -> Optional[pa.Table]:
+    tables = [p.deletes for p in parts if p.deletes is not None]
+    return pa.concat_tables(tables, promote_options="default") if tables else None
+
+
+def _merged_fresh(proofs: Sequence[Optional[FreshIdsProof]]) -> Optional[FreshIdsProof]:
+    """One proof for several tasks: only if every task probed the same committed ids."""
+    first = proofs[0]
+    if first is None or any(p is None or p.committed != first.committed for p in proofs):
+        return None
+    return replace(first, conflicts=sum(p.conflicts for p in proofs))
 
 
 def _merged_key_hashes(parts: Sequence["StagedTable"]) -> Tuple[Optional[Tuple[str, ...]], Optional[str]]:
@@ -161,6 +191,25 @@ class TableResult:
     row_count: int
     fragments: int
     bytes: int
+    #: rows this commit deleted from the table (a delete, its cascade, orphaned edges with cascade)
+    rows_deleted: int = 0
+    #: keys of a delete that matched no committed row (reported, not an error)
+    keys_missing: int = 0
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What load-wide validation decided besides "go": returned by a :data:`Validator`.
+
+    ``facts``: per table key, properties for that table's Lance transaction (e.g. SRC_BOUND_PROP).
+    ``deletions``: per table key, the ids of committed rows to delete in the same commit (a
+    delete, the edges it cascades to, orphaned edges of an overwrite with ``cascade``); a table
+    here that the load did not stage is committed too, under the same sidecar (I1, I18).
+    ``missing``: per table key, delete keys that matched no committed row."""
+
+    facts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    deletions: Mapping[str, pa.Array] = field(default_factory=dict)
+    missing: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -308,15 +357,28 @@ def already_applied(graph, txn: TxnToken) -> Optional[dict]:
 
 # -- the commit ------------------------------------------------------------------------------
 
-def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_options) -> lance.LanceOperation.Update:
-    """Upsert on ``id`` as one Update: delete matched existing rows, add the staged fragments."""
+def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_options,
+                     also: Optional[pa.Array] = None) -> lance.LanceOperation.Update:
+    """Upsert on ``id`` as one Update: delete matched existing rows (and the rows of ``also``),
+    add the staged fragments."""
+    incoming = _tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
+    parts = [] if incoming is None else [c for c in incoming.column("id").chunks]
+    if also is not None:
+        parts.append(also)
+    ids = pa.chunked_array(parts, pa.string()) if parts else None
+    return _delete_operation(ds, ids, list(staged.fragments))
+
+
+def _delete_operation(ds: lance.LanceDataset, ids: Optional[pa.ChunkedArray],
+                      new_fragments: Sequence[FragmentMetadata] = ()) -> lance.LanceOperation.Update:
+    """One Update that deletes the rows whose ``id`` is in ``ids`` through deletion files (a
+    fragment left empty is removed; no other row is rewritten) and adds ``new_fragments``."""
     import pyarrow.compute as pc
 
-    incoming = _tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
     updated: List[FragmentMetadata] = []
     removed: List[int] = []
-    if incoming is not None and incoming.num_rows and ds.count_rows():
-        ids = pc.unique(incoming.column("id").combine_chunks())
+    if ids is not None and len(ids) and ds.count_rows():
+        ids = pc.unique(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
         for frag in ds.get_fragments():
             existing = frag.to_table(columns=["id"]).column("id")
             hits = pc.filter(existing, pc.is_in(existing, value_set=ids)).to_pylist()
@@ -329,7 +391,7 @@ def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_option
             else:
                 updated.append(new_meta)
     return lance.LanceOperation.Update(removed_fragment_ids=removed, updated_fragments=updated,
-                                       new_fragments=list(staged.fragments))
+                                       new_fragments=list(new_fragments))
 
 
 def quote_sql_string(v: str) -> str:
@@ -337,17 +399,26 @@ def quote_sql_string(v: str) -> str:
     return "'" + str(v).replace("'", "''") + "'"
 
 
-def _operation(ds: lance.LanceDataset, staged: StagedTable, storage_options):
+def _operation(ds: lance.LanceDataset, staged: Optional[StagedTable], storage_options,
+               deletions: Optional[pa.Array] = None):
+    """The Lance operation of one table: the staged rows per mode, plus ``deletions`` (ids of
+    committed rows to delete in the same commit); ``staged`` None: a table only deleted from."""
+    dels = None if deletions is None else pa.chunked_array([deletions], pa.string())
+    if staged is None or staged.mode == "delete":
+        return _delete_operation(ds, dels)
     if staged.mode == "append":
+        if dels is not None:
+            return _delete_operation(ds, dels, staged.fragments)
         return lance.LanceOperation.Append(list(staged.fragments))
     if staged.mode == "overwrite":
         return lance.LanceOperation.Overwrite(ds.schema, list(staged.fragments))
-    return _merge_operation(ds, staged, storage_options)
+    return _merge_operation(ds, staged, storage_options, deletions)
 
 
 #: ``validate(snapshot, staged_by_key)``: raises to refuse the load; may return, per table key,
-#: facts to record in that table's Lance transaction (e.g. SRC_BOUND_PROP)
-Validator = Callable[[object, Mapping[str, StagedTable]], Optional[Mapping[str, Mapping[str, str]]]]
+#: facts to record in that table's Lance transaction (e.g. SRC_BOUND_PROP), or a :class:`Checked`
+#: that also names rows to delete in the same commit. A load with a delete needs one.
+Validator = Callable[[object, Mapping[str, StagedTable]], Optional[object]]
 
 
 def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Optional[str] = None,
@@ -450,12 +521,38 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         _tables.check_no_auto_cleanup(ds, key)
         _tables.check_fragment_fields(ds, s.fragments, key)  # I5
         heads[key] = ds
-    facts = (validate(snap, by_key) or {}) if validate is not None else {}
-    ops = {key: _operation(heads[key], s, storage_options) for key, s in by_key.items()}
+    if validate is None and any(s.mode == "delete" for s in by_key.values()):
+        raise OptionError("a delete is resolved by the load-wide validator; commit_load got none",
+                          option="writeMode", value="delete")
+    verdict = validate(snap, by_key) if validate is not None else None
+    if not isinstance(verdict, Checked):
+        verdict = Checked(facts=verdict or {})
+    facts, deletions = verdict.facts, {k: v for k, v in verdict.deletions.items() if len(v)}
+    for key in sorted(set(deletions) - set(by_key)):  # cascaded tables: pinned and checked alike (I7)
+        t = snap.table(key)
+        lb = None if branch == MAIN else branch
+        if lb is not None and t.branch != branch:
+            entry = _manifest.TableEntry(key, t.table_path, t.version, t.lance_branch, t.row_count, "")
+            ds = _branches.ensure_fork(graph.root, entry, branch, storage_options)
+        else:
+            ds = _tables.open_dataset(t.base_path, branch=lb, storage_options=storage_options)
+        _tables.check_head(ds, t.version, key)
+        _tables.check_no_auto_cleanup(ds, key)
+        heads[key] = ds
+    # a delete that matched nothing commits nothing for its table
+    touched = sorted(k for k in set(by_key) | set(deletions)
+                     if k in deletions or (k in by_key and by_key[k].mode != "delete"))
+    if not touched:
+        log.info("load on %s changes nothing (delete keys missing: %s)", branch, dict(verdict.missing))
+        return LoadResult(None, snap.version, branch,
+                          tuple(TableResult(k, snap.table(k).version, snap.table(k).version, 0,
+                                            snap.table(k).row_count, 0, 0, 0, verdict.missing.get(k, 0))
+                                for k in sorted(by_key)), None, attempts=attempt)
+    ops = {key: _operation(heads[key], by_key.get(key), storage_options, deletions.get(key)) for key in touched}
 
     pins = [_sidecar.SidecarPin(key, snap.table(key).base_path, snap.table(key).version,
                                 snap.table(key).version + 1, None, None if branch == MAIN else branch)
-            for key in sorted(by_key)]
+            for key in touched]
     sc = _sidecar.Sidecar.new(branch, actor, "Load", pins)
     props = {OP_PROP: sc.operation_id}
     if txn is not None:
@@ -473,7 +570,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
     committed = 0
     try:
         for i, pin in enumerate(pins, start=1):
-            s = by_key[pin.table_key]
+            s = by_key.get(pin.table_key) or StagedTable(pin.table_key, "delete", "", pin.expected_version, (), 0, 0)
             res = _tables.commit_operation(heads[pin.table_key], ops[pin.table_key], pin.expected_version,
                                            pin.table_key, {**facts.get(pin.table_key, {}), **props})  # I6, I16
             committed += 1
@@ -482,8 +579,10 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
             updates.append(_manifest.TableUpdate(pin.table_key, res.version, pin.table_branch, res.row_count,
                                                  _tables.version_metadata_json(loc, res.version, t.table_path,
                                                                                storage_options)))
+            dels = deletions.get(pin.table_key)
             results.append(TableResult(pin.table_key, pin.expected_version, res.version, s.rows, res.row_count,
-                                       len(s.fragments), s.bytes))
+                                       len(s.fragments), s.bytes, 0 if dels is None else len(dels),
+                                       verdict.missing.get(pin.table_key, 0)))
             failpoints.hit("after_table_commit", i)
     except TableDriftError:
         if committed == 0:
@@ -498,6 +597,8 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         _resolve_now(graph, sc)
         raise
     failpoints.hit("after_all_commits")
+    results += [TableResult(k, snap.table(k).version, snap.table(k).version, 0, snap.table(k).row_count, 0, 0, 0,
+                            verdict.missing.get(k, 0)) for k in sorted(by_key) if k not in touched]
     expected = {p.table_key: p.expected_version for p in pins}
     try:
         new_state = _manifest.publish(graph.root, branch, updates, expected, storage_options)  # I3

@@ -320,7 +320,7 @@ CASES = [
          df_write([("Bar", None)], "name string, sector string", type_="Company")),
     Case("missing-required-column", "writer", "MISSING_COLUMN", S("sector",),
          df_write([("Bar",)], "name string", type_="Company")),
-    Case("duplicate-key-in-one-load", "spark", "UNIQUE_VIOLATION", S("Cy", "name"),
+    Case("duplicate-key-in-one-load", "spark", "KEY_CONFLICT", S("Cy", "name"),  # I17: append is a strict insert
          df_write([("Cy", 1), ("Cy", 2)], P)),
     Case("duplicate-unique-in-one-load", "writer", "UNIQUE_VIOLATION", S("email", "c@x"),
          df_write([("Cy", "c@x"), ("Di", "c@x")], "name string, email string")),
