@@ -26,7 +26,6 @@ import pyarrow as pa
 from ..errors import DataError, InvalidRecordError, JvmWriteUnavailableError, OmnigraphError, OptionError
 from ..graph import Graph
 from ..ingest import parse_record, records_to_batch
-from ..ingest.integrity import delete_columns, delete_keys
 from ..schema.catalog import Catalog, TypeDef
 from ..store import tables as _tables
 from ..store.fs import RootStorage
@@ -35,8 +34,8 @@ from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_
 from . import jvm_write as _jvm_write
 from .jvm_read import ENGINES
 from .options import WriteOptions
-from .writer import (_task_ids, commit_staged, convert_and_stage, precheck_columns, spark_to_arrow_schema,
-                     tag_error, unwrap_error)
+from .bad_rows import Refusal, is_row_data_error, refused_error
+from .writer import _task_ids, commit_staged, precheck_columns, spark_to_arrow_schema, stage_task, tag_error, unwrap_error
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +108,21 @@ class _Journal:
 
 
 def _collect(df, fn) -> List[StagedTable]:
-    """Driver: run ``fn`` over ``df`` with mapInArrow; each task yields pickled StagedTables."""
+    """Driver: run ``fn`` over ``df`` with mapInArrow; each task yields pickled StagedTables,
+    or the :class:`~.bad_rows.Refusal` of a task that found bad rows (it staged nothing): then
+    ONE typed error is raised for the first few (the caller's journal clean-up deletes what the
+    other tasks staged)."""
     out: List[StagedTable] = []
+    refusals: List[Refusal] = []
     for row in df.mapInArrow(fn, "staged binary").collect():
-        out.extend(pickle.loads(row["staged"]))
+        for item in pickle.loads(row["staged"]):
+            (refusals if isinstance(item, Refusal) else out).append(item)
+    if refusals:
+        raise refused_error(refusals)
     return out
 
 
-def _payload(staged: Sequence[StagedTable]) -> pa.RecordBatch:
+def _payload(staged: Sequence[object]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([{"staged": pickle.dumps(list(staged))}], schema=_PAYLOAD_SCHEMA)
 
 
@@ -188,29 +194,22 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         raise OptionError("write_graph needs at least one DataFrame", option="frames")
     order = sorted(resolved, key=lambda k: (not k.startswith("node:"), k))
     targets = _targets(graph, opts, order)
-    deleting = opts.write_mode == "delete"
     for key in order:
         td, df = resolved[key]
-        if deleting:
-            delete_columns(td, df.columns)  # a delete reads only its key columns (ingest/integrity.py)
-        else:
-            precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
-    plans = {} if deleting else _jvm_plans(resolved, targets, order, engine)
+        precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
+    plans = _jvm_plans(resolved, targets, order, engine)
     journal = _Journal.new(graph)
 
     def run() -> List[StagedTable]:
         out: List[StagedTable] = []
-        snap = graph.snapshot(opts.branch) if plans else None
+        snap = graph.snapshot(opts.branch) if any(resolved[k][0].is_edge for k in plans) else None
         for key in order:
             td, df = resolved[key]
             target = targets[key]
             plan = plans.get(key)
-            if deleting:
-                got = [stage_deletes(target, td, df)]
-            elif plan is not None:
+            if plan is not None:
                 ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None
-                fresh = _jvm_write.fresh_source(td, target, plan, snap)
-                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
+                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends)
             else:
                 got = _collect(df, _python_stager(td, target, journal))
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)
@@ -223,25 +222,14 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
     return _finish(graph, opts, journal, run)
 
 
-def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
-    """Driver: a delete's keys (the key columns only, collected as Arrow) as a StagedTable with
-    no files; the commit resolves them against its fresh snapshot (spark/writer.py::_deletions)."""
-    keys = delete_keys(td, df.select(*[f"`{c}`" for c in delete_columns(td, df.columns)]).toArrow())
-    log.info("delete from %s: %d keys", td.table_key, keys.num_rows)
-    return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0,
-                       deletes=keys)
-
-
 def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal):
     """The mapInArrow function staging one DataFrame in Python workers (RowConverter)."""
 
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pid, attempt = _task_ids()
-        try:
-            st = convert_and_stage(target, td, batches, f"{td.name} partition {pid}")
-        except OmnigraphError as e:
-            raise tag_error(e)
-        journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
+        st = stage_task(target, td, batches, f"{td.name} partition {pid}")
+        if isinstance(st, StagedTable):  # a Refusal staged nothing: nothing to journal
+            journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
         yield _payload([st])
 
     return stage_partition
@@ -365,9 +353,13 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
                         raise
             for key in list(buffers):
                 flush(key)
-        except BaseException:
+        except BaseException as e:
             abort([s for v in staged.values() for s in v], dict(journal.storage) or None if journal else None)
-            raise
+            if not is_row_data_error(e):
+                raise
+            # a bad record is the load's answer, not a task failure (see .bad_rows): no retry
+            yield _payload([Refusal.of(e)])  # type: ignore[arg-type]
+            return
         merged = [StagedTable.merge(v) for v in staged.values()]
         if journal is not None:
             journal.record(f"jsonl-p{pid}-a{attempt}", merged)
@@ -382,17 +374,21 @@ def _types_touched(text_df, catalog: Catalog) -> List[str]:
 
     def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         keys = set()
-        for b in batches:
-            for text, file in zip(b.column("value").to_pylist(), b.column("file").to_pylist()):
-                for rec, line, value in iter_json_values(text or ""):
-                    try:
-                        td, _ = parse_record(value, catalog, rec)
-                    except OmnigraphError as e:
-                        raise tag_error(_locate(e, None, file, line, rec))
-                    keys.add(td.table_key)
-        yield pa.RecordBatch.from_pylist([{"key": k} for k in sorted(keys)], schema=pa.schema([("key", pa.string())]))
+        try:
+            for b in batches:
+                for text, file in zip(b.column("value").to_pylist(), b.column("file").to_pylist()):
+                    for rec, line, value in iter_json_values(text or ""):
+                        try:
+                            td, _ = parse_record(value, catalog, rec)
+                        except OmnigraphError as e:
+                            raise tag_error(_locate(e, None, file, line, rec))
+                        keys.add(td.table_key)
+        except DataError as e:  # a bad record: the answer, not a task failure (see .bad_rows)
+            yield _payload([Refusal.of(e)])
+            return
+        yield _payload(sorted(keys))
 
-    return sorted({r["key"] for r in text_df.mapInArrow(scan, "key string").collect()})
+    return sorted(set(_collect(text_df, scan)))  # type: ignore[type-var]
 
 
 def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = MAIN, actor: Optional[str] = None,
@@ -406,9 +402,6 @@ def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = M
     from pyspark.sql import functions as F
 
     opts = _write_options(uri, mode, branch, actor, options)
-    if opts.write_mode == "delete":
-        raise OptionError("load_jsonl does not delete; use write_graph/write_table with mode='delete'",
-                          option="writeMode", value="delete")
     graph = Graph.open(opts.path, opts.storage_options)
     paths = [path] if isinstance(path, str) else list(path)
     text_df = (spark.read.text(paths, wholetext=True)

@@ -65,7 +65,6 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private final RowRules rules;
   private final EndpointCheck ends; // null: the driver checks this load's endpoints itself
   private final KeyHashes keys; // null: the driver checks the key's uniqueness itself
-  private final FreshIdCheck fresh; // null: the driver checks an append's ids against the committed ones
   private final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(2);
 
   private VectorSchemaRoot root;
@@ -76,6 +75,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private Thread lance;
   private volatile Throwable lanceError;
   private volatile List<FragmentMetadata> written;
+  private RowRules.RowRuleException refused; // a row broke a rule: nothing more is staged
 
   FragmentStager(WriteSpec spec, int partitionId, long taskId) {
     this.spec = spec;
@@ -95,23 +95,49 @@ final class FragmentStager implements DataWriter<InternalRow> {
       throw new IllegalArgumentException("bad 'endpoints' option", e);
     }
     this.keys = spec.uniqueColumn == null ? null : new KeyHashes(spec.uniqueColumn);
-    try {
-      this.fresh = spec.freshIds == null ? null
-          : new FreshIdCheck(LanceSnapshotSource.JSON.readTree(spec.freshIds), spec.label);
-    } catch (IOException e) {
-      throw new IllegalArgumentException("bad 'freshIds' option", e);
-    }
   }
 
   @Override
   public void write(InternalRow row) throws IOException {
+    if (refused != null) {
+      return; // a row broke a rule: the rest of the partition is not staged (Spark still hands it over)
+    }
     if (writer == null) {
       newBatch();
     }
     writer.write(row);
     if (++inBatch >= spec.batchRows) {
-      flush();
+      try {
+        flush();
+      } catch (RowRules.RowRuleException e) {
+        refuse(e);
+      }
     }
+  }
+
+  /**
+   * A row broke a rule: a deterministic data error, so this attempt does not fail (Spark would log
+   * it and retry it, recomputing the input). It stops staging, deletes what it staged, and its
+   * commit message carries the error instead (see omnigraph_spark/spark/bad_rows.py).
+   */
+  private void refuse(RowRules.RowRuleException e) throws IOException {
+    refused = e;
+    if (root != null) {
+      root.close();
+      root = null;
+    }
+    writer = null;
+    inBatch = 0;
+    if (lance != null) {
+      try {
+        offer(END); // let Lance finish the files it started, so that they are known and deleted
+        join();
+      } catch (IOException stopped) {
+        LOG.debug("{}: the Lance writer had stopped: {}", spec.tableKey, stopped.getMessage());
+      }
+    }
+    deleteWritten();
+    LOG.info("{} partition {}: {}; staged files removed", spec.tableKey, partitionId, e.getMessage());
   }
 
   /**
@@ -191,7 +217,8 @@ final class FragmentStager implements DataWriter<InternalRow> {
             Math.floorMod(us, 1_000_000L) * 1000L);
         throw new RowRules.RowRuleException("TYPE_MISMATCH", spec.label + " column '" + out.getName() + "' row "
             + (rows + i) + ": value '" + at + "' (timestamp[us]) has a sub-millisecond part; DateTime stores "
-            + "milliseconds (" + spec.where + " " + partitionId + ")");
+            + "milliseconds (" + spec.where + " " + partitionId + ")", spec.label, out.getName(), rows + i,
+            "'" + at + "'");
       }
       out.set(i, Math.floorDiv(us, 1000L));
     }
@@ -208,9 +235,6 @@ final class FragmentStager implements DataWriter<InternalRow> {
     }
     if (keys != null) {
       keys.add(ready);
-    }
-    if (fresh != null) {
-      fresh.add(ready);
     }
     rows += ready.getRowCount();
     root = null;
@@ -274,14 +298,18 @@ final class FragmentStager implements DataWriter<InternalRow> {
 
   @Override
   public WriterCommitMessage commit() throws IOException {
-    if (inBatch > 0) {
-      flush();
+    if (refused == null && inBatch > 0) {
+      try {
+        flush();
+      } catch (RowRules.RowRuleException e) {
+        refuse(e);
+      }
+    }
+    if (refused != null) {
+      return new LanceFragmentSink.RefusedMessage(partitionId, taskId, refused.toJson().toString());
     }
     if (ends != null) {
       ends.finish();
-    }
-    if (fresh != null) {
-      fresh.finish();
     }
     List<String> fragments = new ArrayList<>();
     long bytes = 0;
@@ -309,8 +337,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
       keyFile = file.toString();
     }
     return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments,
-        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile,
-        fresh == null ? -1 : fresh.conflicts());
+        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile);
   }
 
   @Override
@@ -337,12 +364,18 @@ final class FragmentStager implements DataWriter<InternalRow> {
         }
       }
     }
+    deleteWritten();
+  }
+
+  /** Delete the files the Lance writer finished (nothing references them). */
+  private void deleteWritten() throws IOException {
     if (written != null) {
       for (FragmentMetadata f : written) {
         for (DataFile d : f.getFiles()) {
           Files.deleteIfExists(dataDir().resolve(d.getPath()));
         }
       }
+      written = null;
     }
   }
 

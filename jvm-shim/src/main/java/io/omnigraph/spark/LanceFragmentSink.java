@@ -93,7 +93,6 @@ public final class LanceFragmentSink implements TableProvider {
     final String handoff;
     final String endpoints; // {"src": ids, "dst": ids} (see NodeIdIndex): check while staging; null: do not
     final String uniqueColumn; // fingerprint this column for the driver's uniqueness proof (KeyHashes); null: do not
-    final String freshIds; // {"load": token, "ids": committed ids} (see FreshIdCheck): probe while staging; null: do not
 
     private WriteSpec(CaseInsensitiveStringMap m) {
       this.datasetUri = require(m, "datasetUri");
@@ -111,7 +110,6 @@ public final class LanceFragmentSink implements TableProvider {
       this.handoff = require(m, "handoff");
       this.endpoints = m.get("endpoints");
       this.uniqueColumn = m.get("uniqueColumn");
-      this.freshIds = m.get("freshIds");
       this.rules = new ArrayList<>();
       this.kinds = new java.util.HashMap<>();
       try {
@@ -230,10 +228,9 @@ public final class LanceFragmentSink implements TableProvider {
     final long dangling; // rows with an unknown endpoint (-1: not checked, see EndpointCheck)
     final int srcBound; // no source has more edges in this task (-1: not counted)
     final String keyHashes; // the file of this task's key fingerprints (null: none)
-    final long freshConflicts; // staged ids already committed (-1: not checked, see FreshIdCheck)
 
     StagedMessage(int partition, long taskId, long rows, long bytes, long givenIds, List<String> fragments,
-        long dangling, int srcBound, String keyHashes, long freshConflicts) {
+        long dangling, int srcBound, String keyHashes) {
       this.partition = partition;
       this.taskId = taskId;
       this.rows = rows;
@@ -243,7 +240,19 @@ public final class LanceFragmentSink implements TableProvider {
       this.dangling = dangling;
       this.srcBound = srcBound;
       this.keyHashes = keyHashes;
-      this.freshConflicts = freshConflicts;
+    }
+  }
+
+  /** What a task attempt whose rows broke a rule returns instead of failing: the error, nothing staged. */
+  static final class RefusedMessage implements WriterCommitMessage {
+    final int partition;
+    final long taskId;
+    final String error; // RowRuleException.toJson()
+
+    RefusedMessage(int partition, long taskId, String error) {
+      this.partition = partition;
+      this.taskId = taskId;
+      this.error = error;
     }
   }
 
@@ -270,6 +279,18 @@ public final class LanceFragmentSink implements TableProvider {
       ObjectNode out = LanceSnapshotSource.JSON.createObjectNode();
       ArrayNode tasks = out.putArray("tasks");
       for (WriterCommitMessage m : messages) {
+        if (m instanceof RefusedMessage) { // the Python driver raises the typed error (bad_rows.py)
+          RefusedMessage r = (RefusedMessage) m;
+          ObjectNode t = tasks.addObject();
+          t.put("partition", r.partition);
+          t.put("task_id", r.taskId);
+          try {
+            t.set("error", LanceSnapshotSource.JSON.readTree(r.error));
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+          continue;
+        }
         if (!(m instanceof StagedMessage)) {
           continue;
         }
@@ -283,7 +304,6 @@ public final class LanceFragmentSink implements TableProvider {
         t.put("dangling", s.dangling);
         t.put("src_bound", s.srcBound);
         t.put("key_hashes", s.keyHashes);
-        t.put("fresh_conflicts", s.freshConflicts);
         ArrayNode frags = t.putArray("fragments");
         s.fragments.forEach(frags::add);
       }

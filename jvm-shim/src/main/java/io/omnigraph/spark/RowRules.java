@@ -60,7 +60,8 @@ final class RowRules {
       if (r.notNull != null && v.getNullCount() > 0) {
         int i = firstNull(v);
         throw new RowRuleException("NULL_VIOLATION", spec.label + " column '" + r.column + "' row " + (offset + i)
-            + ": non-nullable property '" + r.column + "' (" + r.notNull + ") is null (" + where + ")");
+            + ": non-nullable property '" + r.column + "' (" + r.notNull + ") is null (" + where + ")",
+            spec.label, r.column, offset + i, null);
       }
       if (r.allowed != null) {
         checkEnum(r, allowed.get(k), v, offset);
@@ -86,7 +87,8 @@ final class RowRules {
         String value = new String(values.bytes, values.starts[k], values.lens[k], StandardCharsets.UTF_8);
         throw new RowRuleException("CONSTRAINT_VIOLATION", spec.label + " column '" + r.column + "' row "
             + (offset + i) + ": invalid enum value " + pythonRepr(value) + " for " + spec.typeName + "." + r.column
-            + " (expected: " + String.join(", ", r.allowed) + ") (" + where + ")");
+            + " (expected: " + String.join(", ", r.allowed) + ") (" + where + ")",
+            spec.label, r.column, offset + i, pythonRepr(value));
       }
     }
   }
@@ -208,10 +210,46 @@ final class RowRules {
     return b.append(quote).toString();
   }
 
-  /** A row that breaks a rule; the message starts with the connector's error code. */
+  /**
+   * A row that breaks a rule; the message starts with the connector's error code. The staging task
+   * does not fail with it: it hands {@link #toJson} to the driver in place of its fragments
+   * (omnigraph_spark/spark/bad_rows.py), so Spark neither logs nor retries a deterministic error.
+   */
   static final class RowRuleException extends IllegalArgumentException {
+    final String code;
+    final String table; // "node Person"; null when not known
+    final String column;
+    final long row; // within the task; -1: not one row
+    final String value; // Python's repr of the offending value; null: a null (or not one value)
+
     RowRuleException(String code, String message) {
+      this(code, message, null, null, -1, null);
+    }
+
+    RowRuleException(String code, String message, String table, String column, long row, String value) {
       super("[" + code + "] " + message);
+      this.code = code;
+      this.table = table;
+      this.column = column;
+      this.row = row;
+      this.value = value;
+    }
+
+    /** {code, message, rows: [{table, column, row, value}]}: what the driver raises the typed error from. */
+    com.fasterxml.jackson.databind.node.ObjectNode toJson() {
+      com.fasterxml.jackson.databind.node.ObjectNode o = LanceSnapshotSource.JSON.createObjectNode();
+      o.put("code", code);
+      o.put("message", getMessage());
+      com.fasterxml.jackson.databind.node.ObjectNode r = o.putArray("rows").addObject();
+      r.put("table", table);
+      r.put("column", column);
+      if (row >= 0) {
+        r.put("row", row);
+      } else {
+        r.putNull("row");
+      }
+      r.put("value", value);
+      return o;
     }
   }
 }
