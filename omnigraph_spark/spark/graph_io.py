@@ -26,6 +26,7 @@ import pyarrow as pa
 from ..errors import DataError, InvalidRecordError, JvmWriteUnavailableError, OmnigraphError, OptionError
 from ..graph import Graph
 from ..ingest import parse_record, records_to_batch
+from ..ingest.integrity import delete_columns, delete_keys
 from ..schema.catalog import Catalog, TypeDef
 from ..store import tables as _tables
 from ..store.fs import RootStorage
@@ -194,22 +195,29 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         raise OptionError("write_graph needs at least one DataFrame", option="frames")
     order = sorted(resolved, key=lambda k: (not k.startswith("node:"), k))
     targets = _targets(graph, opts, order)
+    deleting = opts.write_mode == "delete"
     for key in order:
         td, df = resolved[key]
-        precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
-    plans = _jvm_plans(resolved, targets, order, engine)
+        if deleting:
+            delete_columns(td, df.columns)  # a delete reads only its key columns (ingest/integrity.py)
+        else:
+            precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
+    plans = {} if deleting else _jvm_plans(resolved, targets, order, engine)
     journal = _Journal.new(graph)
 
     def run() -> List[StagedTable]:
         out: List[StagedTable] = []
-        snap = graph.snapshot(opts.branch) if any(resolved[k][0].is_edge for k in plans) else None
+        snap = graph.snapshot(opts.branch) if plans else None
         for key in order:
             td, df = resolved[key]
             target = targets[key]
             plan = plans.get(key)
-            if plan is not None:
+            if deleting:
+                got = [stage_deletes(target, td, df)]
+            elif plan is not None:
                 ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None
-                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends)
+                fresh = _jvm_write.fresh_source(td, target, plan, snap)
+                got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
             else:
                 got = _collect(df, _python_stager(td, target, journal))
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)
@@ -220,6 +228,15 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         return out
 
     return _finish(graph, opts, journal, run)
+
+
+def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
+    """Driver: a delete's keys (the key columns only, collected as Arrow) as a StagedTable with
+    no files; the commit resolves them against its fresh snapshot (spark/writer.py::_deletions)."""
+    keys = delete_keys(td, df.select(*[f"`{c}`" for c in delete_columns(td, df.columns)]).toArrow())
+    log.info("delete from %s: %d keys", td.table_key, keys.num_rows)
+    return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0,
+                       deletes=keys)
 
 
 def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal):
@@ -402,6 +419,9 @@ def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = M
     from pyspark.sql import functions as F
 
     opts = _write_options(uri, mode, branch, actor, options)
+    if opts.write_mode == "delete":
+        raise OptionError("load_jsonl does not delete; use write_graph/write_table with mode='delete'",
+                          option="writeMode", value="delete")
     graph = Graph.open(opts.path, opts.storage_options)
     paths = [path] if isinstance(path, str) else list(path)
     text_df = (spark.read.text(paths, wholetext=True)

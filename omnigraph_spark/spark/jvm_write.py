@@ -45,7 +45,7 @@ from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateT
 from ..graph import Snapshot
 from ..ingest import unique_groups
 from ..schema.catalog import TypeDef
-from ..store.writes import EndsProof, IdSource, StagedTable, WriteTarget
+from ..store.writes import EndsProof, FreshIdsProof, IdSource, StagedTable, WriteTarget
 from .bad_rows import Refusal, raise_refused
 from .jvm_read import shim_loaded
 from .writer import id_source
@@ -247,13 +247,16 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
 
 
 def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
-              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None) -> List[StagedTable]:
+              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None,
+              fresh: Optional[IdSource] = None) -> List[StagedTable]:
     """Driver: run one Spark job that stages ``df`` through the sink; one StagedTable per task.
 
     Each committed task's files are also noted in ``journal_dir`` (the caller's staging
     journal), so a failed job leaves nothing the caller cannot delete. ``ends`` (edges): the id
     sources of the from and to types; the tasks check every endpoint against them while staging
-    and bound the edges per source (see :func:`endpoint_sources`, invariant I15)."""
+    and bound the edges per source (see :func:`endpoint_sources`, invariant I15). ``fresh``
+    (an append): the committed ids the tasks probe every staged id against (see
+    :func:`fresh_source`, invariant I17)."""
     handoff_dir = tempfile.mkdtemp(prefix="omnigraph-handoff-")
     handoff = os.path.join(handoff_dir, "staged.json")
     spec = {"datasetUri": target.stage_uri, "tableKey": target.table_key,
@@ -271,6 +274,8 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     if ends is not None:
         # the journal directory is unique to the load: executors share an index within it only
         spec["endpoints"] = json.dumps({"load": journal_dir, "src": ends[0].to_json(), "dst": ends[1].to_json()})
+    if fresh is not None:
+        spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json()})
     # one option (the sink unpacks it): a py4j call per option cost ~5 ms a load
     w = projected(df, plan).write.format(SINK_CLASS).mode("append").option("spec", json.dumps(spec))
     try:
@@ -290,9 +295,11 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
         if ends is not None and int(t["dangling"]) >= 0:
             proof = EndsProof(ends[0], ends[1], int(t["dangling"]), int(t["src_bound"]))
         keys = t.get("key_hashes")
+        conflicts = int(t.get("fresh_conflicts", -1))
         out.append(StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, frags,
                                int(t["rows"]), int(t["bytes"]), minted_ids=minted, ends=proof,
-                               key_hashes=(keys,) if keys else None, key_column=plan.unique_column if keys else None))
+                               key_hashes=(keys,) if keys else None, key_column=plan.unique_column if keys else None,
+                               fresh=FreshIdsProof(fresh, conflicts) if fresh is not None and conflicts >= 0 else None))
     return out
 
 
@@ -310,6 +317,19 @@ def provable_unique_column(typedef: TypeDef, target: WriteTarget) -> Optional[st
         return None
     column = groups[0][0][0]
     return column if target.schema.field(column).type in _FINGERPRINTED else None
+
+
+def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap: Snapshot) -> Optional[IdSource]:
+    """Driver, before staging an append: the committed ids its tasks probe the staged ids
+    against (the target table at the snapshot's pin, the exact source the validator's
+    :func:`~.writer._fresh_proven` accepts), or None when nothing needs probing (not an append,
+    every id minted, an empty table) or the table is too large to index in an executor."""
+    if target.mode != "append" or ("id", "null") in plan.kinds:
+        return None
+    t = snap.table(typedef.table_key)
+    if t.row_count == 0 or t.row_count > MAX_INDEXED_IDS:
+        return None
+    return IdSource((t.base_path, t.lance_branch, t.version))
 
 
 def endpoint_sources(typedef: TypeDef, snap: Snapshot,
@@ -333,4 +353,4 @@ def endpoint_sources(typedef: TypeDef, snap: Snapshot,
     return out[0], out[1]
 
 
-__all__ = ["SINK_CLASS", "endpoint_sources", "provable_unique_column", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]
+__all__ = ["SINK_CLASS", "endpoint_sources", "fresh_source", "provable_unique_column", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]

@@ -34,14 +34,15 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..errors import OmnigraphError, OptionError
+from ..errors import DanglingEdgeError, OmnigraphError, OptionError, UniqueViolationError
 from ..graph import Graph, Snapshot
-from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_unique, shadowed_src_counts,
-                      src_counts, unique_groups)
+from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_fresh_ids, check_unique,
+                      raise_key_conflict, shadowed_src_counts, src_counts, unique_groups)
 from ..schema.catalog import Catalog, TypeDef
 from ..store import tables as _tables
-from ..store.writes import (SRC_BOUND_PROP, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget, abort,
-                            commit_load, prepare_target, stage)
+from ..ingest import integrity as _integrity
+from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget,
+                            abort, commit_load, prepare_target, stage)
 from .bad_rows import BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error
 from .options import WriteOptions
 
@@ -172,6 +173,18 @@ def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.Recor
         raise tag_error(e)
 
 
+def delete_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch]) -> StagedTable:
+    """Executor: a delete's keys of one partition (its key columns as strings), carried to the
+    driver in the commit message; nothing is written (spark/writer.py::_deletions resolves them)."""
+    try:
+        keys = [_integrity.delete_keys(typedef, pa.Table.from_batches([b])) for b in batches if b.num_rows]
+    except OmnigraphError as e:
+        raise tag_error(e)
+    table = pa.concat_tables(keys) if keys else None
+    return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (),
+                       0 if table is None else table.num_rows, 0, deletes=table)
+
+
 def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: Optional[pa.Schema]) -> None:
     """Driver: run the converter over an empty batch of the input schema, so unknown, missing
     or unconvertible columns fail at planning time instead of in every task."""
@@ -196,7 +209,7 @@ def spark_to_arrow_schema(schema: Optional[StructType]) -> Optional[pa.Schema]:
 
 # -- load-wide validation (driver, inside the commit lease) --------------------------------
 
-def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable]], Dict[str, Dict[str, str]]]:
+def make_validator(graph: Graph, cascade: bool = False) -> Callable[[Snapshot, Mapping[str, StagedTable]], object]:
     """A ``validate(snapshot, staged_by_key)`` callback for ``commit_load``.
 
     Runs on the driver, under the commit lease, against the fresh snapshot; it reads only the
@@ -211,6 +224,12 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
     The endpoint and @card checks are skipped where the JVM staging tasks proved them for this
     very snapshot (``StagedTable.ends``, invariant I15); errors always come from these checks.
     It returns, per edge table with @card, the bound to record with the commit (I16).
+
+    Integrity across writes: an append is a strict insert (I17: a committed or repeated id is a
+    KEY_CONFLICT); no committed edge is left dangling (I18): a delete's rows and every edge
+    incident to a deleted node, and with ``cascade`` every edge a node overwrite orphans, are
+    returned as deletions for the same commit (a :class:`~..store.writes.Checked`); without
+    ``cascade`` an orphaning overwrite is a DANGLING_EDGE naming each edge type and its count.
     """
     catalog: Catalog = graph.catalog
     so = graph.storage_options
@@ -265,18 +284,28 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
         for key in sorted(staged):
             s = staged[key]
             td = catalog.by_table_key(key)
+            if s.mode == "delete":  # resolved below (_deletions)
+                continue
             groups = unique_groups(td)
+            # append is a strict insert (I17): a repeated id is a KEY_CONFLICT, not a uniqueness slip
+            strict = s.mode == "append" and not s.minted_ids
+            id_by_key = _id_is_checked_key(td, groups)
             for cols, what in groups:
+                conflict = strict and id_by_key and cols == (td.key_property,)
                 if s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
-                    checks.append(functools.partial(_unique_fingerprinted, td, s, staged_cols, key, cols, what))
+                    checks.append(functools.partial(_unique_fingerprinted, td, s, staged_cols, key, cols, what,
+                                                    conflict=conflict))
                 else:
-                    checks.append(functools.partial(_unique_of, td, staged_cols, key, cols, what))
-            if not _id_is_checked_key(td, groups) and not s.minted_ids:
+                    checks.append(functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict))
+            id_cols = ["id", "src", "dst"] if td.is_edge else ["id"]
+            if not id_by_key and not s.minted_ids:
                 # edges: read id, src and dst in one pass and check id on that table
                 checks.append(functools.partial(
                     _unique_of, td, staged_cols, key, ["id"],
                     "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id",
-                    read_cols=["id", "src", "dst"] if td.is_edge else ["id"]))
+                    read_cols=id_cols, conflict=strict))
+            if strict and snap.table(key).row_count and not _fresh_proven(td, s, snap):
+                checks.append(functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key, id_cols))
             if not td.is_edge:
                 continue
             # minted ids are all new: nothing to shadow, nothing to collapse, so no id column,
@@ -289,9 +318,79 @@ def make_validator(graph: Graph) -> Callable[[Snapshot, Mapping[str, StagedTable
                 mode = "append" if s.mode == "merge" and s.minted_ids else s.mode
                 checks.append(functools.partial(card_check, td, mode, s.ends, key, end_cols))
         run_checks(checks)
+        deletions, missing = _deletions(catalog, snap, staged, committed, staged_cols, cascade)
+        if deletions or missing:
+            return Checked(facts, deletions, missing)
         return facts
 
     return validate
+
+
+def _deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], committed, staged_cols,
+               cascade: bool) -> Tuple[Dict[str, pa.Array], Dict[str, int]]:
+    """I18: the committed rows a load deletes, per table key, and the delete keys that matched
+    nothing. A delete's own rows; every edge (of any edge type, same branch) incident to a
+    deleted node; and the edges a node overwrite orphans: deleted with ``cascade``, else a
+    DANGLING_EDGE naming each edge type and its count. An edge type overwritten by the same
+    load is replaced whole, so nothing of it is orphaned."""
+    out: Dict[str, List[pa.Array]] = {}
+    missing: Dict[str, int] = {}
+    gone: Dict[str, pa.Array] = {}  # node type -> ids deleted
+    edge_cols = ["id", "src", "dst"]
+    for key in sorted(staged):
+        s = staged[key]
+        if s.mode != "delete":
+            continue
+        td = catalog.by_table_key(key)
+        keys = s.deletes if s.deletes is not None else pa.table({"id": pa.array([], pa.string())})
+        if td.is_edge:
+            ids, miss = _integrity.resolve_edge_delete(committed(key, edge_cols), keys)
+        else:
+            ids, miss = _integrity.resolve_node_delete(committed(key, ["id"]).column("id"), keys.column("id"))
+            gone[td.name] = ids
+        out.setdefault(key, []).append(ids)
+        missing[key] = miss
+        if miss:
+            log.info("delete from %s: %d of %d keys matched no row (not an error)", key, miss, keys.num_rows)
+    after: Dict[str, pa.Array] = {}  # node type overwritten -> its ids after the load
+    for key in sorted(staged):
+        td = catalog.by_table_key(key)
+        if not td.is_edge and staged[key].mode == "overwrite":
+            after[td.name] = staged_cols(key, ["id"]).column("id")
+    dangling: List[str] = []
+    for etd in catalog.types():
+        if not etd.is_edge:
+            continue
+        ekey = etd.table_key
+        if ekey in staged and staged[ekey].mode == "overwrite":
+            continue
+        src_gone, dst_gone = gone.get(etd.from_type or ""), gone.get(etd.to_type or "")
+        if src_gone is not None or dst_gone is not None:
+            ids = _integrity.incident_edges(committed(ekey, edge_cols), src_gone, dst_gone)
+            if len(ids):
+                log.info("delete cascades to %d %s edges", len(ids), etd.name)
+                out.setdefault(ekey, []).append(ids)
+        src_ids, dst_ids = after.get(etd.from_type or ""), after.get(etd.to_type or "")
+        if src_ids is None and dst_ids is None:
+            continue
+        orphans = _integrity.orphaned_edges(committed(ekey, edge_cols), src_ids, dst_ids)
+        if not orphans.num_rows:
+            continue
+        if cascade:
+            log.info("overwrite with cascade deletes %d orphaned %s edges", orphans.num_rows, etd.name)
+            out.setdefault(ekey, []).append(orphans.column("id").combine_chunks())
+        else:
+            dangling.append(f"{etd.name}: {orphans.num_rows} edge(s), e.g. "
+                            + ", ".join(_integrity.describe_edges(orphans)))
+    if dangling:
+        types = sorted(after)
+        raise DanglingEdgeError(
+            f"overwrite of node type(s) {', '.join(types)} would leave committed edges pointing at removed "
+            f"nodes on branch '{snap.branch}': " + "; ".join(dangling)
+            + ". Overwrite those edge types in the same write_graph call, or pass cascade=true to delete them "
+            "in the same commit; nothing was committed", table=",".join(f"node:{t}" for t in types),
+            edge_types=len(dangling))
+    return {k: pa.concat_arrays([a.cast(pa.string()) for a in v]) for k, v in out.items()}, missing
 
 
 _INJECTIVE_KEY_TYPES = frozenset({"String", "I32", "I64", "U32", "U64"})
@@ -354,8 +453,27 @@ def _ends_proven(td: TypeDef, s: StagedTable, snap: Snapshot, staged: Mapping[st
     return ok
 
 
+def _fresh_proven(td: TypeDef, s: StagedTable, snap: Snapshot) -> bool:
+    """The staging tasks found none of the append's ids among the committed ids of exactly
+    the version this commit lands on (I17)."""
+    p = s.fresh
+    if p is None:
+        return False
+    t = snap.table(td.table_key)
+    ok = p.conflicts == 0 and p.committed == IdSource((t.base_path, t.lance_branch, t.version))
+    log.info("%s strict append: %s", td.table_key, "no committed id, proven while staging" if ok else
+             f"checked on the driver ({p.conflicts} conflicts found while staging or the table moved)")
+    return ok
+
+
+def _fresh_of(td: TypeDef, branch: str, staged_cols, committed, key: str, read_cols: Sequence[str]) -> None:
+    """Strict append (I17): no staged id is already committed (the id columns only)."""
+    check_fresh_ids(td, staged_cols(key, read_cols).column("id"), committed(key, ["id"]).column("id"),
+                    branch=branch)
+
+
 def _unique_fingerprinted(td: TypeDef, s: StagedTable, staged_cols, key: str, cols: Sequence[str],
-                          what: str) -> None:
+                          what: str, conflict: bool = False) -> None:
     """A single-column uniqueness rule: if no two of the staging tasks' fingerprints are equal,
     no two values are (equal values always fingerprint alike); otherwise check exactly."""
     try:
@@ -369,12 +487,23 @@ def _unique_fingerprinted(td: TypeDef, s: StagedTable, staged_cols, key: str, co
         if len(prints) < 2 or not bool((prints[1:] == prints[:-1]).any()):
             log.info("%s %s: %d values proven distinct by fingerprints", td.table_key, what, len(prints))
             return
-    _unique_of(td, staged_cols, key, cols, what)
+    _unique_of(td, staged_cols, key, cols, what, conflict=conflict)
 
 
 def _unique_of(td: TypeDef, staged_cols, key: str, cols: Sequence[str], what: str,
-               read_cols: Optional[Sequence[str]] = None) -> None:
-    check_unique(td, staged_cols(key, read_cols or cols), list(cols), what=what)
+               read_cols: Optional[Sequence[str]] = None, conflict: bool = False) -> None:
+    """One uniqueness rule over the staged rows; ``conflict``: the rule proves an append's ids
+    distinct, so a repeat is a KEY_CONFLICT naming every repeated id (I17)."""
+    table = staged_cols(key, read_cols or cols)
+    try:
+        check_unique(td, table, list(cols), what=what)
+    except UniqueViolationError:
+        if not conflict:
+            raise
+        ids = pc.cast(table.column(cols[0]), pa.string())
+        vc = pc.value_counts(ids.drop_null())
+        raise_key_conflict(td, pc.filter(vc.field("values"), pc.greater(vc.field("counts"), 1)),
+                           "given more than once in this load")
 
 
 def _endpoints_of(td: TypeDef, staged_cols, key: str, end_cols: Sequence[str], node_ids) -> None:
@@ -450,7 +579,8 @@ def run_checks(checks: Sequence[Callable[[], None]], max_workers: Optional[int] 
 def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions) -> LoadResult:
     """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure."""
     try:
-        result = commit_load(graph, branch, staged, actor=opts.actor, validate=make_validator(graph), txn=opts.txn,
+        result = commit_load(graph, branch, staged, actor=opts.actor,
+                             validate=make_validator(graph, cascade=opts.cascade), txn=opts.txn,
                              lease_timeout_s=opts.commit_lease_timeout)
     except BaseException as e:
         n = abort(staged, graph.storage_options)
@@ -482,7 +612,11 @@ class OmnigraphWriter(DataSourceArrowWriter):
             self.target = prepare_target(graph, self.opts.branch, self.typedef.table_key, self.opts.write_mode,
                                          max_rows_per_file=self.opts.max_rows_per_file,
                                          max_bytes_per_file=self.opts.max_bytes_per_file)
-            precheck_columns(self.typedef, self.target.schema, spark_to_arrow_schema(schema))
+            if self.opts.write_mode == "delete":
+                if schema is not None:
+                    _integrity.delete_columns(self.typedef, schema.fieldNames())
+            else:
+                precheck_columns(self.typedef, self.target.schema, spark_to_arrow_schema(schema))
         except OmnigraphError as e:
             raise tag_error(e)
         log.info("omnigraph write planned: %s on %s (%s), base version %d", self.typedef.table_key,
@@ -492,6 +626,8 @@ class OmnigraphWriter(DataSourceArrowWriter):
         """Executor: convert and stage one partition; the message is the StagedTable, or the
         :class:`Refusal` of a partition with a bad row (returned, not raised: see :mod:`.bad_rows`)."""
         pid, attempt = _task_ids()
+        if self.target.mode == "delete":
+            return StagedMessage((delete_task(self.target, self.typedef, iterator),), pid, attempt)
         got = stage_task(self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}")
         if isinstance(got, Refusal):
             log.info("partition %d attempt %d refused its rows: [%s] %s", pid, attempt, got.code, got.message)

@@ -65,6 +65,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private final RowRules rules;
   private final EndpointCheck ends; // null: the driver checks this load's endpoints itself
   private final KeyHashes keys; // null: the driver checks the key's uniqueness itself
+  private final FreshIdCheck fresh; // null: the driver checks an append's ids against the committed ones
   private final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(2);
 
   private VectorSchemaRoot root;
@@ -95,6 +96,12 @@ final class FragmentStager implements DataWriter<InternalRow> {
       throw new IllegalArgumentException("bad 'endpoints' option", e);
     }
     this.keys = spec.uniqueColumn == null ? null : new KeyHashes(spec.uniqueColumn);
+    try {
+      this.fresh = spec.freshIds == null ? null
+          : new FreshIdCheck(LanceSnapshotSource.JSON.readTree(spec.freshIds), spec.label);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("bad 'freshIds' option", e);
+    }
   }
 
   @Override
@@ -236,6 +243,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
     if (keys != null) {
       keys.add(ready);
     }
+    if (fresh != null) {
+      fresh.add(ready);
+    }
     rows += ready.getRowCount();
     root = null;
     writer = null;
@@ -311,6 +321,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
     if (ends != null) {
       ends.finish();
     }
+    if (fresh != null) {
+      fresh.finish();
+    }
     List<String> fragments = new ArrayList<>();
     long bytes = 0;
     List<String> files = new ArrayList<>();
@@ -337,7 +350,8 @@ final class FragmentStager implements DataWriter<InternalRow> {
       keyFile = file.toString();
     }
     return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments,
-        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile);
+        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile,
+        fresh == null ? -1 : fresh.conflicts());
   }
 
   @Override

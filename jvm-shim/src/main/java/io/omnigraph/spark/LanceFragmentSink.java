@@ -93,6 +93,7 @@ public final class LanceFragmentSink implements TableProvider {
     final String handoff;
     final String endpoints; // {"src": ids, "dst": ids} (see NodeIdIndex): check while staging; null: do not
     final String uniqueColumn; // fingerprint this column for the driver's uniqueness proof (KeyHashes); null: do not
+    final String freshIds; // {"load": token, "ids": committed ids} (see FreshIdCheck): probe while staging; null: do not
 
     private WriteSpec(CaseInsensitiveStringMap m) {
       this.datasetUri = require(m, "datasetUri");
@@ -110,6 +111,7 @@ public final class LanceFragmentSink implements TableProvider {
       this.handoff = require(m, "handoff");
       this.endpoints = m.get("endpoints");
       this.uniqueColumn = m.get("uniqueColumn");
+      this.freshIds = m.get("freshIds");
       this.rules = new ArrayList<>();
       this.kinds = new java.util.HashMap<>();
       try {
@@ -228,9 +230,10 @@ public final class LanceFragmentSink implements TableProvider {
     final long dangling; // rows with an unknown endpoint (-1: not checked, see EndpointCheck)
     final int srcBound; // no source has more edges in this task (-1: not counted)
     final String keyHashes; // the file of this task's key fingerprints (null: none)
+    final long freshConflicts; // staged ids already committed (-1: not checked, see FreshIdCheck)
 
     StagedMessage(int partition, long taskId, long rows, long bytes, long givenIds, List<String> fragments,
-        long dangling, int srcBound, String keyHashes) {
+        long dangling, int srcBound, String keyHashes, long freshConflicts) {
       this.partition = partition;
       this.taskId = taskId;
       this.rows = rows;
@@ -240,6 +243,7 @@ public final class LanceFragmentSink implements TableProvider {
       this.dangling = dangling;
       this.srcBound = srcBound;
       this.keyHashes = keyHashes;
+      this.freshConflicts = freshConflicts;
     }
   }
 
@@ -304,6 +308,7 @@ public final class LanceFragmentSink implements TableProvider {
         t.put("dangling", s.dangling);
         t.put("src_bound", s.srcBound);
         t.put("key_hashes", s.keyHashes);
+        t.put("fresh_conflicts", s.freshConflicts);
         ArrayNode frags = t.putArray("fragments");
         s.fragments.forEach(frags::add);
       }
