@@ -521,14 +521,14 @@ class Bench:
                 phase["validate_read_mb"] += t.nbytes / 2 ** 20
             return t
 
-        def make_validator(graph):
-            v = orig_mv(graph)
+        def make_validator(graph, *args, **kwargs):  # whatever else the writer passes (cascade) goes through
+            v = orig_mv(graph, *args, **kwargs)
 
-            def timed(snap, staged):
+            def timed(snap, staged, *args, **kwargs):
                 validating.set()
                 t0 = time.perf_counter()
                 try:
-                    return v(snap, staged)
+                    return v(snap, staged, *args, **kwargs)
                 finally:
                     phase["validate"] += time.perf_counter() - t0
                     validating.clear()
