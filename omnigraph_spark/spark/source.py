@@ -3,11 +3,12 @@
 ``format("omnigraph")`` resolves through :func:`omnigraph_spark.spark.register` or, with the
 package installed, through the top-level ``pyspark_omnigraph`` module's ``DefaultSource``.
 Reads delegate to :mod:`.reader` (imported lazily: it is another module's job and pulls in
-more than a write needs); writes go to :class:`.writer.OmnigraphWriter`.
+more than a write needs); writes go to :class:`.writer.OmnigraphWriter`, streams to
+:class:`.stream.OmnigraphStreamWriter`.
 """
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter, DataSourceWriter
 from pyspark.sql.types import StructType
 
 
@@ -36,6 +37,13 @@ class OmnigraphDataSource(DataSource):
         from .writer import OmnigraphWriter
 
         return OmnigraphWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Driver: ``writeStream.format("omnigraph")``, one graph commit per micro-batch, exactly
+        once (:mod:`.stream`). Spark calls it for every micro-batch and for its commit."""
+        from .stream import OmnigraphStreamWriter
+
+        return OmnigraphStreamWriter(self.options, schema, overwrite)
 
 
 __all__ = ["OmnigraphDataSource"]
