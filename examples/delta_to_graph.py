@@ -1,5 +1,5 @@
 """Delta Lake tables -> an Omnigraph graph: a full sync, an idempotent re-run, then an
-incremental sync from Delta's Change Data Feed.
+incremental sync from Delta's Change Data Feed, deletes included.
 
     python examples/delta_to_graph.py /tmp/social-graph --delta-dir /tmp/social-delta
 
@@ -17,8 +17,12 @@ The pipeline:
    types, and write all four types with ``write_graph(mode="overwrite")`` as ONE graph commit.
    The idempotency token is (``delta_to_graph``, sum of the source versions): re-running the
    same sync commits nothing.
-3. *Incremental sync*: MERGE a change into ``people`` upstream, read just the changed rows from
-   the Change Data Feed, and upsert them with ``mode="merge"``.
+3. *Incremental sync*: MERGE a change into ``people`` upstream and DELETE a person, read just
+   the changes of that Delta version range from the Change Data Feed (per person the last
+   change wins), and apply them as ONE graph commit: the upserts with ``mode="merge"`` and the
+   deletes with ``deletes=`` (a deleted person's edges go in the same commit, so no edge is
+   left dangling). The token (``delta_to_graph:people-cdf``, the range's last Delta version)
+   makes a re-run of the same range commit nothing.
 """
 from __future__ import annotations
 
@@ -26,11 +30,9 @@ import argparse
 import os
 import shutil
 import sys
-from typing import Dict
+from typing import Dict, Tuple
 
-from delta import configure_spark_with_delta_pip
-from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import omnigraph_spark
@@ -38,10 +40,13 @@ from omnigraph_spark import Graph
 from omnigraph_spark.demo import local_builder, local_spark, sample_path
 
 APP_ID = "delta_to_graph"
+GONE = "Ben Kowalski"  # deleted upstream in step 3 (he has six edges: the graph commit removes them too)
 SOURCES = ("people", "companies", "employment", "contacts")
 
 
 def delta_session() -> SparkSession:
+    from delta import configure_spark_with_delta_pip  # the 'delta' extra (imported where used)
+
     builder = local_builder("omnigraph-spark delta example", conf={
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -75,6 +80,8 @@ def seed_delta(spark: SparkSession, delta_dir: str) -> None:
 
 
 def delta_version(spark: SparkSession, path: str) -> int:
+    from delta.tables import DeltaTable
+
     return DeltaTable.forPath(spark, path).history(1).select("version").first()["version"]
 
 
@@ -107,18 +114,37 @@ def full_sync(spark: SparkSession, delta_dir: str, graph_uri: str):
     return res, versions, token
 
 
-def incremental_people(spark: SparkSession, delta_dir: str, graph_uri: str, since_version: int):
-    """Upsert the people rows changed upstream after ``since_version`` (Change Data Feed)."""
-    path = os.path.join(delta_dir, "people")
-    changes = (spark.read.format("delta").option("readChangeFeed", "true")
-               .option("startingVersion", since_version + 1).load(path)
-               .filter(F.col("_change_type").isin("insert", "update_postimage")))
-    latest = changes.groupBy("full_name").agg(F.max("_commit_version").alias("_commit_version"))
-    rows = changes.join(latest, ["full_name", "_commit_version"]).drop("_change_type", "_commit_timestamp")
-    version = delta_version(spark, path)
-    res = omnigraph_spark.write_graph(graph_uri, {"Person": person_frame(rows)}, mode="merge", actor=APP_ID,
+def people_changes(changes: DataFrame) -> Tuple[DataFrame, DataFrame]:
+    """A Change Data Feed range of ``people`` -> (rows to upsert, names to delete): per person
+    the last change of the range wins (an insert or update post-image is upserted, a delete
+    deletes; update pre-images are skipped)."""
+    last = Window.partitionBy("full_name").orderBy(F.desc("_commit_version"))
+    latest = (changes.filter(F.col("_change_type") != "update_preimage")
+              .withColumn("_n", F.row_number().over(last)).filter(F.col("_n") == 1))
+    upserts = latest.filter(F.col("_change_type") != "delete").drop("_n", "_change_type", "_commit_version",
+                                                                  "_commit_timestamp")
+    deletes = latest.filter(F.col("_change_type") == "delete").select(F.col("full_name").alias("name"))
+    return upserts, deletes
+
+
+def apply_people_changes(graph_uri: str, changes: DataFrame, version: int):
+    """ONE graph commit for a Change Data Feed range ending at Delta ``version``: upserts and
+    deletes (with their edges) together, idempotent per range end (txnAppId/txnVersion)."""
+    upserts, deletes = people_changes(changes)
+    res = omnigraph_spark.write_graph(graph_uri, {"Person": person_frame(upserts)}, mode="merge", actor=APP_ID,
+                                      deletes={"Person": deletes},
                                       options={"txnAppId": f"{APP_ID}:people-cdf", "txnVersion": version})
-    return res, rows.count(), version
+    return res, upserts.count(), deletes.count()
+
+
+def incremental_people(spark: SparkSession, delta_dir: str, graph_uri: str, since_version: int):
+    """Apply the people changes of Delta versions ``since_version + 1`` .. now (Change Data Feed)."""
+    path = os.path.join(delta_dir, "people")
+    version = delta_version(spark, path)
+    changes = (spark.read.format("delta").option("readChangeFeed", "true")
+               .option("startingVersion", since_version + 1).option("endingVersion", version).load(path))
+    res, upserted, deleted = apply_people_changes(graph_uri, changes, version)
+    return res, upserted, deleted, version
 
 
 def main(argv=None) -> int:
@@ -145,7 +171,9 @@ def main(argv=None) -> int:
         print(f"   re-run with the same source versions: skipped={again.skipped} (txnVersion {token})")
         assert again.skipped, "the idempotency token should make the re-run a no-op"
 
-        print("3. upstream change: MERGE into people (one move, one new hire)")
+        from delta.tables import DeltaTable
+
+        print("3. upstream changes: MERGE into people (one move, one new hire), DELETE one person")
         people_path = os.path.join(args.delta_dir, "people")
         before = versions["people"]
         updates = spark.createDataFrame(
@@ -156,9 +184,14 @@ def main(argv=None) -> int:
          .merge(updates.alias("u"), "t.full_name = u.full_name")
          .whenMatchedUpdate(set={"city": "u.city"})
          .whenNotMatchedInsertAll().execute())
-        res, changed, version = incremental_people(spark, args.delta_dir, args.graph, before)
-        print(f"   Change Data Feed since v{before}: {changed} changed people -> merge commit {res.graph_commit_id} "
-              f"(graph v{res.manifest_version})")
+        DeltaTable.forPath(spark, people_path).delete(F.col("full_name") == GONE)
+        res, upserted, deleted, version = incremental_people(spark, args.delta_dir, args.graph, before)
+        cut = {t.table_key: t.rows_deleted for t in res.tables if t.rows_deleted}
+        print(f"   Change Data Feed v{before + 1}..v{version}: {upserted} upserted, {deleted} deleted -> ONE commit "
+              f"{res.graph_commit_id} (graph v{res.manifest_version}); rows deleted {cut}")
+        again, _, _, _ = incremental_people(spark, args.delta_dir, args.graph, before)
+        print(f"   re-run of the same range: skipped={again.skipped}")
+        assert again.skipped, "the idempotency token should make the re-run a no-op"
 
         print("4. check: the graph matches Delta")
         person = spark.read.format("omnigraph").option("type", "Person").load(args.graph)
@@ -167,7 +200,12 @@ def main(argv=None) -> int:
         ada = person.filter(F.col("name") == "Ada Okafor").select("city").first()["city"]
         print(f"   people: graph {n_graph}, delta {n_delta}; Ada Okafor lives in {ada}")
         missing = delta_people.select(F.col("full_name").alias("name")).join(person, "name", "left_anti").count()
-        ok = n_graph == n_delta and ada == "Berlin" and missing == 0
+        edges = [spark.read.format("omnigraph").option("type", t).load(args.graph) for t in ("Knows", "WorksAt")]
+        dangling = sum(e.join(person, F.col(c) == person.id, "left_anti").count()
+                       for e, cols in zip(edges, (("src", "dst"), ("src",))) for c in cols)
+        gone = person.filter(F.col("name") == GONE).count()
+        print(f"   {GONE} in the graph: {gone}; edges pointing at a missing person: {dangling}")
+        ok = n_graph == n_delta and ada == "Berlin" and missing == 0 and gone == 0 and dangling == 0
         staff = (spark.read.format("omnigraph").option("type", "WorksAt").load(args.graph)
                  .join(person, F.col("src") == person.id).groupBy("city").count().orderBy(F.desc("count")).first())
         print(f"   city with most employed people: {staff['city']} ({staff['count']})")

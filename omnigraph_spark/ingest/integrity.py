@@ -74,7 +74,8 @@ def _strings(a) -> pa.Array:
     return a if a.type == pa.string() else pc.cast(a, pa.string())
 
 
-def _in(values, value_set) -> pa.Array:
+def member(values, value_set) -> pa.Array:
+    """``values`` (as strings) in ``value_set``: a boolean array, null counted as absent."""
     return pc.fill_null(pc.is_in(_strings(values), value_set=_strings(value_set)), False)
 
 
@@ -82,7 +83,7 @@ def resolve_node_delete(committed_ids, keys) -> Tuple[pa.Array, int]:
     """(the committed ids a node delete removes, how many distinct keys matched no row)."""
     wanted = pc.unique(_strings(keys))
     ids = _strings(committed_ids)
-    found = pc.unique(pc.filter(ids, _in(ids, wanted)))
+    found = pc.unique(pc.filter(ids, member(ids, wanted)))
     return found, len(wanted) - len(found)
 
 
@@ -100,17 +101,21 @@ def resolve_edge_delete(committed: pa.Table, keys: pa.Table) -> Tuple[pa.Array, 
     return pc.unique(hit.column("id").combine_chunks()) if hit.num_rows else pa.array([], pa.string()), missing
 
 
-def incident_edges(committed: pa.Table, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
-    """Ids of the committed edges whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``
-    (the edges a node delete cascades to; None: that end's node type lost nothing)."""
+def pointing_at(edges: pa.Table, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Table:
+    """The edges whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone`` (None: that end's
+    node type lost nothing)."""
     hit = None
     for col, gone in (("src", src_gone), ("dst", dst_gone)):
         if gone is not None and len(gone):
-            h = _in(committed.column(col), gone)
+            h = member(edges.column(col), gone)
             hit = h if hit is None else pc.or_(hit, h)
-    if hit is None:
-        return pa.array([], pa.string())
-    return _strings(pc.filter(_strings(committed.column("id")), hit))
+    return edges.slice(0, 0) if hit is None else edges.filter(hit)
+
+
+def incident_edges(committed: pa.Table, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
+    """Ids of the committed edges whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``
+    (the edges a node delete cascades to)."""
+    return _strings(pointing_at(committed, src_gone, dst_gone).column("id"))
 
 
 def orphaned_edges(committed: pa.Table, src_ids: Optional[pa.Array], dst_ids: Optional[pa.Array]) -> pa.Table:
@@ -119,7 +124,7 @@ def orphaned_edges(committed: pa.Table, src_ids: Optional[pa.Array], dst_ids: Op
     bad = None
     for col, ids in (("src", src_ids), ("dst", dst_ids)):
         if ids is not None:
-            b = pc.invert(_in(committed.column(col), ids))
+            b = pc.invert(member(committed.column(col), ids))
             bad = b if bad is None else pc.or_(bad, b)
     if bad is None:
         return committed.slice(0, 0)

@@ -14,6 +14,7 @@ A task that dies *while* writing can still leave an unreferenced (invisible) fil
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import pickle
@@ -171,7 +172,7 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run) -> LoadRes
 
 def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branch: str = MAIN,
                 actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
-                engine: str = "auto") -> LoadResult:
+                engine: str = "auto", deletes: Optional[Mapping[str, Any]] = None) -> LoadResult:
     """Write several DataFrames (``{"Person": df, "Knows": df2}``) as ONE graph commit.
 
     Driver. Each DataFrame is staged by its own Spark job; edges are validated against the
@@ -180,7 +181,12 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
     commitLeaseTimeout, storage.*). ``engine`` picks how each DataFrame is staged: ``"auto"``
     (the JVM sink when it can, see :mod:`.jvm_write`, else Python workers), ``"jvm"`` (or raise
     JvmWriteUnavailableError before any job runs), ``"python"``. Validation and the commit are
-    the same either way. Raises the typed OmnigraphError (unwrapped from Spark)."""
+    the same either way. Raises the typed OmnigraphError (unwrapped from Spark).
+
+    ``mode="delete"``: each DataFrame names rows to delete (see docs/options.md, "Deletes and
+    cascades"). ``deletes`` (with ``append`` or ``merge``): DataFrames of rows to delete IN THE
+    SAME COMMIT as ``frames`` are written, e.g. a change feed's deletes beside its upserts; a
+    node deleted here and written by ``frames`` stays (the write wins) and keeps its edges."""
     if engine not in ENGINES:
         raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
     opts = _write_options(uri, mode, branch, actor, options)
@@ -191,7 +197,15 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         if td.table_key in resolved:
             raise OptionError(f"type '{name}' given twice (as {td.table_key})", option="frames", type=name)
         resolved[td.table_key] = (td, df)
-    if not resolved:
+    removals: Dict[str, Tuple[TypeDef, Any]] = {}
+    for name, df in (deletes or {}).items():
+        td = graph.catalog.resolve(name)
+        if opts.write_mode not in ("append", "merge"):
+            raise OptionError(f"deletes= goes with mode 'append' or 'merge', not {opts.write_mode!r}",
+                              option="deletes", type=name)
+        delete_columns(td, df.columns)
+        removals[td.table_key] = (td, df)
+    if not resolved and not removals:
         raise OptionError("write_graph needs at least one DataFrame", option="frames")
     order = sorted(resolved, key=lambda k: (not k.startswith("node:"), k))
     targets = _targets(graph, opts, order)
@@ -203,6 +217,9 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         else:
             precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
     plans = {} if deleting else _jvm_plans(resolved, targets, order, engine)
+    for key in removals:  # types only deleted from: their own targets (the fork on a branch)
+        if key not in targets:
+            targets[key] = prepare_target(graph, opts.branch, key, "delete", max_rows_per_file=opts.max_rows_per_file)
     journal = _Journal.new(graph)
 
     def run() -> List[StagedTable]:
@@ -225,6 +242,10 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             log.info("staged %s (%s): %d rows in %d fragments from %d tasks", key, "jvm" if plan else "python",
                      sum(s.rows for s in got), sum(len(s.fragments) for s in got), len(got))
             out.extend(got)
+        for key in sorted(removals):
+            td, df = removals[key]
+            got = stage_deletes(targets[key], td, df)
+            out.append(dataclasses.replace(got, mode=opts.write_mode) if key in resolved else got)
         return out
 
     return _finish(graph, opts, journal, run)

@@ -339,7 +339,7 @@ def _deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTabl
     edge_cols = ["id", "src", "dst"]
     for key in sorted(staged):
         s = staged[key]
-        if s.mode != "delete":
+        if s.mode != "delete" and s.deletes is None:
             continue
         td = catalog.by_table_key(key)
         keys = s.deletes if s.deletes is not None else pa.table({"id": pa.array([], pa.string())})
@@ -347,7 +347,9 @@ def _deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTabl
             ids, miss = _integrity.resolve_edge_delete(committed(key, edge_cols), keys)
         else:
             ids, miss = _integrity.resolve_node_delete(committed(key, ["id"]).column("id"), keys.column("id"))
-            gone[td.name] = ids
+            # a node deleted and written again by the same load (write_graph's deletes=) stays
+            gone[td.name] = (ids if not s.fragments else
+                             pc.filter(ids, pc.invert(_integrity.member(ids, staged_cols(key, ["id"]).column("id")))))
         out.setdefault(key, []).append(ids)
         missing[key] = miss
         if miss:
@@ -362,9 +364,16 @@ def _deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTabl
         if not etd.is_edge:
             continue
         ekey = etd.table_key
+        src_gone, dst_gone = gone.get(etd.from_type or ""), gone.get(etd.to_type or "")
+        if ekey in staged and staged[ekey].fragments and (src_gone is not None or dst_gone is not None):
+            # edges this load writes must not point at the nodes it deletes
+            bad = _integrity.pointing_at(staged_cols(ekey, ["src", "dst"]), src_gone, dst_gone)
+            if bad.num_rows:
+                raise DanglingEdgeError(f"edge {etd.name}: {bad.num_rows} edge(s) of this load point at nodes it "
+                                        "deletes, e.g. " + ", ".join(_integrity.describe_edges(bad)), table=ekey,
+                                        dangling=bad.num_rows)
         if ekey in staged and staged[ekey].mode == "overwrite":
             continue
-        src_gone, dst_gone = gone.get(etd.from_type or ""), gone.get(etd.to_type or "")
         if src_gone is not None or dst_gone is not None:
             ids = _integrity.incident_edges(committed(ekey, edge_cols), src_gone, dst_gone)
             if len(ids):

@@ -109,8 +109,9 @@ def test_delta_to_graph(tmp_path):
     assert p.returncode == 0
     assert "re-run with the same source versions: skipped=True" in p.stdout
     assert "delta_to_graph OK" in p.stdout
+    assert "re-run of the same range: skipped=True" in p.stdout and "1 deleted -> ONE commit" in p.stdout
     g = Graph.open(str(tmp_path / "graph"))
-    assert g.snapshot().tables["node:Person"].row_count == 81
+    assert g.snapshot().tables["node:Person"].row_count == 80  # 80 seeded, one hired, one deleted
     assert [c.actor_id for c in g.log()[1:]] == ["delta_to_graph", "delta_to_graph"]
 
 
