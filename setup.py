@@ -48,6 +48,12 @@ setup(
             "matplotlib>=3.8,<4",
             # an S3 endpoint for the object-store tests (tests/object_store.py); boto3 comes with it
             "moto[server]>=5.1.18,<5.2",
+            # the Spark Connect client (pyspark[connect]'s own minimums, pyspark 4.3): the
+            # Connect tests drive a local Spark Connect server (tests/spark/test_connect.py)
+            "grpcio>=1.76.0,<2",
+            "grpcio-status>=1.76.0,<2",
+            "googleapis-common-protos>=1.71.0,<2",
+            "zstandard>=0.25.0,<1",
         ],
     },
     entry_points={"console_scripts": ["omnigraph-spark=omnigraph_spark.cli.main:main"]},

@@ -34,7 +34,7 @@ from ..store.fs import RootStorage
 from ..store.layout import MAIN, RootPaths, join
 from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
 from . import jvm_write as _jvm_write
-from .jvm_read import ENGINES
+from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
 from .bad_rows import Refusal, is_row_data_error, refused_error
 from .writer import _task_ids, commit_staged, precheck_columns, spark_to_arrow_schema, stage_task, tag_error, unwrap_error
@@ -279,9 +279,12 @@ def _jvm_plans(resolved: Mapping[str, Tuple[TypeDef, Any]], targets: Mapping[str
     plans: Dict[str, _jvm_write.JvmStagePlan] = {}
     if engine == "python":
         return plans
+    shims: Dict[int, ShimSession] = {}  # per session of the frames: the probe asked once per load
     for key in order:
         td, df = resolved[key]
-        why = _jvm_write.setup_blocker(df.sparkSession, targets[key])
+        session = df.sparkSession
+        shim = shims.setdefault(id(session), ShimSession(session))
+        why = _jvm_write.setup_blocker(session, targets[key], shim)
         plan, reasons = (None, [why]) if why else _jvm_write.plan_stage(td, targets[key], df.schema)
         if plan is not None:
             plans[key] = plan

@@ -12,7 +12,8 @@ columns, and plan the tasks (:func:`~omnigraph_spark.spark.reader.plan_partition
 fragment groups and row ranges as the Python reader). The JVM source receives a dataset path,
 a pinned version, the owning Lance branch and the task list, nothing else.
 
-When the JVM path is used (``engine="auto"``): the shim is on the driver's classpath and every
+When the JVM path is used (``engine="auto"``): the shim answers its probe (:func:`shim_blocker`,
+no py4j: classic sessions and Spark Connect alike) and every
 selected column is stored exactly as Spark reads it (String, enum, Bool, I32, I64, F32, F64, Date and
 lists of them). U32, U64, DateTime, Vector and Blob columns need the Python reader's exact
 conversions (docs/types.md), so such a read falls back to ``format("omnigraph")`` (logged);
@@ -28,7 +29,7 @@ import glob
 import json
 import logging
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -70,13 +71,89 @@ def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
     return {"spark.driver.extraClassPath": os.pathsep.join(jars)} if jars else {}
 
 
-def shim_loaded(spark: SparkSession) -> bool:
-    """Whether the running Spark can load the shim (False on Spark Connect: no py4j gateway)."""
+#: the shim source's probe (LanceSnapshotSource.PROBE_OPTION / PROBE_COLUMN): the relation it
+#: resolves to has this one column, which names the protocol of the options this package sends
+PROBE_OPTION = "probe"
+PROBE_COLUMN = "omnigraph_shim_v1"
+
+
+def shim_blocker(spark: SparkSession) -> Optional[str]:
+    """Why the session's Spark cannot run the JVM paths (None: it can).
+
+    Asks the shim itself: ``spark.read.format(SHIM_CLASS).option("probe", ...)`` resolves to a
+    relation of one known column when the class loads. Resolving a plan needs no py4j, so this
+    answers through Spark Connect (where the class path is the server's) as on a classic
+    session, through the class loader a real read or write uses. Nothing is cached.
+
+    A classic session first asks its JVM whether the class loads (one py4j call, ~5 ms; the
+    probe's plan analysis costs ~20 ms there, once per load): the probe runs there only to
+    say why not."""
+    if not is_connect(spark):
+        try:
+            if spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(SHIM_CLASS):
+                return None
+        except Exception:  # a stopped context: the probe says why
+            pass
     try:
-        jvm = spark.sparkContext._jvm
-        return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(SHIM_CLASS))
-    except Exception:  # Spark Connect, a stopped context: no JVM path
-        return False
+        names = spark.read.format(SHIM_CLASS).option(PROBE_OPTION, "true").load().schema.names
+    except Exception as e:  # not on the class path, a shim older than the probe, a stopped session
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        log.debug("JVM shim probe failed: %s", first)
+        if "DATA_SOURCE_NOT_FOUND" in str(e) or "ClassNotFound" in str(e):
+            return (f"the JVM shim ({SHIM_CLASS}) is not on the class path; build it with `make jvm-shim` and "
+                    "add it with omnigraph_spark.configure_spark(builder) (docs/api.md)")
+        return f"the JVM shim ({SHIM_CLASS}) does not answer this package's probe: {first}"
+    if names != [PROBE_COLUMN]:
+        return (f"the JVM shim on the class path speaks {names}, this package {PROBE_COLUMN}: install the shim "
+                "jar of this package's release")
+    return None
+
+
+def shim_loaded(spark: SparkSession) -> bool:
+    """Whether the session's Spark can run the JVM paths (see :func:`shim_blocker`)."""
+    return shim_blocker(spark) is None
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no py4j, no SparkContext)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The number of tasks Spark gives a scan by default, without py4j on Spark Connect.
+
+    ``spark.default.parallelism`` when the session sets it; on a classic session the
+    SparkContext's value (its scheduler's cores); on Spark Connect the partitions Spark gives
+    ``spark.range`` (the same default, from the server's scheduler), counted by one tiny job."""
+    conf = spark.conf.get("spark.default.parallelism", None)
+    if conf:
+        return max(1, int(conf))
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    from pyspark.sql import functions as F
+
+    row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("n")).first()
+    return int(row["n"]) + 1
+
+
+class ShimSession:
+    """What one call learns about a session's JVM path, asked at most once (a multi-table
+    read asks the probe and the parallelism once, not per table). Per call; never shared."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._blocker: Optional[Tuple[Optional[str]]] = None
+        self._parallelism: Optional[int] = None
+
+    def blocker(self) -> Optional[str]:
+        if self._blocker is None:
+            self._blocker = (shim_blocker(self.spark),)
+        return self._blocker[0]
+
+    def parallelism(self) -> int:
+        if self._parallelism is None:
+            self._parallelism = default_parallelism(self.spark)
+        return self._parallelism
 
 
 def column_blockers(stored: pa.Schema, target: pa.Schema) -> List[str]:
@@ -96,9 +173,10 @@ def column_blockers(stored: pa.Schema, target: pa.Schema) -> List[str]:
 def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, *,
                columns: Optional[Sequence[str]] = None, storage_options: Optional[Dict[str, str]] = None,
                engine: str = "auto", min_partitions: Optional[int] = None,
-               max_rows_per_partition: Optional[int] = None) -> DataFrame:
+               max_rows_per_partition: Optional[int] = None, shim: Optional[ShimSession] = None) -> DataFrame:
     """Driver: one type of an already resolved snapshot as a DataFrame, through the JVM scan
     when ``engine`` allows and the table qualifies, else through ``format("omnigraph")``.
+    ``shim``: the caller's :class:`ShimSession` when it reads several tables of one session.
 
     Raises:
         OptionError: unknown ``engine``.
@@ -108,13 +186,14 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
         raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
     schema = _types.spark_schema(typedef, columns)
     if engine != "python":
-        why = _setup_blocker(spark)
+        shim = shim or ShimSession(spark)
+        why = shim.blocker()
         if why is None:
             ds = graph.open_table(typedef.table_key, snap)  # opened once: checked, then planned
             why = "; ".join(column_blockers(ds.schema, _types.arrow_target_schema(schema))) or None
             if why is None:
-                return _jvm_frame(spark, snap, typedef, schema, ds, min_partitions, max_rows_per_partition,
-                                  storage_options)
+                return _jvm_frame(spark, snap, typedef, schema, ds, min_partitions or shim.parallelism(),
+                                  max_rows_per_partition, storage_options)
         if engine == "jvm":
             raise JvmReadUnavailableError(f"cannot read '{typedef.name}' through the JVM path: {why}",
                                           type=typedef.name)
@@ -132,21 +211,12 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
     return r.load(graph.root)
 
 
-def _setup_blocker(spark: SparkSession) -> Optional[str]:
-    """Why no table can take the JVM path in this session (None: it is available)."""
-    if not shim_loaded(spark):
-        return (f"the JVM shim ({SHIM_CLASS}) is not on the classpath; build it with `make jvm-shim` and "
-                "add omnigraph_spark.spark.jvm_read.shim_jars() to spark.driver.extraClassPath")
-    return None
-
-
 def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds,
-               min_partitions: Optional[int], max_rows_per_partition: Optional[int],
+               parallelism: int, max_rows_per_partition: Optional[int],
                storage_options: Optional[Dict[str, str]]) -> DataFrame:
     table = snap.table(typedef.table_key)
     read_columns = set(schema.fieldNames())
     frags = fragment_rows(ds)
-    parallelism = min_partitions or spark.sparkContext.defaultParallelism
     tasks = []
     for ids, rng in plan_partitions(frags, max_rows_per_partition or DEFAULT_MAX_ROWS_PER_PARTITION,
                                     parallelism):
@@ -193,4 +263,5 @@ def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main"
                       engine=engine, min_partitions=min_partitions, max_rows_per_partition=max_rows_per_partition)
 
 
-__all__ = ["read_table", "load_table", "shim_jars", "shim_spark_conf", "shim_loaded", "column_blockers", "ENGINES", "SHIM_CLASS"]
+__all__ = ["read_table", "load_table", "shim_jars", "shim_spark_conf", "shim_loaded", "shim_blocker", "ShimSession",
+           "default_parallelism", "is_connect", "column_blockers", "ENGINES", "SHIM_CLASS"]

@@ -30,8 +30,7 @@ import base64
 import json
 import logging
 import os
-import shutil
-import tempfile
+import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -47,7 +46,7 @@ from ..ingest import unique_groups
 from ..schema.catalog import TypeDef
 from ..store.writes import EndsProof, FreshIdsProof, IdSource, StagedTable, WriteTarget
 from .bad_rows import Refusal, raise_refused
-from .jvm_read import shim_loaded
+from .jvm_read import ShimSession
 from .writer import id_source
 
 log = logging.getLogger(__name__)
@@ -119,17 +118,15 @@ def _how(src: Optional[DataType], target: DataType) -> str:
     return "as_is" if src is not None and src == target else "cast"
 
 
-def setup_blocker(spark: SparkSession, target: WriteTarget) -> Optional[str]:
-    """Why no table of this load can be staged in the JVM (None: the JVM path is available)."""
+def setup_blocker(spark: SparkSession, target: WriteTarget, shim: Optional[ShimSession] = None) -> Optional[str]:
+    """Why no table of this load can be staged in the JVM (None: the JVM path is available).
+    ``shim``: the caller's :class:`~.jvm_read.ShimSession` (the probe asked once per load)."""
     if target.storage_options:
         return "storage options are not passed to the JVM writer"
     uri = target.stage_uri  # local roots are plain paths (file:// is normalised away on open)
     if "://" in uri:
         return f"the graph is not on a local file system ({uri.split('://')[0]}://)"
-    if not shim_loaded(spark):
-        return ("the JVM shim is not on the classpath; build it with `make jvm-shim` and add "
-                "omnigraph_spark.shim_jars() to spark.driver.extraClassPath")
-    return None
+    return (shim or ShimSession(spark)).blocker()
 
 
 def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) -> Tuple[Optional[JvmStagePlan], List[str]]:
@@ -256,9 +253,14 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     sources of the from and to types; the tasks check every endpoint against them while staging
     and bound the edges per source (see :func:`endpoint_sources`, invariant I15). ``fresh``
     (an append): the committed ids the tasks probe every staged id against (see
-    :func:`fresh_source`, invariant I17)."""
-    handoff_dir = tempfile.mkdtemp(prefix="omnigraph-handoff-")
-    handoff = os.path.join(handoff_dir, "staged.json")
+    :func:`fresh_source`, invariant I17).
+
+    The sink's driver side hands the tasks' results over in a file of the journal directory
+    (under the graph root, which this process reads anyway): on Spark Connect the Spark driver
+    runs in the server, which may be another machine than this Python process. Its name does
+    not end in ``.json``, so the journal never reads it as an entry; the journal's clean-up
+    deletes it with the rest."""
+    handoff = os.path.join(journal_dir, f"handoff-{uuid.uuid4().hex}.staged")
     spec = {"datasetUri": target.stage_uri, "tableKey": target.table_key,
             "label": f"{typedef.kind} {typedef.name}", "typeName": typedef.name,
             "where": f"{typedef.name} partition",
@@ -283,7 +285,10 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
         with open(handoff, encoding="utf-8") as fh:
             tasks = json.load(fh)["tasks"]
     finally:
-        shutil.rmtree(handoff_dir, ignore_errors=True)
+        try:
+            os.remove(handoff)
+        except OSError:  # the job failed before its commit: no hand-off file
+            pass
     # a task whose rows broke a rule staged nothing and handed over the error (bad_rows.py)
     raise_refused([Refusal.from_json(t["error"]) for t in sorted(tasks, key=lambda t: t["partition"])
                    if t.get("error")])

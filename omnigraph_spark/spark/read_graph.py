@@ -89,9 +89,10 @@ def read_graph(spark: SparkSession, uri: str, branch: str = MAIN, version: Optio
         GraphNotFoundError, CommitNotFoundError, BranchNotFoundError, OptionError,
         JvmReadUnavailableError (``engine="jvm"`` only).
     """
-    from .jvm_read import load_table
+    from .jvm_read import ShimSession, load_table
 
     graph = Graph.open(uri, storage_options)
+    shim = ShimSession(spark)  # the JVM path's probe and parallelism: asked once for every table
     snap = graph.snapshot(branch, version, commit=commit, timestamp=timestamp)
     for path in graph.pending_sidecars():
         log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only",
@@ -99,7 +100,7 @@ def read_graph(spark: SparkSession, uri: str, branch: str = MAIN, version: Optio
 
     def load(key: str) -> DataFrame:
         return load_table(spark, graph, snap, graph.catalog.resolve(key), storage_options=storage_options,
-                          engine=engine)
+                          engine=engine, shim=shim)
 
     cat = graph.catalog
     nodes = {n: load(f"node:{n}") for n in sorted(cat.nodes)}

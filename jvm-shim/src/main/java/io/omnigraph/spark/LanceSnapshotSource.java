@@ -78,8 +78,23 @@ public final class LanceSnapshotSource implements TableProvider {
     }
   }
 
+  /**
+   * The option of the Python side's probe for the shim ({@code omnigraph_spark.spark.jvm_read.shim_loaded}):
+   * {@code spark.read.format(this class).option("probe", "true").load()} resolves to an empty
+   * relation whose one column is {@link #PROBE_COLUMN}. Resolving a plan needs no py4j, so the
+   * same probe answers on a classic session and through Spark Connect, and it loads the class
+   * through the same class loader as a real read or write.
+   */
+  static final String PROBE_OPTION = "probe";
+
+  /** The probe relation's one column: names the protocol of the options the Python side sends. */
+  static final String PROBE_COLUMN = "omnigraph_shim_v1";
+
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
+    if (options.containsKey(PROBE_OPTION)) {
+      return new StructType().add(PROBE_COLUMN, org.apache.spark.sql.types.DataTypes.StringType);
+    }
     throw new IllegalArgumentException(
         "io.omnigraph.spark.LanceSnapshotSource needs a schema; use omnigraph_spark.read_table()");
   }
@@ -91,7 +106,64 @@ public final class LanceSnapshotSource implements TableProvider {
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+    if (new CaseInsensitiveStringMap(properties).containsKey(PROBE_OPTION)) {
+      return new ProbeTable(schema);
+    }
     return new SnapshotTable(schema, ScanSpec.parse(properties));
+  }
+
+  /**
+   * The probe's relation: Spark resolves a provider's table only if it can batch-read it, so it
+   * scans as empty (the Python side reads only its schema).
+   */
+  static final class ProbeTable implements SupportsRead {
+    private final StructType schema;
+
+    ProbeTable(StructType schema) {
+      this.schema = schema;
+    }
+
+    @Override
+    public String name() {
+      return "omnigraph shim probe";
+    }
+
+    @Override
+    public StructType schema() {
+      return schema;
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+      return EnumSet.of(TableCapability.BATCH_READ);
+    }
+
+    @Override
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+      return () -> new Scan() {
+        @Override
+        public StructType readSchema() {
+          return schema;
+        }
+
+        @Override
+        public Batch toBatch() {
+          return new Batch() {
+            @Override
+            public InputPartition[] planInputPartitions() {
+              return new InputPartition[0];
+            }
+
+            @Override
+            public PartitionReaderFactory createReaderFactory() {
+              return partition -> {
+                throw new IllegalStateException("the shim probe has no partitions");
+              };
+            }
+          };
+        }
+      };
+    }
   }
 
   /** The parsed options: small and serialisable, shipped to executors with each partition. */
