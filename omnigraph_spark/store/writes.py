@@ -214,7 +214,9 @@ class Checked:
 
 @dataclass(frozen=True)
 class LoadResult:
-    """What one committed load did. ``skipped`` is True for an idempotent re-run (txn token)."""
+    """What one committed load did. ``skipped`` is True for an idempotent re-run (txn token).
+    ``rejected_rows``: rows quarantined instead of committed (option rejectedRowsPath), in
+    ``rejected_path`` (spark/quarantine.py)."""
 
     graph_commit_id: Optional[str]
     manifest_version: int
@@ -223,6 +225,8 @@ class LoadResult:
     operation_id: Optional[str]
     skipped: bool = False
     attempts: int = 1
+    rejected_rows: int = 0
+    rejected_path: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -438,14 +442,17 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Opt
         by_key[s.table_key] = StagedTable.merge([by_key[s.table_key], s]) if s.table_key in by_key else s
     attempts = 0
     with _lease.hold(graph.storage, graph.root, timeout_s=lease_timeout_s, owner=actor or ""):
-        if txn is not None:
-            rec = already_applied(graph, txn)
-            if rec is not None:
-                log.info("txn %s v%d already applied by operation %s: skipping", txn.app_id, txn.version,
-                         rec["operation_id"])
-                return LoadResult(rec.get("graph_commit_id"), rec.get("manifest_version", 0), branch, (),
-                                  rec["operation_id"], skipped=True, attempts=0)
-        _heal(graph)
+        rec = already_applied(graph, txn) if txn is not None else None
+        if rec is None:
+            _heal(graph)
+            # again after the heal: it may just have rolled forward a crashed run of this very
+            # token (every table committed, the manifest not yet published): applied (I12)
+            rec = already_applied(graph, txn) if txn is not None else None
+        if rec is not None and txn is not None:
+            log.info("txn %s v%d already applied by operation %s: skipping", txn.app_id, txn.version,
+                     rec["operation_id"])
+            return LoadResult(rec.get("graph_commit_id"), rec.get("manifest_version", 0), branch, (),
+                              rec["operation_id"], skipped=True, attempts=0)
         while True:
             attempts += 1
             try:
