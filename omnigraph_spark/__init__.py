@@ -7,7 +7,7 @@ from . import errors
 from .graph import Graph, Snapshot, TableInfo
 
 __all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "write_table", "load_jsonl", "read_graph", "read_table",
-           "shim_jars"]
+           "shim_jars", "unwrap_error"]
 __version__ = "0.1.0"
 
 
@@ -60,3 +60,11 @@ def shim_jars(shim_dir=None):
     from .spark.jvm_read import shim_jars as _j
 
     return _j(shim_dir)
+
+
+def unwrap_error(exc):
+    """The typed OmnigraphError a Spark exception carries (e.g. from ``df.write...save()``),
+    or None; ``exc`` itself when it already is one. See docs/troubleshooting.md."""
+    from .spark.writer import unwrap_error as _u
+
+    return _u(exc)

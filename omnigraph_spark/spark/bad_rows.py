@@ -136,29 +136,27 @@ Convert = Callable[[pa.RecordBatch, int], pa.RecordBatch]
 
 
 def split_bad_rows(convert: Convert, batch: pa.RecordBatch, *, limit: Optional[int] = None,
-                   on_retry: Optional[Callable[[], None]] = None,
-                   ) -> Tuple[List[pa.RecordBatch], List[Tuple[int, OmnigraphError]]]:
-    """Split ``batch`` into converted good pieces (in row order) and offending rows.
+                   ) -> Tuple[List[Tuple[int, pa.RecordBatch]], List[Tuple[int, OmnigraphError]]]:
+    """Split ``batch`` into converted good pieces ``(first row, batch)`` in row order, and the
+    offending rows ``(row, error)``.
 
     ``convert(piece, start)`` converts rows ``start..`` of the batch (it raises the
-    converter's data errors, which name the row). Bisection: a piece that fails is halved until
-    the failing rows stand alone, so k bad rows cost O(k log n) conversions of shrinking pieces,
-    and each bad row's error is exactly the one the converter raises for that row alone.
-    ``limit``: stop after that many bad rows (the rest of the batch is then not converted).
-    ``on_retry`` runs after every failed conversion (the converter resets its counters).
-    An error that names no row (a whole-column problem) is raised as it is."""
-    good: List[pa.RecordBatch] = []
+    converter's data errors, which name the row, and must leave no trace when it raises).
+    Bisection: a piece that fails is halved until the failing rows stand alone, so k bad rows
+    cost O(k log n) conversions of shrinking pieces, and each bad row's error is exactly the one
+    the converter raises for that row alone. ``limit``: stop after that many bad rows (the rest
+    of the batch is then not converted). An error that names no row (a whole-column problem) is
+    raised as it is."""
+    good: List[Tuple[int, pa.RecordBatch]] = []
     bad: List[Tuple[int, OmnigraphError]] = []
 
     def scan(lo: int, hi: int) -> None:
         if hi <= lo or (limit is not None and len(bad) >= limit):
             return
         try:
-            good.append(convert(batch.slice(lo, hi - lo), lo))
+            good.append((lo, convert(batch.slice(lo, hi - lo), lo)))
             return
         except DataError as e:
-            if on_retry is not None:
-                on_retry()
             if not isinstance(e.context.get("row"), int):
                 raise
             if hi - lo == 1:
@@ -172,12 +170,11 @@ def split_bad_rows(convert: Convert, batch: pa.RecordBatch, *, limit: Optional[i
     return good, bad
 
 
-def first_bad_rows(convert: Convert, batch: pa.RecordBatch, error: OmnigraphError,
-                   on_retry: Optional[Callable[[], None]] = None) -> List[BadRow]:
+def first_bad_rows(convert: Convert, batch: pa.RecordBatch, error: OmnigraphError) -> List[BadRow]:
     """The first few offending rows of a batch whose conversion raised ``error`` (error path
     only; the batch is bisected once more, at most MAX_REPORTED_ROWS rows deep)."""
     try:
-        _, bad = split_bad_rows(convert, batch, limit=MAX_REPORTED_ROWS, on_retry=on_retry)
+        _, bad = split_bad_rows(convert, batch, limit=MAX_REPORTED_ROWS)
     except OmnigraphError:
         bad = []
     rows = [BadRow.of(e) for _, e in bad]

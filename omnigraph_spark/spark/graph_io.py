@@ -14,6 +14,7 @@ A task that dies *while* writing can still leave an unreferenced (invisible) fil
 """
 from __future__ import annotations
 
+import functools
 import dataclasses
 import json
 import logging
@@ -37,6 +38,7 @@ from . import jvm_write as _jvm_write
 from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
 from .bad_rows import Refusal, is_row_data_error, refused_error
+from .quarantine import Quarantine, Rejected, rejected_ends
 from .writer import _task_ids, commit_staged, precheck_columns, spark_to_arrow_schema, stage_task, tag_error, unwrap_error
 
 log = logging.getLogger(__name__)
@@ -109,16 +111,20 @@ class _Journal:
         return n
 
 
-def _collect(df, fn) -> List[StagedTable]:
+def _collect(df, fn, rejected: Optional[List[Rejected]] = None) -> List[StagedTable]:
     """Driver: run ``fn`` over ``df`` with mapInArrow; each task yields pickled StagedTables,
     or the :class:`~.bad_rows.Refusal` of a task that found bad rows (it staged nothing): then
     ONE typed error is raised for the first few (the caller's journal clean-up deletes what the
-    other tasks staged)."""
+    other tasks staged). Quarantined rows' reports (:class:`~.quarantine.Rejected`) go to
+    ``rejected``."""
     out: List[StagedTable] = []
     refusals: List[Refusal] = []
     for row in df.mapInArrow(fn, "staged binary").collect():
         for item in pickle.loads(row["staged"]):
-            (refusals if isinstance(item, Refusal) else out).append(item)
+            if isinstance(item, Rejected) and rejected is not None:
+                rejected.append(item)
+            elif not isinstance(item, Rejected):
+                (refusals if isinstance(item, Refusal) else out).append(item)
     if refusals:
         raise refused_error(refusals)
     return out
@@ -149,14 +155,18 @@ def _targets(graph: Graph, opts: WriteOptions, keys: Sequence[str]) -> Dict[str,
                               max_bytes_per_file=opts.max_bytes_per_file) for k in keys}
 
 
-def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run) -> LoadResult:
+def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine: Optional[Quarantine] = None,
+            rejected: Sequence[Rejected] = ()) -> LoadResult:
     """Driver: run the staging jobs (``run`` returns the staged tables), commit once, and clean
-    up the journal; any failure leaves the graph unchanged and removes every staged file."""
+    up the journal; any failure leaves the graph unchanged and removes every staged file (and
+    the load's quarantined rows: ``rejected``, filled by ``run``)."""
     staged: List[StagedTable] = []
     try:
         staged = run()
-        result = commit_staged(graph, opts.branch, staged, opts)
+        result = commit_staged(graph, opts.branch, staged, opts, quarantine, rejected)
     except BaseException as e:
+        if quarantine is not None:
+            quarantine.discard()
         n = journal.clean(keep=())
         n += abort(staged, graph.storage_options)
         log.info("load failed (%s); removed %d staged files", str(e).splitlines()[0][:300], n)
@@ -170,9 +180,25 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run) -> LoadRes
 
 # -- write_graph -------------------------------------------------------------------------------
 
+def _tagged(load):
+    """``load`` raises every OmnigraphError with its ``[CODE]`` prefix, those of its driver-side
+    planning too, so an error's first line is the same on every write path (I20)."""
+
+    @functools.wraps(load)
+    def call(*args, **kwargs):
+        try:
+            return load(*args, **kwargs)
+        except OmnigraphError as e:
+            raise tag_error(e)
+
+    return call
+
+
+@_tagged
 def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branch: str = MAIN,
                 actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
-                engine: str = "auto", deletes: Optional[Mapping[str, Any]] = None) -> LoadResult:
+                engine: str = "auto", deletes: Optional[Mapping[str, Any]] = None,
+                rejected_rows_path: Optional[str] = None) -> LoadResult:
     """Write several DataFrames (``{"Person": df, "Knows": df2}``) as ONE graph commit.
 
     Driver. Each DataFrame is staged by its own Spark job; edges are validated against the
@@ -186,9 +212,14 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
     ``mode="delete"``: each DataFrame names rows to delete (see docs/options.md, "Deletes and
     cascades"). ``deletes`` (with ``append`` or ``merge``): DataFrames of rows to delete IN THE
     SAME COMMIT as ``frames`` are written, e.g. a change feed's deletes beside its upserts; a
-    node deleted here and written by ``frames`` stays (the write wins) and keeps its edges."""
+    node deleted here and written by ``frames`` stays (the write wins) and keeps its edges.
+
+    ``rejected_rows_path`` (option rejectedRowsPath): quarantine rows that break a per-row rule
+    there and commit the others (:mod:`.quarantine`); staged by Python workers."""
     if engine not in ENGINES:
         raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
+    if rejected_rows_path is not None:
+        options = {**(options or {}), "rejectedRowsPath": rejected_rows_path}
     opts = _write_options(uri, mode, branch, actor, options)
     graph = Graph.open(opts.path, opts.storage_options)
     resolved: Dict[str, Tuple[TypeDef, Any]] = {}
@@ -216,6 +247,10 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             delete_columns(td, df.columns)  # a delete reads only its key columns (ingest/integrity.py)
         else:
             precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
+    quarantine = Quarantine.new(opts.rejected_rows_path, opts.storage_options) if opts.rejected_rows_path else None
+    rejected: List[Rejected] = []
+    if quarantine is not None:
+        engine = _python_for_quarantine(engine, order)
     plans = {} if deleting else _jvm_plans(resolved, targets, order, engine)
     for key in removals:  # types only deleted from: their own targets (the fork on a branch)
         if key not in targets:
@@ -236,7 +271,8 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
                 fresh = _jvm_write.fresh_source(td, target, plan, snap)
                 got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
             else:
-                got = _collect(df, _python_stager(td, target, journal))
+                got = _collect(df, _python_stager(td, target, journal, quarantine,
+                                                  rejected_ends(td, rejected) if td.is_edge else None), rejected)
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)
                 got = [StagedTable(key, target.mode, target.stage_uri, target.base_version, (), 0, 0)]
             log.info("staged %s (%s): %d rows in %d fragments from %d tasks", key, "jvm" if plan else "python",
@@ -248,7 +284,19 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             out.append(dataclasses.replace(got, mode=opts.write_mode) if key in resolved else got)
         return out
 
-    return _finish(graph, opts, journal, run)
+    return _finish(graph, opts, journal, run, quarantine, rejected)
+
+
+def _python_for_quarantine(engine: str, order: Sequence[str]) -> str:
+    """A quarantining load stages in Python workers: the JVM sink refuses bad rows, it does not
+    quarantine them (``engine="jvm"`` raises, "auto" says so in the log)."""
+    if engine == "jvm":
+        raise JvmWriteUnavailableError("rejectedRowsPath is set: bad rows are quarantined by the Python path only; "
+                                       "use engine='auto' or 'python'", option="rejectedRowsPath")
+    if engine == "auto":
+        log.info("staging %s through Python workers: rejectedRowsPath is set (the JVM sink does not quarantine)",
+                 ", ".join(order))
+    return "python"
 
 
 def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
@@ -260,14 +308,20 @@ def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
                        deletes=keys)
 
 
-def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal):
-    """The mapInArrow function staging one DataFrame in Python workers (RowConverter)."""
+def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quarantine: Optional[Quarantine] = None,
+                   ends: Optional[Mapping[str, Mapping[str, str]]] = None):
+    """The mapInArrow function staging one DataFrame in Python workers (RowConverter); with
+    ``quarantine``, bad rows (and edges to ``ends``, nodes rejected so far) are quarantined."""
 
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pid, attempt = _task_ids()
-        st = stage_task(target, td, batches, f"{td.name} partition {pid}")
+        sink = quarantine.open_sink(td, f"p{pid}-a{attempt}") if quarantine is not None else None
+        st = stage_task(target, td, batches, f"{td.name} partition {pid}", sink, ends)
         if isinstance(st, StagedTable):  # a Refusal staged nothing: nothing to journal
             journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
+            if sink is not None:
+                yield _payload([st, sink.close()])
+                return
         yield _payload([st])
 
     return stage_partition
@@ -298,10 +352,12 @@ def _jvm_plans(resolved: Mapping[str, Tuple[TypeDef, Any]], targets: Mapping[str
 
 def write_table(df: Any, uri: str, type: str, mode: str = "append", branch: str = MAIN,
                 actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
-                engine: str = "auto") -> LoadResult:
+                engine: str = "auto", rejected_rows_path: Optional[str] = None) -> LoadResult:
     """Write one DataFrame into one node or edge type as one graph commit: what
-    ``df.write.format("omnigraph")`` does, through the JVM sink when it can (``engine``)."""
-    return write_graph(uri, {type: df}, mode=mode, branch=branch, actor=actor, options=options, engine=engine)
+    ``df.write.format("omnigraph")`` does, through the JVM sink when it can (``engine``).
+    ``rejected_rows_path``: quarantine bad rows there (see :func:`write_graph`)."""
+    return write_graph(uri, {type: df}, mode=mode, branch=branch, actor=actor, options=options, engine=engine,
+                       rejected_rows_path=rejected_rows_path)
 
 
 # -- load_jsonl -------------------------------------------------------------------------------
@@ -432,6 +488,7 @@ def _types_touched(text_df, catalog: Catalog) -> List[str]:
     return sorted(set(_collect(text_df, scan)))  # type: ignore[type-var]
 
 
+@_tagged
 def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = MAIN, actor: Optional[str] = None,
                options: Optional[Mapping[str, Any]] = None, chunk_rows: int = DEFAULT_JSONL_CHUNK_ROWS) -> LoadResult:
     """Load files in the engine's JSONL envelope (a path, glob or list of them) as ONE commit.
@@ -446,6 +503,9 @@ def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = M
     if opts.write_mode == "delete":
         raise OptionError("load_jsonl does not delete; use write_graph/write_table with mode='delete'",
                           option="writeMode", value="delete")
+    if opts.rejected_rows_path is not None:
+        raise OptionError("option 'rejectedRowsPath' is not supported by load_jsonl (write_table and write_graph "
+                          "quarantine; a JSONL load refuses a bad record)", option="rejectedRowsPath")
     graph = Graph.open(opts.path, opts.storage_options)
     paths = [path] if isinstance(path, str) else list(path)
     text_df = (spark.read.text(paths, wholetext=True)

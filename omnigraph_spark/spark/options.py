@@ -50,6 +50,11 @@ OPTIONS: Tuple[OptionSpec, ...] = (
     OptionSpec("cascade", "write", "false",
                "true: a node overwrite deletes, in the same commit, the committed edges it would leave "
                "pointing at removed nodes; false: such an overwrite fails with DANGLING_EDGE."),
+    OptionSpec("rejectedRowsPath", "write", None,
+               "Quarantine instead of refusing: rows breaking a per-row rule (type, null, enum, range, pattern, "
+               "key/id, edges to nodes rejected by the same load) are written to Parquet under this path with "
+               "_omnigraph_table/_omnigraph_code/_omnigraph_reason columns, the valid rows are committed "
+               "(docs/troubleshooting.md, Quarantine). Unset: one bad row refuses the whole load."),
     OptionSpec("actor", "write", None, "Actor recorded on the graph commit (_graph_commit_actors)."),
     OptionSpec("txnAppId", "write", None,
                "Idempotency token application id; with txnVersion, a re-run of an applied "
@@ -169,6 +174,14 @@ def _branch(plain: Mapping[str, str]) -> str:
         raise OptionError(f"option 'branch' is invalid: {e}", option="branch", value=raw) from e
 
 
+def _rejected_rows_path(plain: Mapping[str, str], mode: str) -> Optional[str]:
+    path = _str(plain, "rejectedRowsPath")
+    if path is not None and mode == "delete":
+        raise OptionError("option 'rejectedRowsPath' quarantines rows a write would add; writeMode=delete adds none",
+                          option="rejectedRowsPath", value=path)
+    return path
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     """Options of one write job. Built on the driver, pickled to executors."""
@@ -184,6 +197,7 @@ class WriteOptions:
     max_bytes_per_file: Optional[int] = None
     commit_lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
     cascade: bool = False
+    rejected_rows_path: Optional[str] = None
     storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
@@ -220,6 +234,7 @@ class WriteOptions:
                    max_bytes_per_file=nbytes,
                    commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
                    cascade=_bool(plain, "cascade", False),
+                   rejected_rows_path=_rejected_rows_path(plain, mode),
                    storage=tuple(sorted(storage.items())))
 
     @property

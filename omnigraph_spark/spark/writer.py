@@ -43,8 +43,11 @@ from ..store import tables as _tables
 from ..ingest import integrity as _integrity
 from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget,
                             abort, commit_load, prepare_target, stage)
-from .bad_rows import BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error
+from .bad_rows import (BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error,
+                       split_bad_rows)
 from .options import WriteOptions
+from . import quarantine as _quarantine
+from .quarantine import Quarantine, Rejected, RejectSink
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,7 @@ class StagedMessage(WriterCommitMessage):
     partition_id: int
     attempt: int
     refused: Optional[Refusal] = None
+    rejected: Optional[Rejected] = None  # rows this attempt quarantined (option rejectedRowsPath)
 
 
 def _task_ids() -> Tuple[int, int]:
@@ -114,29 +118,51 @@ def _task_ids() -> Tuple[int, int]:
 
 
 def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
-                      where: str) -> StagedTable:
+                      where: str, rejects: Optional[RejectSink] = None,
+                      rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None) -> StagedTable:
     """Executor: stream user batches through RowConverter into ``stage`` (bounded memory).
 
     Rows are numbered from 0 within the task; ``where`` names the task (e.g. "partition 3").
     A data error (:class:`~omnigraph_spark.errors.DataError`) stops the input where it is found:
     what was staged so far is deleted and the error is raised with the first few offending
-    rows of its batch in ``context['rows']`` (see :mod:`.bad_rows`)."""
+    rows of its batch in ``context['rows']`` (see :mod:`.bad_rows`). With ``rejects`` (option
+    rejectedRowsPath) every offending row goes there instead and the others are staged; so do
+    edges whose endpoint is in ``rejected_ends`` (``{"src"|"dst": {node id: its reason}}``)."""
     conv = RowConverter(typedef, target.schema)
     state: Dict[str, object] = {"offset": 0, "error": None}
 
     def convert(b: pa.RecordBatch, start: int) -> pa.RecordBatch:
-        return conv.convert(b, row_offset=state["offset"] + start, where=where)  # type: ignore[operator]
+        given = conv.given_ids
+        try:
+            return conv.convert(b, row_offset=state["offset"] + start, where=where)  # type: ignore[operator]
+        except OmnigraphError:
+            conv.given_ids = given  # a refused piece counts no ids
+            raise
+
+    def quarantined(b: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        assert rejects is not None
+        good, bad = split_bad_rows(convert, b)
+        rows, errs = [i for i, _ in bad], [e for _, e in bad]
+        for start, out in good:
+            keep = _not_pointing_at_rejected(typedef, out, start, state["offset"], where, rejected_ends, rows, errs)
+            if keep is not None:
+                out = out.filter(keep)
+            if out.num_rows:
+                yield out
+        rejects.reject(b, rows, errs)
 
     def converted() -> Iterator[pa.RecordBatch]:
         for b in batches:
             if b.num_rows == 0:
                 continue
-            given = conv.given_ids
             try:
+                if rejects is not None:
+                    yield from quarantined(b)
+                    state["offset"] += b.num_rows  # type: ignore[operator]
+                    continue
                 out = convert(b, 0)
             except OmnigraphError as e:
                 if is_row_data_error(e):
-                    conv.given_ids = given
                     e.context["rows"] = [r.to_dict() for r in first_bad_rows(convert, b, e)]
                 state["error"] = e  # Lance wraps what the reader raises in an OSError: keep the original
                 if is_row_data_error(e):
@@ -160,17 +186,53 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
     return dataclasses.replace(staged, minted_ids=conv.given_ids == 0)
 
 
+def _not_pointing_at_rejected(typedef: TypeDef, out: pa.RecordBatch, start: int, offset: int, where: str,
+                              ends: Optional[Mapping[str, Mapping[str, str]]], rows: List[int],
+                              errs: List[OmnigraphError]) -> Optional[pa.Array]:
+    """Quarantine: the mask of converted edge rows whose endpoints are not nodes this load
+    rejected (None: all are fine); the others are added to ``rows``/``errs`` as DANGLING_EDGE."""
+    if not typedef.is_edge or not ends or not (ends.get("src") or ends.get("dst")):
+        return None
+    hit = None
+    for col in ("src", "dst"):
+        ids = ends.get(col) or {}
+        if ids:
+            m = pc.fill_null(pc.is_in(out.column(col), pa.array(list(ids), pa.string())), False)
+            hit = m if hit is None else pc.or_(hit, m)
+    if hit is None or not pc.any(hit).as_py():
+        return None
+    node = {"src": typedef.from_type, "dst": typedef.to_type}
+    for i in pc.indices_nonzero(hit).to_pylist():
+        col = "src" if out.column("src")[i].as_py() in (ends.get("src") or {}) else "dst"
+        value = out.column(col)[i].as_py()
+        row = offset + start + i
+        rows.append(start + i)
+        errs.append(DanglingEdgeError(
+            f"edge {typedef.name} column '{col}' row {row}: endpoint {value!r} is a {node[col]} node this load "
+            f"rejected ({ends[col][value]}) ({where})", table=f"edge {typedef.name}", column=col, row=row,
+            value=value))
+    return pc.invert(hit)
+
+
 def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
-               where: str) -> Union[StagedTable, Refusal]:
+               where: str, rejects: Optional[RejectSink] = None,
+               rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None) -> Union[StagedTable, Refusal]:
     """Executor: :func:`convert_and_stage`, with a data error returned as a :class:`Refusal`
     (the task succeeds, so Spark neither logs nor retries it) instead of raised. Any other
-    error raises, tagged, so Spark retries the task."""
+    error raises, tagged, so Spark retries the task. A refused or failed task's quarantined
+    rows (``rejects``) are deleted."""
     try:
-        return convert_and_stage(target, typedef, batches, where)
+        return convert_and_stage(target, typedef, batches, where, rejects, rejected_ends)
     except OmnigraphError as e:
+        if rejects is not None:
+            rejects.abandon()
         if is_row_data_error(e):
             return Refusal.of(e, [BadRow(**r) for r in e.context.get("rows", ())])
         raise tag_error(e)
+    except BaseException:
+        if rejects is not None:
+            rejects.abandon()
+        raise
 
 
 def delete_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch]) -> StagedTable:
@@ -585,18 +647,27 @@ def run_checks(checks: Sequence[Callable[[], None]], max_workers: Optional[int] 
             raise
 
 
-def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions) -> LoadResult:
-    """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure."""
+def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions,
+                  quarantine: Optional[Quarantine] = None, rejected: Sequence[Rejected] = ()) -> LoadResult:
+    """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure.
+    ``rejected``: what the tasks quarantined into ``quarantine`` (its counts travel in the
+    commit's properties; its files are published after the commit, deleted on failure)."""
+    validate = make_validator(graph, cascade=opts.cascade)
+    if quarantine is not None and rejected:
+        validate = _with_facts(validate, _quarantine.facts(rejected, quarantine.final_dir))
     try:
-        result = commit_load(graph, branch, staged, actor=opts.actor,
-                             validate=make_validator(graph, cascade=opts.cascade), txn=opts.txn,
+        result = commit_load(graph, branch, staged, actor=opts.actor, validate=validate, txn=opts.txn,
                              lease_timeout_s=opts.commit_lease_timeout)
     except BaseException as e:
         n = abort(staged, graph.storage_options)
+        if quarantine is not None:
+            quarantine.discard()
         log.info("commit failed (%s); removed %d staged files", e, n)
         raise tag_error(e)
     if result.skipped:
         n = abort(staged, graph.storage_options)
+        if quarantine is not None:
+            quarantine.discard()
         log.info("txn (%s, %s) already applied: nothing committed, %d staged files removed",
                  opts.txn_app_id, opts.txn_version, n)
     else:
@@ -604,7 +675,28 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
                  result.graph_commit_id, result.branch, result.manifest_version,
                  sum(t.rows_written for t in result.tables), sum(t.bytes for t in result.tables),
                  sum(t.fragments for t in result.tables))
+        if quarantine is not None:
+            n_rejected = sum(r.rows for r in rejected)
+            where = quarantine.publish([r.file for r in rejected if r.file])
+            result = dataclasses.replace(result, rejected_rows=n_rejected, rejected_path=where if n_rejected else None)
+            log.info("omnigraph write quarantined %d rejected rows in %s", n_rejected, where)
     return result
+
+
+def _with_facts(validate, extra: Mapping[str, Mapping[str, str]]):
+    """``validate`` whose verdict also carries ``extra`` commit properties per table."""
+
+    def with_facts(snap: Snapshot, staged: Mapping[str, StagedTable]):
+        verdict = validate(snap, staged)
+        if not isinstance(verdict, Checked):
+            verdict = Checked(facts=verdict or {})
+        facts = {k: dict(v) for k, v in verdict.facts.items()}
+        for key, props in extra.items():
+            if key in staged:
+                facts.setdefault(key, {}).update(props)
+        return dataclasses.replace(verdict, facts=facts)
+
+    return with_facts
 
 
 # -- the DataSource writer ----------------------------------------------------------------------
@@ -628,6 +720,8 @@ class OmnigraphWriter(DataSourceArrowWriter):
                 precheck_columns(self.typedef, self.target.schema, spark_to_arrow_schema(schema))
         except OmnigraphError as e:
             raise tag_error(e)
+        self.quarantine = (Quarantine.new(self.opts.rejected_rows_path, self.opts.storage_options)
+                           if self.opts.rejected_rows_path else None)
         log.info("omnigraph write planned: %s on %s (%s), base version %d", self.typedef.table_key,
                  self.opts.branch, self.opts.write_mode, self.target.base_version)
 
@@ -637,13 +731,14 @@ class OmnigraphWriter(DataSourceArrowWriter):
         pid, attempt = _task_ids()
         if self.target.mode == "delete":
             return StagedMessage((delete_task(self.target, self.typedef, iterator),), pid, attempt)
-        got = stage_task(self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}")
+        sink = self.quarantine.open_sink(self.typedef, f"p{pid}-a{attempt}") if self.quarantine else None
+        got = stage_task(self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}", sink)
         if isinstance(got, Refusal):
             log.info("partition %d attempt %d refused its rows: [%s] %s", pid, attempt, got.code, got.message)
             return StagedMessage((), pid, attempt, got)
         log.info("partition %d attempt %d staged %d rows in %d fragments for %s", pid, attempt, got.rows,
                  len(got.fragments), got.table_key)
-        return StagedMessage((got,), pid, attempt)
+        return StagedMessage((got,), pid, attempt, rejected=sink.close() if sink is not None else None)
 
     @staticmethod
     def _staged(messages: Sequence[Optional[WriterCommitMessage]]) -> List[StagedTable]:
@@ -664,6 +759,8 @@ class OmnigraphWriter(DataSourceArrowWriter):
             n = abort(staged, self.opts.storage_options)
             log.info("omnigraph write of %s refused: %d tasks found bad rows; removed %d staged files",
                      self.typedef.table_key, len(refusals), n)
+            if self.quarantine is not None:
+                self.quarantine.discard()
             raise tag_error(refused_error([m.refused for m in refusals]))
         if not staged:  # no partitions at all: still one (empty) commit, so overwrite empties the table
             staged = [StagedTable(self.target.table_key, self.target.mode, self.target.stage_uri,
@@ -672,12 +769,17 @@ class OmnigraphWriter(DataSourceArrowWriter):
             graph = Graph.open(self.opts.path, self.opts.storage_options)
         except OmnigraphError as e:
             abort(staged, self.opts.storage_options)
+            if self.quarantine is not None:
+                self.quarantine.discard()
             raise tag_error(e)
-        commit_staged(graph, self.opts.branch, staged, self.opts)
+        rejected = [m.rejected for m in messages if isinstance(m, StagedMessage) and m.rejected is not None]
+        commit_staged(graph, self.opts.branch, staged, self.opts, self.quarantine, rejected)
 
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         """Driver: delete the files of the staged messages (failed job; best effort)."""
         n = abort(self._staged(messages), self.opts.storage_options)
+        if self.quarantine is not None:
+            self.quarantine.discard()
         log.info("omnigraph write of %s aborted: removed %d staged files", self.typedef.table_key, n)
 
 

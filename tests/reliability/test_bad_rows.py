@@ -1,4 +1,4 @@
-"""Bad rows (issue 28): one clean, typed error, never a retried task (invariant I18).
+"""Bad rows (issue 28): one clean, typed error, never a retried task (invariant I20).
 
 A row that breaks a catalog rule is found in a staging task; the task stops, deletes what it
 staged and returns the error as its result; the driver raises ONE typed error and commits
@@ -33,7 +33,7 @@ TASK_FAILURE_LINES = re.compile(r"Aborting task|TaskSetManager|Lost task|Excepti
 
 @pytest.mark.spark
 def test_a_bad_row_is_computed_once_and_logs_no_task_failure(tmp_path):
-    """I18: a bad enum value, on local[2,4] (four attempts per task allowed), through df.write,
+    """I20: a bad enum value, on local[2,4] (four attempts per task allowed), through df.write,
     write_table(engine="python") and write_table(engine="jvm"): every input row is computed at
     most once, no task-failure line reaches the console at Spark's default log level, the graph
     is unchanged, and the typed error's first line is the same on every path."""
@@ -64,3 +64,137 @@ def test_a_bad_row_is_computed_once_and_logs_no_task_failure(tmp_path):
     assert res["python"]["raised"] == res["jvm"]["raised"] == "omnigraph_spark.errors.ConstraintViolationError"
     assert res["df_write"]["first_line"].startswith("[PYTHON_DATA_SOURCE_ERROR]")
     assert len(lines) == 1, lines
+
+
+# -- every data-error code: the same first line on every path --------------------------------
+
+PG = """
+node Tag {
+    name: String @key
+    kind: enum(a, b)
+    label: String? @unique
+}
+
+node Person {
+    name: String @key
+    age: I32?
+    code: String?
+    @check(code, "^[A-Z]{3}$")
+    @range(age, 0..150)
+}
+
+node Doc {
+    name: String @key
+    body: Blob?
+}
+
+node Bad {
+    name: String @key
+    code: String?
+    @check(code, "(a)\\\\1")
+}
+
+edge Likes: Tag -> Tag
+
+edge One: Tag -> Tag @card(0..1)
+"""
+
+TAG = "name string, kind string"
+EDGE = "`from` string, `to` string"
+
+#: (code, type, rows, ddl, jvm): data errors a DataFrame can carry, one per code of
+#: troubleshooting.md's "Input data"; jvm: the JVM sink stages this type (engine="jvm")
+DATA_CASES = [
+    ("UNKNOWN_TYPE", "Nope", [("t9", "a")], TAG, False),
+    ("UNKNOWN_COLUMN", "Tag", [("t9", "a", "x")], TAG + ", shoe string", True),
+    ("MISSING_COLUMN", "Tag", [("t9",)], "name string", True),
+    ("TYPE_MISMATCH", "Person", [("p1", 2 ** 40)], "name string, age bigint", False),
+    ("NULL_VIOLATION", "Tag", [("t8", "a"), ("t9", None)], TAG, True),
+    ("CONSTRAINT_VIOLATION", "Tag", [("t8", "a"), ("t9", "zzz")], TAG, True),
+    ("UNIQUE_VIOLATION", "Tag", [("t8", "a", "x"), ("t9", "b", "x")], TAG + ", label string", True),
+    ("DANGLING_EDGE", "Likes", [("t1", "ghost")], EDGE, True),
+    ("CARDINALITY_VIOLATION", "One", [("t1", "t1"), ("t1", "t2")], EDGE, True),
+    ("DUPLICATE_COLUMN", "Likes", [("t1", "t1", "t2")], "`from` string, src string, `to` string", True),
+    ("KEY_ID_MISMATCH", "Tag", [("x", "t9", "a")], "id string, " + TAG, False),
+    ("KEY_CONFLICT", "Tag", [("t1", "a")], TAG, True),
+    ("UNSUPPORTED_VALUE", "Doc", [("d1", b"x")], "name string, body binary", False),
+    ("CHECK_PATTERN_INVALID", "Bad", [("b1", "aa")], "name string, code string", False),
+]
+#: data-error codes no DataFrame can raise (JSONL only, or reserved): checked through load_jsonl
+NOT_FROM_A_DATAFRAME = {"DATA_INVALID", "INVALID_RECORD", "EMPTY_INPUT"}
+
+
+def _input_data_codes() -> set:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+    section = text.split("## Input data", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^### `([A-Z_]+)`", section, re.M))
+
+
+def test_the_cases_cover_every_documented_data_error():
+    covered = {c[0] for c in DATA_CASES} | NOT_FROM_A_DATAFRAME
+    assert _input_data_codes() <= covered, _input_data_codes() - covered
+
+
+@pytest.fixture(scope="module")
+def tag_graph(tmp_path_factory, spark):
+    from omnigraph_spark import write_graph
+
+    root = str(tmp_path_factory.mktemp("bad-rows") / "graph")
+    Graph.init(root, PG)
+    write_graph(root, {"Tag": spark.createDataFrame([("t1", "a"), ("t2", "b")], TAG)}, engine="python")
+    return root
+
+
+def _first_line(err) -> str:
+    return str(err).splitlines()[0]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", DATA_CASES, ids=[c[0] for c in DATA_CASES])
+def test_every_data_error_shows_the_same_first_line_on_every_path(spark, tag_graph, case):
+    """I20: df.write (through unwrap_error), write_graph (the typed error itself) and, where the
+    JVM sink stages the type, write_graph(engine="jvm") give one error class and first line
+    starting with [CODE]; the graph is unchanged."""
+    from omnigraph_spark import unwrap_error, write_graph
+    from omnigraph_spark.errors import OmnigraphError
+
+    code, type_, rows, ddl, jvm = case
+    if jvm:
+        from tests.shim import need_shim
+
+        need_shim(spark)
+    version = Graph.open(tag_graph).snapshot().version
+    lines = {}
+    df = spark.createDataFrame(rows, ddl).coalesce(1)
+    with pytest.raises(Exception) as ei:
+        df.write.format("omnigraph").option("type", type_).mode("append").save(tag_graph)
+    err = unwrap_error(ei.value)
+    assert err is not None and err.code == code, str(ei.value)[:3000]
+    lines["df.write"] = _first_line(err)
+    for engine in ("python", "jvm") if jvm else ("python",):
+        with pytest.raises(OmnigraphError) as ei:
+            write_graph(tag_graph, {type_: spark.createDataFrame(rows, ddl).coalesce(1)}, engine=engine)
+        assert ei.value.code == code, str(ei.value)
+        lines[engine] = _first_line(ei.value)
+    assert all(line.startswith(f"[{code}] ") for line in lines.values()), lines
+    assert len(set(lines.values())) == 1, lines
+    assert Graph.open(tag_graph).snapshot().version == version
+    STATS["bad_inputs"] += len(lines)
+
+
+@pytest.mark.spark
+def test_a_bad_jsonl_record_is_the_typed_error(spark, tag_graph, tmp_path):
+    """I20 for load_jsonl: a bad record (an enum value, then invalid JSON) raises the typed error
+    itself, naming file and line; nothing is committed."""
+    from omnigraph_spark import load_jsonl
+    from omnigraph_spark.errors import ConstraintViolationError, InvalidRecordError
+
+    version = Graph.open(tag_graph).snapshot().version
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Tag", "data": {"name": "t8", "kind": "zzz"}}\n')
+    with pytest.raises(ConstraintViolationError, match=r"^\[CONSTRAINT_VIOLATION\] .*bad.jsonl:2 \(record 2\)"):
+        load_jsonl(spark, tag_graph, str(p))
+    p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Tag", "data": \n')
+    with pytest.raises(InvalidRecordError, match=r"^\[INVALID_RECORD\] "):
+        load_jsonl(spark, tag_graph, str(p))
+    assert Graph.open(tag_graph).snapshot().version == version
