@@ -259,12 +259,13 @@ def make_spark(arrow_batch: Optional[int]):
     return spark
 
 
-def node_frame(spark, rows: int, seed: int, partitions: int = 2):
-    """Seeded synthetic Item nodes: string @key, I64, F64, Date, enum, [String]."""
+def node_frame(spark, rows: int, seed: int, partitions: int = 2, start: int = 0):
+    """Seeded synthetic Item nodes: string @key, I64, F64, Date, enum, [String] (keys
+    ``item-<start>`` .. ``item-<start + rows - 1>``)."""
     from pyspark.sql import functions as F
 
     idx = F.col("id")
-    return (spark.range(0, rows, 1, partitions)
+    return (spark.range(start, start + rows, 1, partitions)
             .select(F.format_string("item-%010d", idx).alias("name"),
                     ((idx * 7919) % 1000).alias("qty"),
                     F.rand(seed).alias("price"),
@@ -627,6 +628,51 @@ class Bench:
         self.results["append"] = {"steps": steps, "note": "write_table of edge_rows/10 Link edges (@card(0..1000)) "
                                   "onto a Link table grown by edge_rows per step; 'counted': the bound lookup "
                                   "returns nothing, as on a version the engine wrote"}
+
+    def bench_strict_append(self) -> Dict[str, Any]:
+        """The cost of append being a strict insert (I17): write_table (engine "auto": the JVM
+        sink) of N fresh keyed Item nodes onto a graph holding N committed ones, both read from
+        Parquet files, with the check as shipped (the staging tasks probe the staged ids against
+        an id index of the committed table built in the executor; the driver trusts a clean
+        probe of the version it commits on) and without it (probe and driver anti-join switched
+        off: the load before issue 23). Each run appends onto a fresh copy of one committed
+        graph (a copy has other paths, so every "with" run builds its index: the cost of a
+        first append; later appends onto the same rows reuse it). Alternated; ratio = with /
+        without (> 1: the check costs)."""
+        from omnigraph_spark import write_table
+        from omnigraph_spark.spark import jvm_write, writer
+
+        a = self.args
+        out: Dict[str, Any] = {}
+        for n in a.strict_append_rows:
+            base_pq, new_pq = (os.path.join(self.work, f"strict-{n}-{w}.parquet") for w in ("base", "new"))
+            node_frame(self.spark, n, a.seed, a.partitions).write.mode("overwrite").parquet(base_pq)
+            node_frame(self.spark, n, a.seed + 1, a.partitions, start=n).write.mode("overwrite").parquet(new_pq)
+            template = self.new_graph()
+            write_table(self.spark.read.parquet(base_pq), template.root, "Item")
+            runs: Dict[str, List[float]] = {"with": [], "without": []}
+            saved = (jvm_write.fresh_source, writer._fresh_of)
+            for r in range(a.repeats):
+                for how in (("with", "without") if r % 2 == 0 else ("without", "with")):
+                    root = self.fresh("strict")
+                    shutil.copytree(template.root, root)
+                    if how == "without":
+                        jvm_write.fresh_source = lambda *_a, **_k: None
+                        writer._fresh_of = lambda *_a, **_k: None
+                    try:
+                        t0 = time.perf_counter()
+                        write_table(self.spark.read.parquet(new_pq), root, "Item")
+                        runs[how].append(time.perf_counter() - t0)
+                    finally:
+                        jvm_write.fresh_source, writer._fresh_of = saved
+                    shutil.rmtree(root, ignore_errors=True)
+            w, wo = median(runs["with"]), median(runs["without"])
+            out[str(n)] = {"committed_rows": n, "append_rows": n, "with_seconds": w, "without_seconds": wo,
+                           "ratio": w / wo, "runs": runs}
+            log(f"strict append of {n:,} onto {n:,}: {w:.2f}s with the check, {wo:.2f}s without "
+                f"(ratio {w / wo:.3f})")
+        self.results["strict_append"] = out
+        return out
 
     def bench_edge_gap(self, nodes, edges, edge_tbl) -> None:
         """An edge-only load taken apart, side by side: Spark iterating the edge DataFrame into
@@ -1392,6 +1438,8 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up round (smoke tests)")
     p.add_argument("--profile", action="store_true", help="also cProfile RowConverter (profile.txt)")
     p.add_argument("--keep-work", action="store_true", help="keep the graphs under <out>/work")
+    p.add_argument("--strict-append", type=ints, default=None, dest="strict_append_rows",
+                   help="run ONLY the strict-append cost section at these row counts (e.g. 1000000,10000000)")
     a = p.parse_args(argv)
     if a.edge_rows is None:
         a.edge_rows = a.rows
@@ -1404,6 +1452,8 @@ def main(argv: Optional[Sequence[str]] = None, spark=None) -> Dict[str, Any]:
     """Run the harness; ``spark`` reuses an existing session (left running), else one is made."""
     a = parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
+    if a.strict_append_rows:
+        return strict_append_main(a, spark)
     b = Bench(a, spark)
     try:
         res = b.run()
@@ -1420,6 +1470,27 @@ def main(argv: Optional[Sequence[str]] = None, spark=None) -> Dict[str, Any]:
         log(f"no plot: {e}")
     print(md)
     return res
+
+
+def strict_append_main(a, spark=None) -> Dict[str, Any]:
+    """``--strict-append N,...``: only :meth:`Bench.bench_strict_append`; strict_append.json/.md."""
+    b = Bench(a, spark)
+    try:
+        b.results["machine"] = machine_info()
+        res = b.bench_strict_append()
+        b.results["other_load"] = other_load(b.mem.pids_seen)
+    finally:
+        b.close()
+    with open(os.path.join(a.out, "strict_append.json"), "w") as f:
+        json.dump(b.results, f, indent=2, default=str)
+    L = ["| committed + appended rows | with the check (s) | without (s) | ratio |", "|---|---|---|---|"]
+    L += [f"| {int(k):,} + {int(k):,} | {v['with_seconds']:.2f} | {v['without_seconds']:.2f} | {v['ratio']:.3f} |"
+          for k, v in res.items()]
+    md = "\n".join(L) + "\n"
+    with open(os.path.join(a.out, "strict_append.md"), "w") as f:
+        f.write(md)
+    print(md)
+    return b.results
 
 
 if __name__ == "__main__":
