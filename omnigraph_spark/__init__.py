@@ -7,7 +7,7 @@ from . import errors
 from .graph import Graph, Snapshot, TableInfo
 
 __all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "write_table", "load_jsonl", "read_graph", "read_table",
-           "shim_jars", "unwrap_error"]
+           "shim_jars", "unwrap_error", "stream_graph", "GraphBatchWriter"]
 __version__ = "0.1.0"
 
 
@@ -53,6 +53,22 @@ def read_table(spark, uri, type, **kwargs):
     from .spark.jvm_read import read_table as _r
 
     return _r(spark, uri, type, **kwargs)
+
+
+def stream_graph(stream_df, uri, split, checkpoint_location, **kwargs):
+    """Start a streaming query writing each micro-batch, split into node and edge DataFrames,
+    as ONE graph commit, exactly once. See docs/streaming.md."""
+    from .spark.stream import stream_graph as _s
+
+    return _s(stream_df, uri, split, checkpoint_location, **kwargs)
+
+
+def __getattr__(name):
+    if name == "GraphBatchWriter":  # the foreachBatch function of stream_graph (needs pyspark)
+        from .spark.stream import GraphBatchWriter
+
+        return GraphBatchWriter
+    raise AttributeError(f"module 'omnigraph_spark' has no attribute {name!r}")
 
 
 def shim_jars(shim_dir=None):
