@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
@@ -43,7 +44,7 @@ from ..errors import OptionError
 from ..store.layout import MAIN
 from ..store.writes import LoadResult, TxnToken
 from .options import WRITE_MODES
-from .writer import OmnigraphWriter, StagedMessage, spark_to_arrow_schema
+from .writer import OmnigraphWriter, StagedMessage, spark_to_arrow_schema, tag_error
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,11 @@ class _StreamWriting:
     arrow_input = True
 
     def __init__(self, options: Mapping[str, str], schema: Optional[StructType], overwrite: bool) -> None:
-        self.batch = OmnigraphWriter(_sink_options(options, overwrite), schema, False)
+        try:
+            sink_options = _sink_options(options, overwrite)
+        except OptionError as e:
+            raise tag_error(e)
+        self.batch = OmnigraphWriter(sink_options, schema, False)
         self.arrow_schema = None if self.arrow_input else spark_to_arrow_schema(schema)
 
     @property
@@ -176,15 +181,19 @@ class _StreamWriting:
         query_ids = {m.query_id for m in messages if isinstance(m, StreamMessage) and m.query_id}
         if len(query_ids) != 1:
             self.batch.abort(inner)
-            raise OptionError(f"micro-batch {batchId}: the streaming query id is not visible to the writer tasks "
-                              f"(found {sorted(query_ids)}); nothing committed", option="queryId")
+            raise tag_error(OptionError(
+                f"micro-batch {batchId}: the streaming query id is not visible to the writer tasks (found "
+                f"{sorted(query_ids)}), so the micro-batch cannot be committed exactly once; nothing committed",
+                batch_id=batchId))
         query_id = query_ids.pop()
         other = {m.batch_id for m in messages if isinstance(m, StreamMessage) and m.batch_id is not None}
         if other - {batchId}:
             log.warning("micro-batch %d: tasks reported batch ids %s", batchId, sorted(other))
         committing = copy.copy(self.batch)
         committing.opts = dataclasses.replace(self.opts, txn_app_id=stream_app_id(query_id), txn_version=batchId)
+        t0 = time.monotonic()
         committing.commit(inner)
+        log.info("stream batch %d of %s: commit step took %.3f s", batchId, self.opts.type, time.monotonic() - t0)
 
     def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
         """Driver: a failed micro-batch: delete what its tasks staged (Spark retries the batch)."""
