@@ -72,7 +72,7 @@ def test_options_table_documents_every_key():
     names = {o.name for o in OPTIONS}
     assert {"path", "type", "branch", "writeMode", "actor", "txnAppId", "txnVersion", "maxRowsPerFile",
             "maxBytesPerFile", "commitLeaseTimeout", "version", "commit", "timestampAsOf", "columns",
-            "maxRowsPerPartition", "minPartitions", "pushdown", "storage.<key>", "cascade"} == names
+            "maxRowsPerPartition", "minPartitions", "pushdown", "storage.<key>", "cascade", "rejectedRowsPath"} == names
     assert all(o.scope in ("read", "write", "read/write") and o.description for o in OPTIONS)
     for o in OPTIONS:  # every documented option parses in its scope
         if o.name.startswith("storage."):
