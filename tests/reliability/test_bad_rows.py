@@ -198,3 +198,32 @@ def test_a_bad_jsonl_record_is_the_typed_error(spark, tag_graph, tmp_path):
     with pytest.raises(InvalidRecordError, match=r"^\[INVALID_RECORD\] "):
         load_jsonl(spark, tag_graph, str(p))
     assert Graph.open(tag_graph).snapshot().version == version
+
+
+def test_each_bad_row_is_found_with_its_own_error_and_one_error_names_the_first_few(tmp_path):
+    """Bisection finds every offending row with the error the converter raises for it alone
+    (the quarantine's reasons; a refusal's first few rows); the driver's one error leads with
+    the first refusing task's message and names the others' rows."""
+    import pyarrow as pa
+
+    from omnigraph_spark.errors import ConstraintViolationError
+    from omnigraph_spark.ingest import RowConverter
+    from omnigraph_spark.spark.bad_rows import MAX_REPORTED_ROWS, BadRow, Refusal, refused_error, split_bad_rows
+
+    td = Graph.init(str(tmp_path / "g"), PG).catalog.resolve("Tag")
+    conv = RowConverter(td)
+    kinds = ["a", "b", "zz", "a", "b", None, "a", "yy", "a", "b"]
+    batch = pa.RecordBatch.from_pydict({"name": [f"t{i}" for i in range(10)], "kind": kinds})
+    good, bad = split_bad_rows(lambda b, start: conv.convert(b, row_offset=start, where="test"), batch)
+    assert [(i, e.code) for i, e in bad] == [(2, "CONSTRAINT_VIOLATION"), (5, "NULL_VIOLATION"),
+                                             (7, "CONSTRAINT_VIOLATION")]
+    assert "row 7: invalid enum value 'yy'" in bad[2][1].message
+    assert [r for start, b in good for r in range(start, start + b.num_rows)] == [0, 1, 3, 4, 6, 8, 9]
+    assert [n for _, b in good for n in b.column("name").to_pylist()] == ["t0", "t1", "t3", "t4", "t6", "t8", "t9"]
+    refusals = [Refusal.of(e, [BadRow.of(e)]) for _, e in bad]
+    err = refused_error(refusals)
+    assert isinstance(err, ConstraintViolationError)
+    first = str(err).splitlines()[0]
+    assert first.startswith("[CONSTRAINT_VIOLATION] node Tag column 'kind' row 2: invalid enum value 'zz'")
+    assert "; more bad rows: node Tag column 'kind' row 5: non-nullable" in first and "(3 tasks refused rows)" in first
+    assert [r["row"] for r in err.context["rows"]] == [2, 5, 7] and len(err.context["rows"]) <= MAX_REPORTED_ROWS
