@@ -1,0 +1,110 @@
+"""The Spark Connect tests' client (tests/spark/test_connect.py): one scenario against a Spark
+Connect server, run in its own Python process (see tests/connect_server.py), printing a JSON
+report as its last line. :func:`load_and_read` is also run on the classic test session, so
+both paths do exactly the same loads and reads.
+
+Usage: python tests/connect_client.py sc://127.0.0.1:<port> <scenario> '<json params>'
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import sys
+from typing import Any, Dict, List
+
+#: what each load and read of :func:`load_and_read` logs on the JVM path (graph_io, jvm_read)
+JVM_STAGED = "(jvm):"
+JVM_READ = "omnigraph JVM read"
+
+
+class Collect(logging.Handler):
+    """The connector's log lines of one scenario (they say which path each load and read took)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: List[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _rows(df, drop=()) -> List[List[Any]]:
+    cols = [c for c in df.columns if c not in drop]
+    out = []
+    for r in df.select(*cols).collect():
+        out.append([v.isoformat() if isinstance(v, (dt.date, dt.datetime)) else v for v in r])
+    return sorted(out, key=lambda row: json.dumps(row, default=str))
+
+
+def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
+    """The same loads and reads on any session: a JSONL load (Python workers), a write_table and
+    a multi-type write_graph (the JVM sink when the shim answers), a Python-source append, then
+    read_table, read_graph (the JVM scan) and format("omnigraph") reads. Edge ids are minted
+    ULIDs, so edge rows are compared without them."""
+    from omnigraph_spark import load_jsonl, read_graph, read_table, register, write_graph, write_table
+
+    register(spark)
+    load_jsonl(spark, root, jsonl)
+    people = spark.createDataFrame([("Eve", 41), ("Frank", None)], "name string, age int")
+    write_table(people, root, "Person")
+    write_graph(root, {
+        "Person": spark.createDataFrame([("Gina", 22)], "name string, age int"),
+        "Knows": spark.createDataFrame([("Eve", "Gina", dt.date(2024, 5, 1))], "src string, dst string, since date"),
+        "WorksAt": spark.createDataFrame([("Gina", "Acme")], "`from` string, `to` string"),
+    })
+    (spark.createDataFrame([("Initech",)], "name string").write.format("omnigraph").option("type", "Company")
+     .mode("append").save(root))
+    g = read_graph(spark, root)
+    return {
+        "read_table": _rows(read_table(spark, root, "Person")),
+        "read_graph": {name: _rows(df, drop=("id",) if name in g.edges else ())
+                       for name, df in {**g.nodes, **g.edges}.items()},
+        "format": {t: _rows(spark.read.format("omnigraph").option("type", t).load(root),
+                            drop=("id",) if t in ("Knows", "WorksAt") else ())
+                   for t in ("Person", "Company", "Knows", "WorksAt")},
+    }
+
+
+def staging_left(root: str) -> List[str]:
+    """Files left in the graph's staging journals (each load removes its own, hand-off included)."""
+    d = os.path.join(root, "_omnigraph_spark", "staging")
+    return sorted(os.path.join(p, f) for p, _, fs in os.walk(d) for f in fs) if os.path.isdir(d) else []
+
+
+def main(argv: List[str]) -> int:
+    url, scenario, params = argv[1], argv[2], json.loads(argv[3])
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    collect = Collect()
+    logging.getLogger("omnigraph_spark").addHandler(collect)
+    logging.getLogger("omnigraph_spark").setLevel(logging.INFO)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    report: Dict[str, Any] = {"session": type(spark).__module__}
+    try:
+        if scenario == "load_and_read":
+            from omnigraph_spark import Graph
+            from omnigraph_spark.spark.jvm_read import default_parallelism, shim_blocker
+
+            Graph.init(params["root"], open(params["schema"], encoding="utf-8").read())
+            report["shim_blocker"] = shim_blocker(spark)
+            report["parallelism"] = default_parallelism(spark)
+            report["result"] = load_and_read(spark, params["root"], params["jsonl"])
+            report["staging_left"] = staging_left(params["root"])
+        elif scenario == "probe":
+            from omnigraph_spark.spark.jvm_read import shim_blocker
+
+            report["shim_blocker"] = shim_blocker(spark)
+        else:
+            raise SystemExit(f"unknown scenario {scenario}")
+    finally:
+        spark.stop()
+    report["log"] = collect.lines
+    print(json.dumps(report, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
