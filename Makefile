@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow test-all test-oldest-spark install engine jvm-shim prereqs clean
+.PHONY: demo test test-slow test-all test-oldest-spark install engine jvm-shim wheel prereqs clean
 
 prereqs:
 	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.10+)"; exit 1; }
@@ -36,6 +36,13 @@ $(SHIM): $(VENV)/.installed jvm-shim/pom.xml $(SHIM_SRC)
 	jar cf $@ -C jvm-shim/target/classes .
 
 jvm-shim: $(SHIM)
+
+# The wheel a user pip-installs: the package with the shim jar inside (omnigraph_spark/jars/);
+# its Lance libraries resolve from Maven through omnigraph_spark.configure_spark(builder).
+wheel: $(SHIM)
+	cp $(SHIM) omnigraph_spark/jars/omnigraph-spark-shim.jar
+	rm -rf build
+	$(PY) -m pip wheel -q --no-deps -w dist .
 
 demo: $(VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m omnigraph_spark.demo

@@ -7,7 +7,7 @@ from . import errors
 from .graph import Graph, Snapshot, TableInfo
 
 __all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "write_table", "load_jsonl", "read_graph", "read_table",
-           "shim_jars", "unwrap_error", "stream_graph", "GraphBatchWriter"]
+           "shim_jars", "configure_spark", "unwrap_error", "stream_graph", "GraphBatchWriter"]
 __version__ = "0.1.0"
 
 
@@ -72,10 +72,21 @@ def __getattr__(name):
 
 
 def shim_jars(shim_dir=None):
-    """The JVM read path's jars, for ``spark.driver.extraClassPath`` (empty if not built)."""
-    from .spark.jvm_read import shim_jars as _j
+    """The JVM shim's jars on this machine: a ``make jvm-shim`` build's jar and libraries, else
+    the jar packaged in this install (empty if neither). See :func:`configure_spark`."""
+    from .spark.shim_conf import shim_jars as _j
 
     return _j(shim_dir)
+
+
+def configure_spark(builder, extra_packages=None, shim_dir=None):
+    """Put the JVM shim (the fast paths of write_table/write_graph/read_table/read_graph) on a
+    ``SparkSession.Builder`` and return it: the packaged jar plus its Lance libraries from Maven
+    (``spark.jars`` / ``spark.jars.packages``), or a checkout's ``make jvm-shim`` build. See
+    docs/api.md, "The JVM paths"."""
+    from .spark.shim_conf import configure_spark as _c
+
+    return _c(builder, extra_packages, shim_dir)
 
 
 def unwrap_error(exc):

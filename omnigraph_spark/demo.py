@@ -43,7 +43,9 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
     """The embedded default as a ``SparkSession.Builder``: local master, UI and console progress
     off, Python workers running this interpreter (so they import this package), Python data
     source filter pushdown on, Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``),
-    Lance's compute pool no smaller than the task slots (``spark/runtime.py``).
+    Lance's compute pool no smaller than the task slots (``spark/runtime.py``), and the JVM shim
+    through :func:`~omnigraph_spark.configure_spark` when there is one (a checkout's
+    ``make jvm-shim`` build, else the jar a pip-installed wheel carries).
     ``conf`` adds or overrides settings. Use :func:`local_spark` unless you need to add to the
     builder (``configure_spark_with_delta_pip`` does)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -63,13 +65,14 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
     }
-    from .spark.jvm_read import shim_spark_conf
-
-    settings.update(shim_spark_conf())  # the JVM read path, when built (make jvm-shim)
     settings.update(conf or {})
     b = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         b = b.config(k, v)
+    from .spark.shim_conf import configure_spark, shim_spark_conf
+
+    if shim_spark_conf():  # the JVM paths: a checkout's make jvm-shim build, else the jar this install ships
+        b = configure_spark(b)
     return b
 
 

@@ -25,10 +25,8 @@ other columns only for the rows that pass, and Spark applies every filter again 
 """
 from __future__ import annotations
 
-import glob
 import json
 import logging
-import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -39,36 +37,14 @@ from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
 from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, column_kinds, fragment_rows, plan_partitions
+from .shim_conf import SHIM_DIR_ENV, SHIM_JAR, configure_spark, shim_jars, shim_spark_conf  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
 SHIM_CLASS = "io.omnigraph.spark.LanceSnapshotSource"
-SHIM_JAR = "omnigraph-spark-shim.jar"
-SHIM_DIR_ENV = "OMNIGRAPH_SPARK_SHIM_DIR"
 ENGINES = ("auto", "python", "jvm")
 #: rows per Arrow batch of the JVM scan: 4x 65,536 cut a 1M-row scan by 13 % (bounded by the batch)
 JVM_BATCH_SIZE = 262_144
-
-
-def shim_jars(shim_dir: Optional[str] = None) -> List[str]:
-    """The jars to put on ``spark.driver.extraClassPath`` / ``spark.executor.extraClassPath``
-    (the shim first, then its Lance libraries), or [] when the shim is not built.
-
-    Looks in ``shim_dir``, else ``$OMNIGRAPH_SPARK_SHIM_DIR``, else this checkout's
-    ``jvm-shim/target`` (``make jvm-shim``)."""
-    d = shim_dir or os.environ.get(SHIM_DIR_ENV) or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "jvm-shim", "target")
-    jar = os.path.join(d, SHIM_JAR)
-    if not os.path.isfile(jar):
-        return []
-    return [jar] + sorted(glob.glob(os.path.join(d, "lib", "*.jar")))
-
-
-def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
-    """The session setting that puts the shim on the driver's class path (local mode: the
-    executors too), or {} when it is not built. Set before the session starts."""
-    jars = shim_jars(shim_dir)
-    return {"spark.driver.extraClassPath": os.pathsep.join(jars)} if jars else {}
 
 
 #: the shim source's probe (LanceSnapshotSource.PROBE_OPTION / PROBE_COLUMN): the relation it
@@ -263,5 +239,5 @@ def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main"
                       engine=engine, min_partitions=min_partitions, max_rows_per_partition=max_rows_per_partition)
 
 
-__all__ = ["read_table", "load_table", "shim_jars", "shim_spark_conf", "shim_loaded", "shim_blocker", "ShimSession",
+__all__ = ["read_table", "load_table", "shim_jars", "shim_spark_conf", "configure_spark", "shim_loaded", "shim_blocker", "ShimSession",
            "default_parallelism", "is_connect", "column_blockers", "ENGINES", "SHIM_CLASS"]

@@ -1,0 +1,133 @@
+"""Where the JVM shim comes from, and the Spark settings that load it.
+
+Three places, first found wins:
+
+1. a directory of built jars: ``shim_dir`` / ``$OMNIGRAPH_SPARK_SHIM_DIR``, else this
+   checkout's ``jvm-shim/target`` (``make jvm-shim``): the shim jar plus its libraries in
+   ``lib/``, put on ``spark.driver.extraClassPath`` (local mode: the executors share it);
+2. the jar inside the installed package (``omnigraph_spark/jars/omnigraph-spark-shim.jar``,
+   put there by ``make wheel``): ``spark.jars`` ships it to the driver and the executors, and
+   its libraries (the Lance Java SDK and two Arrow modules, :data:`SHIM_PACKAGES`) resolve
+   from Maven Central through ``spark.jars.packages``, minus what Spark already ships
+   (:data:`SHIM_EXCLUDES`: Arrow's vector and memory modules, Jackson, slf4j, commons-lang3;
+   the same exclusions as ``jvm-shim/pom.xml``), like Delta's ``configure_spark_with_delta_pip``;
+3. nowhere: the Python paths only.
+
+:func:`configure_spark` applies the settings to a ``SparkSession.Builder`` (before the session
+starts: the JVM reads its class path once).
+"""
+from __future__ import annotations
+
+import glob
+import os
+from importlib import resources
+from typing import Dict, Iterable, List, Optional
+
+from ..errors import OptionError
+
+SHIM_JAR = "omnigraph-spark-shim.jar"
+SHIM_DIR_ENV = "OMNIGRAPH_SPARK_SHIM_DIR"
+
+#: the shim's runtime libraries as Maven coordinates (jvm-shim/pom.xml's dependencies)
+SHIM_PACKAGES = ("org.lance:lance-core:7.0.0", "org.apache.arrow:arrow-c-data:19.0.0",
+                 "org.apache.arrow:arrow-dataset:18.3.0")
+#: what Ivy must not add beside Spark's own jars (Spark 4 ships Arrow 19, Jackson 2.x, slf4j 2,
+#: commons-lang3): the transitive dependencies jvm-shim/pom.xml excludes
+SHIM_EXCLUDES = (
+    "org.apache.arrow:arrow-vector", "org.apache.arrow:arrow-memory-core", "org.apache.arrow:arrow-memory-netty",
+    "org.apache.arrow:arrow-memory-unsafe", "org.apache.arrow:arrow-format", "org.apache.arrow:arrow-compression",
+    "org.apache.arrow:arrow-memory-netty-buffer-patch",
+    "com.fasterxml.jackson.core:jackson-core", "com.fasterxml.jackson.core:jackson-databind",
+    "com.fasterxml.jackson.core:jackson-annotations",
+    # Ivy takes the newest version a module asks for (Maven the nearest): lance's jsr310 module
+    # would come at 2.19 beside Spark's own 2.21
+    "com.fasterxml.jackson.datatype:jackson-datatype-jsr310",
+    "org.slf4j:slf4j-api", "org.apache.commons:commons-lang3",
+)
+
+
+def _checkout_target() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "jvm-shim", "target")
+
+
+def built_shim_jars(shim_dir: Optional[str] = None) -> List[str]:
+    """The shim jar and its libraries from a build directory (place 1), or []."""
+    d = shim_dir or os.environ.get(SHIM_DIR_ENV) or _checkout_target()
+    jar = os.path.join(d, SHIM_JAR)
+    if not os.path.isfile(jar):
+        return []
+    return [jar] + sorted(glob.glob(os.path.join(d, "lib", "*.jar")))
+
+
+def packaged_shim_jar() -> Optional[str]:
+    """The shim jar inside the installed package (place 2), or None (a checkout before
+    ``make wheel``)."""
+    jar = resources.files("omnigraph_spark") / "jars" / SHIM_JAR
+    return str(jar) if jar.is_file() else None
+
+
+def shim_jars(shim_dir: Optional[str] = None) -> List[str]:
+    """The shim's jars on this machine: a build directory's jar and libraries, else the
+    packaged jar alone (its libraries come from Maven through :func:`shim_spark_conf`), else []."""
+    built = built_shim_jars(shim_dir)
+    if built or shim_dir:
+        return built
+    jar = packaged_shim_jar()
+    return [jar] if jar else []
+
+
+def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
+    """The session settings that load the shim (see the module doc), or {} when there is none.
+    Set them before the session starts."""
+    built = built_shim_jars(shim_dir)
+    if built:
+        return {"spark.driver.extraClassPath": os.pathsep.join(built)}
+    jar = None if shim_dir else packaged_shim_jar()
+    if jar is None:
+        return {}
+    return {"spark.jars": jar, "spark.jars.packages": ",".join(SHIM_PACKAGES),
+            "spark.jars.excludes": ",".join(SHIM_EXCLUDES)}
+
+
+#: settings whose values are lists: configure_spark appends to what the builder already has
+_LISTS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.jars.excludes": ",",
+          "spark.driver.extraClassPath": os.pathsep}
+
+
+def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shim_dir: Optional[str] = None):
+    """Put the JVM shim on a ``SparkSession.Builder`` (the fast paths of write_table,
+    write_graph, read_table and read_graph), and return it::
+
+        spark = omnigraph_spark.configure_spark(SparkSession.builder.appName("etl")).getOrCreate()
+
+    From a pip install: the packaged jar through ``spark.jars`` and its libraries through
+    ``spark.jars.packages`` (resolved from Maven Central on first use, then Ivy's cache); from a
+    checkout with ``make jvm-shim``: the built jars on ``spark.driver.extraClassPath``.
+    ``extra_packages``: more Maven coordinates for ``spark.jars.packages`` (e.g. Delta's). List
+    settings the builder already has are extended, not replaced.
+
+    Raises:
+        OptionError: no shim on this machine (an install without the packaged jar, a checkout
+        without ``make jvm-shim``).
+    """
+    conf = shim_spark_conf(shim_dir)
+    if not conf:
+        raise OptionError("no JVM shim here: this install has no packaged omnigraph-spark-shim.jar and no "
+                          "jvm-shim/target build (make jvm-shim, or make wheel and install the wheel)",
+                          option="spark.jars")
+    if extra_packages:
+        packages = [p for p in conf.get("spark.jars.packages", "").split(",") if p] + list(extra_packages)
+        conf["spark.jars.packages"] = ",".join(packages)
+    current = getattr(builder, "_options", {}) or {}  # what the builder was already given
+    for key, value in conf.items():
+        sep = _LISTS.get(key)
+        before = current.get(key)
+        if sep and before and value not in str(before).split(sep):
+            value = f"{before}{sep}{value}"
+        builder = builder.config(key, value)
+    return builder
+
+
+__all__ = ["SHIM_JAR", "SHIM_PACKAGES", "SHIM_EXCLUDES", "built_shim_jars", "packaged_shim_jar", "shim_jars",
+           "shim_spark_conf", "configure_spark"]

@@ -1,0 +1,85 @@
+"""The shim ships with the package: `make wheel` builds a wheel with the shim jar inside, and a
+fresh environment that has only that wheel (no checkout, no jvm-shim/target) gets the JVM write
+and read paths from one line, ``omnigraph_spark.configure_spark(builder)``: the packaged jar
+through ``spark.jars``, the Lance Java SDK through ``spark.jars.packages`` (Ivy: Maven Central
+on first use, then Ivy's cache in the user's home).
+
+The fresh venv gets the wheel with ``--no-deps``; its dependencies (pyspark, pylance, ...) come
+from this test environment's site-packages through a ``.pth`` line, which adds that directory
+without running its own ``.pth`` files, so the checkout's editable install stays invisible.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = textwrap.dedent('''
+    import json, logging, sys, tempfile
+    from pyspark.sql import SparkSession
+    import omnigraph_spark
+    from omnigraph_spark import Graph, configure_spark, read_table, write_table
+    from omnigraph_spark.spark.shim_conf import shim_spark_conf
+
+    class Collect(logging.Handler):
+        lines = []
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    logging.getLogger("omnigraph_spark").addHandler(Collect())
+    logging.getLogger("omnigraph_spark").setLevel(logging.INFO)
+    builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    spark = configure_spark(builder).getOrCreate()
+    root = tempfile.mkdtemp() + "/g"
+    Graph.init(root, sys.argv[1])
+    df = spark.createDataFrame([("Ann", 30), ("Bob", None)], "name string, age int")
+    write_table(df, root, "Person", engine="jvm")  # engine="jvm": raises unless the JVM path runs
+    rows = sorted(tuple(r) for r in read_table(spark, root, "Person", engine="jvm").collect())
+    spark.stop()
+    print(json.dumps({"module": omnigraph_spark.__file__, "conf": shim_spark_conf(), "rows": rows,
+                      "log": Collect.lines}))
+''')
+
+
+def test_wheel_carries_the_shim_and_configure_spark_loads_it(tmp_path, test_schema_text):
+    if not shutil.which("mvn") or not shutil.which("javac"):
+        pytest.skip("make wheel builds the shim: needs mvn and javac")
+    subprocess.run(["make", "wheel", f"PY={sys.executable}"], cwd=ROOT, check=True, capture_output=True,
+                   timeout=900)
+    wheels = sorted(glob.glob(str(ROOT / "dist" / "omnigraph_spark-*.whl")), key=os.path.getmtime)
+    assert wheels, "make wheel wrote no wheel into dist/"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = str(venv / "bin" / "python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", wheels[-1]], check=True, timeout=600)
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    Path(site, "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # this env's packages
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "OMNIGRAPH_SPARK_SHIM_DIR") and not k.startswith("SPARK_CONNECT")}
+    env.update(PYSPARK_PYTHON=py, PYSPARK_DRIVER_PYTHON=py)
+    work = tmp_path / "work"
+    work.mkdir()
+    p = subprocess.run([py, "-c", SCRIPT, test_schema_text], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-5000:]
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["module"].startswith(str(venv))  # the wheel's package, not the checkout
+    assert report["conf"]["spark.jars"].startswith(str(venv)) and report["conf"]["spark.jars"].endswith(
+        "omnigraph_spark/jars/omnigraph-spark-shim.jar")
+    assert "org.lance:lance-core:7.0.0" in report["conf"]["spark.jars.packages"]
+    assert any("staged node:Person (jvm)" in line for line in report["log"])
+    assert any("omnigraph JVM read node:Person" in line for line in report["log"])
+    assert report["rows"] == [["Ann", 30, "Ann"], ["Bob", None, "Bob"]]
