@@ -262,8 +262,9 @@ public final class LanceFragmentSink implements TableProvider {
 
   /**
    * Driver side. {@link #commit} receives exactly the messages of the attempts Spark committed
-   * (one per partition) and hands them to the Python driver through a local file; it commits
-   * nothing to the graph. {@link #abort} leaves the files to the Python driver, which deletes
+   * (one per partition) and hands them to the Python driver through a file in the load's staging
+   * journal (under the graph root, which the Python driver reads: on Spark Connect that driver is
+   * another process than this JVM's, possibly on another machine); it commits nothing to the graph. {@link #abort} leaves the files to the Python driver, which deletes
    * every journaled file of a failed job.
    */
   static final class StagingBatchWrite implements BatchWrite {
