@@ -461,7 +461,14 @@ def _deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTabl
             + ". Overwrite those edge types in the same write_graph call, or pass cascade=true to delete them "
             "in the same commit; nothing was committed", table=",".join(f"node:{t}" for t in types),
             edge_types=len(dangling))
-    return {k: pa.concat_arrays([a.cast(pa.string()) for a in v]) for k, v in out.items()}, missing
+    result = {k: pa.concat_arrays([a.cast(pa.string()) for a in v]) for k, v in out.items()}
+    for ekey, ids in result.items():  # deleting edges must not leave a source below its @card min
+        etd = catalog.by_table_key(ekey)
+        if etd.is_edge and etd.cardinality.min > 1 and not (ekey in staged and staged[ekey].fragments):
+            edges = committed(ekey, edge_cols)
+            kept = edges.filter(pc.invert(_integrity.member(edges.column("id"), ids)))
+            check_cardinality(etd, kept.column("src"))
+    return result, missing
 
 
 _INJECTIVE_KEY_TYPES = frozenset({"String", "I32", "I64", "U32", "U64"})

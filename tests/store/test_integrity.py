@@ -172,3 +172,24 @@ def test_deletes_on_a_branch_leave_main_alone(test_graph):  # I18
     assert ids(test_graph, "node:Person", "feature") == ["ben", "cy"]
     assert ids(test_graph, "edge:Knows", "feature") == ["ben-cy"]
     assert ids(test_graph, "node:Person") == ["ann", "ben", "cy"] and len(ids(test_graph, "edge:Knows")) == 4
+
+
+def test_deletes_keep_card_min(tmp_path):  # I18
+    from omnigraph_spark import Graph
+    from omnigraph_spark.errors import CardinalityViolationError
+
+    g = Graph.init(str(tmp_path / "g"), """
+node Person {
+    name: String @key
+}
+edge Knows: Person -> Person @card(2..3)
+""")
+    load(g, {"node:Person": [{"id": n, "name": n} for n in ("a", "b", "c")],
+             "edge:Knows": [{"id": f"{s}{d}", "src": s, "dst": d} for s, d in (("a", "b"), ("a", "c"), ("b", "a"),
+                                                                               ("b", "c"))]})
+    with pytest.raises(CardinalityViolationError, match="source 'a' has 1 edges"):
+        delete(g, {"edge:Knows": [{"id": "ab"}]})
+    with pytest.raises(CardinalityViolationError, match="source 'b' has 1 edges"):  # the cascade of c's delete
+        delete(g, {"node:Person": [{"name": "c"}]})
+    delete(g, {"edge:Knows": [{"id": "ab"}, {"id": "ac"}]})  # a keeps no edge at all: nothing to hold
+    assert ids(g, "edge:Knows") == ["ba", "bc"]
