@@ -307,3 +307,19 @@ def test_pinned_reader_sees_one_version_while_streaming(spark, test_graph, tmp_p
     assert stream_commits(g) == 4 and len(names(g)) == 80
     for v in range(pinned, g.snapshot().version + 1):
         assert_no_dangling(g, v)
+
+
+def test_abort_deletes_what_the_micro_batch_staged(spark, test_graph):
+    """Spark's abort of a micro-batch (a task failed) deletes the files the other tasks staged:
+    nothing visible changes and no file is left."""
+    import pyarrow as pa
+
+    from omnigraph_spark.spark.stream import OmnigraphStreamWriter
+
+    uri = test_graph.root
+    before = (len(Graph.open(uri).log()), data_files(uri))
+    w = OmnigraphStreamWriter({"path": uri, "type": "Person"}, spark.createDataFrame([], PEOPLE_SCHEMA).schema, False)
+    msgs = [w.write(iter([pa.RecordBatch.from_pylist(people(f"t{t}-", 50))])) for t in range(2)]
+    assert data_files(uri) == before[1] + 2
+    w.abort(msgs + [None], 7)  # a failed task's message is None
+    assert (len(Graph.open(uri).log()), data_files(uri)) == before
