@@ -36,8 +36,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import omnigraph_spark
-from omnigraph_spark import Graph
+from omnigraph_spark import Graph, configure_spark
 from omnigraph_spark.demo import local_builder, local_spark, sample_path
+from omnigraph_spark.spark.shim_conf import shim_spark_conf
 
 APP_ID = "delta_to_graph"
 GONE = "Ben Kowalski"  # deleted upstream in step 3 (he has six edges: the graph commit removes them too)
@@ -51,7 +52,10 @@ def delta_session() -> SparkSession:
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     })
-    return local_spark(builder=configure_spark_with_delta_pip(builder))
+    builder = configure_spark_with_delta_pip(builder)  # replaces spark.jars.packages
+    if shim_spark_conf():  # a pip install's shim libraries come from spark.jars.packages: add them back
+        builder = configure_spark(builder)
+    return local_spark(builder=builder)
 
 
 def seed_delta(spark: SparkSession, delta_dir: str) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -42,6 +43,8 @@ from .shim_conf import SHIM_DIR_ENV, SHIM_JAR, configure_spark, shim_jars, shim_
 log = logging.getLogger(__name__)
 
 SHIM_CLASS = "io.omnigraph.spark.LanceSnapshotSource"
+#: a class of the shim's libraries (the Lance Java SDK): a shim jar alone would fail its first job
+LANCE_CLASS = "org.lance.Dataset"
 ENGINES = ("auto", "python", "jvm")
 #: rows per Arrow batch of the JVM scan: 4x 65,536 cut a 1M-row scan by 13 % (bounded by the batch)
 JVM_BATCH_SIZE = 262_144
@@ -61,12 +64,13 @@ def shim_blocker(spark: SparkSession) -> Optional[str]:
     answers through Spark Connect (where the class path is the server's) as on a classic
     session, through the class loader a real read or write uses. Nothing is cached.
 
-    A classic session first asks its JVM whether the class loads (one py4j call, ~5 ms; the
-    probe's plan analysis costs ~20 ms there, once per load): the probe runs there only to
-    say why not."""
+    A classic session first asks its JVM whether the shim's class and Lance's load (two py4j
+    calls, ~5 ms each; the probe's plan analysis costs ~20 ms there, once per load): the probe
+    runs there only to say why not."""
     if not is_connect(spark):
         try:
-            if spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(SHIM_CLASS):
+            utils = spark.sparkContext._jvm.org.apache.spark.util.Utils
+            if all(utils.classIsLoadable(c) for c in (SHIM_CLASS, LANCE_CLASS)):
                 return None
         except Exception:  # a stopped context: the probe says why
             pass
@@ -75,6 +79,10 @@ def shim_blocker(spark: SparkSession) -> Optional[str]:
     except Exception as e:  # not on the class path, a shim older than the probe, a stopped session
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         log.debug("JVM shim probe failed: %s", first)
+        libs = re.search(r"the shim's libraries are not on the class path: [^\n]*?\)", str(e))
+        if libs:  # the shim's own answer (LanceSnapshotSource.requireLibraries)
+            return (f"{libs.group(0)}; omnigraph_spark.configure_spark(builder) adds them (docs/api.md, "
+                    "\"The JVM paths: set-up\")")
         if "DATA_SOURCE_NOT_FOUND" in str(e) or "ClassNotFound" in str(e):
             return (f"the JVM shim ({SHIM_CLASS}) is not on the class path; build it with `make jvm-shim` and "
                     "add it with omnigraph_spark.configure_spark(builder) (docs/api.md)")

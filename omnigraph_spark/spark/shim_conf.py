@@ -123,8 +123,9 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
     for key, value in conf.items():
         sep = _LISTS.get(key)
         before = current.get(key)
-        if sep and before and value not in str(before).split(sep):
-            value = f"{before}{sep}{value}"
+        if sep and before:
+            have = [v for v in str(before).split(sep) if v]
+            value = sep.join(have + [v for v in value.split(sep) if v and v not in have])
         builder = builder.config(key, value)
     return builder
 

@@ -93,6 +93,7 @@ public final class LanceSnapshotSource implements TableProvider {
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     if (options.containsKey(PROBE_OPTION)) {
+      requireLibraries();
       return new StructType().add(PROBE_COLUMN, org.apache.spark.sql.types.DataTypes.StringType);
     }
     throw new IllegalArgumentException(
@@ -110,6 +111,24 @@ public final class LanceSnapshotSource implements TableProvider {
       return new ProbeTable(schema);
     }
     return new SnapshotTable(schema, ScanSpec.parse(properties));
+  }
+
+  /**
+   * The probe fails unless the shim's libraries load too: a shim jar without them (e.g.
+   * {@code spark.jars.packages} replaced by another helper) would pass the probe and fail the
+   * first real read or write.
+   */
+  private static void requireLibraries() {
+    for (String name : new String[] {"org.lance.Dataset", "org.apache.arrow.c.Data",
+        "org.apache.arrow.dataset.scanner.Scanner"}) {
+      try {
+        Class.forName(name, false, LanceSnapshotSource.class.getClassLoader());
+      } catch (ClassNotFoundException | LinkageError e) {
+        throw new IllegalStateException("the shim's libraries are not on the class path: " + name
+            + " does not load (org.lance:lance-core:7.0.0, org.apache.arrow:arrow-c-data:19.0.0, "
+            + "org.apache.arrow:arrow-dataset:18.3.0)", e);
+      }
+    }
   }
 
   /**
