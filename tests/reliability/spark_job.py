@@ -194,7 +194,20 @@ def job_reader(spark):
     return {"reads": out}
 
 
-JOBS = {"load": job_load, "task_fault": job_task_fault, "speculation": job_speculation, "reader": job_reader}
+def job_delete(spark):
+    """A node delete (``SPEC['names']``) with its cascade to edge:Knows: one commit of two tables."""
+    names = spark.createDataFrame([(n,) for n in SPEC["names"]], "name string")
+    if SPEC["api"] == "df":
+        (names.write.format("omnigraph").option("type", "Person").option("writeMode", "delete")
+         .option("actor", "crash").mode("append").save(SPEC["root"]))
+        return {}
+    from omnigraph_spark.spark.graph_io import write_graph
+
+    res = write_graph(SPEC["root"], {"Person": names}, mode="delete", actor="crash")
+    return {"manifest_version": res.manifest_version}
+
+
+JOBS = {"load": job_load, "delete": job_delete, "task_fault": job_task_fault, "speculation": job_speculation, "reader": job_reader}
 
 
 def main() -> int:

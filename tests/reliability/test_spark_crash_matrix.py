@@ -20,6 +20,9 @@ Default run: 17 cells (every step once — append, main, multi-type —, every m
 the two decisive steps, single-type at ``after_table_commit#1``, and ``graph_jvm``: the same
 multi-type load staged by the JVM write path, killed before the sidecar and after the first
 table commit); ``OMNIGRAPH_FULL_MATRIX=1`` runs all 276 (api x mode x branch x step x exit/kill).
+Deletes (``test_spark_delete_crash_cell``): a node delete cascading to ``edge:Knows``, 4 cells by
+default (``write_graph`` at ``after_sidecar``, ``after_table_commit#1``, ``after_all_commits``;
+``df.write`` at ``after_table_commit#1``), 10 with the full matrix.
 """
 from __future__ import annotations
 
@@ -105,6 +108,39 @@ def _base_graph(tmp_path, schema_text, branch):
     if branch != "main":
         g.create_branch(branch)
     return g
+
+
+@pytest.mark.parametrize("api,step", [
+    pytest.param(api, step, id=f"delete-{api}-{step}")
+    for api, step in [("graph", s) for s in STEPS] + [("df", "after_table_commit#1"), ("df", "after_publish")]
+    if FULL or (api, step) in (("graph", "after_sidecar"), ("graph", "after_table_commit#1"),
+                               ("graph", "after_all_commits"), ("df", "after_table_commit#1"))])
+def test_spark_delete_crash_cell(tmp_path, test_schema_text, api, step):
+    """I1, I8, I9, I18: a node delete and its cascade (edge:Knows, then node:Person, one sidecar)
+    through a real Spark job killed at ``step``: readers see all of it or none before recovery,
+    and after the next write heals, both tables show the delete or neither."""
+    g = _base_graph(tmp_path, test_schema_text, "main")
+    t = writes.prepare_target(g, "main", "edge:Knows", "append")
+    import pyarrow as pa
+
+    knows = [{"id": f"{s}-{d}", "src": s, "dst": d, "since": None} for s, d in (("old0", "old1"), ("old1", "old2"),
+                                                                                 ("old2", "old3"))]
+    writes.commit_load(g, "main", [writes.stage(t, pa.Table.from_pylist(knows, schema=t.schema).to_batches())])
+    run = run_job({"kind": "delete", "api": api, "root": g.root, "names": ["old1"]}, failpoint=f"{step}:exit")
+    assert not run.completed and run.returncode != 0, run.tail()
+    g = Graph.open(g.root)
+    before, after = (sorted(BASE), ["old0-old1", "old1-old2", "old2-old3"]), \
+        (sorted(set(BASE) - {"old1"}), ["old2-old3"])
+    seen = (ids(g, "node:Person"), ids(g, "edge:Knows"))
+    assert seen == (after if visible_before_recovery(step) else before)
+    _write_next(g, "main")
+    g = Graph.open(g.root)
+    assert g.pending_sidecars() == []
+    people, edges = after if visible_after_recovery(step, True) else before
+    assert (ids(g, "node:Person"), ids(g, "edge:Knows")) == (sorted(people + ["next"]), edges)
+    assert_no_duplicates(g, "main")
+    assert_heads_match_pins(g, "main")
+    STATS["crashes_survived"] += 1
 
 
 def _write_next(g: Graph, branch: str):
