@@ -156,6 +156,12 @@ def append(root: str, branch: str, manifest_version: int, actor: Optional[str] =
     return row
 
 
+def exists(root: str, branch: str, commit_id: str, storage_options: Optional[Dict[str, str]] = None) -> bool:
+    """Whether ``branch``'s lineage has the commit row ``commit_id`` (one filtered count)."""
+    ds = _open(RootPaths(root).commits, branch, storage_options)
+    return ds.count_rows(filter="graph_commit_id = '" + commit_id.replace("'", "''") + "'") > 0
+
+
 def find(root: str, commit_id: str, branches: List[str],
          storage_options: Optional[Dict[str, str]] = None) -> GraphCommit:
     """A commit by id: main's lineage first, then each branch's (§D.5)."""

@@ -349,12 +349,30 @@ def _txn_landed(graph, rec: dict) -> bool:
     return True
 
 
+def _txn_committed(graph, rec: dict) -> bool:
+    """A completed record (rewritten with its graph commit id after the commit row was
+    appended) whose commit row is on its branch: the load landed, also when ``cleanup`` has
+    since removed the table versions whose transactions prove it (I19)."""
+    cid = rec.get("graph_commit_id")
+    if not cid:
+        return False
+    try:
+        return _commits.exists(graph.root, rec["branch"], str(cid), graph.storage_options)
+    except Exception as e:  # unreadable: not proven
+        log.debug("txn record's commit %s unreadable: %s", cid, e)
+        return False
+
+
 def already_applied(graph, txn: TxnToken) -> Optional[dict]:
+    """The record of the load that applied ``txn`` or a later version of its app id (I12, I19),
+    or None. One record per app id names the last load that carried the id; it counts only if
+    that load landed: every table version it names is published and carries its operation id
+    (I12), or, for a completed record, its graph commit row exists."""
     try:
         rec = json.loads(graph.storage.read_text(_txn_path(graph.root, txn.app_id)))
     except FileNotFoundError:
         return None
-    if rec.get("version", -1) >= txn.version and _txn_landed(graph, rec):
+    if rec.get("version", -1) >= txn.version and (_txn_landed(graph, rec) or _txn_committed(graph, rec)):
         return rec
     return None
 

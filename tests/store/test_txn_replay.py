@@ -58,3 +58,32 @@ def test_token_high_water_mark_is_one_record_not_a_window(test_graph):
     assert not r.skipped
     ids = [x["id"] for x in rows_of(test_graph, "node:Person")]
     assert "s6" in ids and not any(i.startswith("dup") for i in ids) and len(ids) == 27
+
+
+def test_applied_token_survives_cleanup_of_its_versions(test_graph):
+    """I19: once ``cleanup`` has removed the table versions a token's load produced (their
+    transactions were the proof), the completed record's graph commit row still proves the
+    load landed: a replay stays a no-op. A record whose load never landed proves nothing."""
+    write_rows(test_graph, "node:Person", people("s0"), txn=writes.TxnToken("stream", 0))
+    for i in range(3):
+        write_rows(test_graph, "node:Person", people(f"o{i}"))
+    test_graph.cleanup(keep_versions=1, older_than=0)
+    g = Graph.open(test_graph.root)
+    assert g.open_table("node:Person").versions()[0]["version"] > 2  # the token's version 2 is gone
+    assert write_rows(g, "node:Person", people("s0-again"), txn=writes.TxnToken("stream", 0)).skipped
+    assert [r["id"] for r in rows_of(g, "node:Person")] == ["o0", "o1", "o2", "s0"]
+
+
+def test_a_record_of_a_load_that_never_landed_proves_nothing(test_graph, monkeypatch):
+    """I12: the record is written before the table commits; a two-table load that dies after
+    its first table commit is rolled back by the next heal, leaving a record that names
+    versions that never landed and no commit id: the replay commits, once."""
+    load(test_graph, ["a0", "a1"], writes.TxnToken("stream", 0))
+    monkeypatch.setenv("OMNIGRAPH_SPARK_FAILPOINT", "after_table_commit#1:raise")
+    with pytest.raises(FailpointError):
+        load(test_graph, ["b0", "b1"], writes.TxnToken("stream", 1))
+    monkeypatch.delenv("OMNIGRAPH_SPARK_FAILPOINT")
+    g = Graph.open(test_graph.root)
+    assert writes.already_applied(g, writes.TxnToken("stream", 1)) is None
+    assert not load(g, ["b0", "b1"], writes.TxnToken("stream", 1)).skipped
+    assert [r["id"] for r in rows_of(g, "node:Person")] == ["a0", "a1", "b0", "b1"]
