@@ -104,8 +104,6 @@ def job_load(spark):
 def _faulty_frame(spark, n: int, parts: int, fail_even: bool, slow_partition: int = -1, slow_s: float = 0.0):
     """Rows ``f000..`` in ``parts`` partitions; the input raises on the first attempt of every even
     partition (``fail_even``) and/or sleeps in ``slow_partition`` on its first attempt."""
-    import pyarrow as pa
-
     marks = SPEC.get("marks")
 
     def flaky(batches):
@@ -124,10 +122,9 @@ def _faulty_frame(spark, n: int, parts: int, fail_even: bool, slow_partition: in
                 # three small batches went downstream: the writer has staged (some) files
                 if pid % 4 == 0:  # the input itself fails
                     raise RuntimeError(f"injected fault in partition {pid} attempt {attempt}")
-                # a poison row only this attempt sends: the writer's converter refuses it
-                # after Lance finished a data file (an orphan the retry never references)
-                yield pa.RecordBatch.from_pylist([{"name": None, "age": 0}], schema=b.schema)
-                return
+                # a transient fault of another kind. Not a poison row: a data error is the
+                # load's answer, never retried (I20, tests/reliability/test_bad_rows.py)
+                raise OSError(f"injected transient I/O fault in partition {pid} attempt {attempt}")
 
     df = spark.createDataFrame([(f"f{i:03d}", i) for i in range(n)], "name string, age int").repartition(parts)
     # small Arrow batches so a partition yields several batches (the fault hits mid-stream)

@@ -187,7 +187,7 @@ def test_a_bad_jsonl_record_is_the_typed_error(spark, tag_graph, tmp_path):
     """I20 for load_jsonl: a bad record (an enum value, then invalid JSON) raises the typed error
     itself, naming file and line; nothing is committed."""
     from omnigraph_spark import load_jsonl
-    from omnigraph_spark.errors import ConstraintViolationError, InvalidRecordError
+    from omnigraph_spark.errors import ConstraintViolationError, InvalidRecordError, OmnigraphError
 
     version = Graph.open(tag_graph).snapshot().version
     p = tmp_path / "bad.jsonl"
@@ -197,7 +197,14 @@ def test_a_bad_jsonl_record_is_the_typed_error(spark, tag_graph, tmp_path):
     p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Tag", "data": \n')
     with pytest.raises(InvalidRecordError, match=r"^\[INVALID_RECORD\] "):
         load_jsonl(spark, tag_graph, str(p))
+    # on a branch the planning pass reads the records first: its refusal is typed the same way
+    Graph.open(tag_graph).create_branch("jsonl-bad")
+    branch_version = Graph.open(tag_graph).snapshot("jsonl-bad").version
+    p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Robot", "data": {}}\n')
+    with pytest.raises(OmnigraphError, match=r"^\[UNKNOWN_TYPE\] .*bad.jsonl:2 \(record 2\)"):
+        load_jsonl(spark, tag_graph, str(p), branch="jsonl-bad")
     assert Graph.open(tag_graph).snapshot().version == version
+    assert Graph.open(tag_graph).snapshot("jsonl-bad").version == branch_version
 
 
 def test_each_bad_row_is_found_with_its_own_error_and_one_error_names_the_first_few(tmp_path):

@@ -2,8 +2,8 @@
 
 A Spark application with task retries (``local[2,3]``) whose first attempts of the even
 partitions fail mid-stream, after the writer staged a data file: partition 0's input raises,
-partition 2's input sends a poison row (null key) that only that attempt has, which the
-writer's converter refuses after Lance finished a file. The retried
+partition 2's input raises an OSError (a transient fault; a poison row would be a data error,
+which is the load's answer and never retried: I20, test_bad_rows.py). The retried
 attempts' messages are the only ones committed, so every row is there exactly once (I1); the
 failed attempts' files are unreferenced orphans (never visible) that
 ``graph.cleanup(orphan_grace_s=0)`` reclaims (I10). Both write paths: ``df.write`` (Spark hands
@@ -84,12 +84,13 @@ def test_failed_first_attempts_are_retried_without_duplicates(tmp_path, test_sch
     run = run_job({"kind": "task_fault", "api": api, "n": N, "parts": 4, "root": g.root, "master": "local[2,3]",
                    "conf": FAULT_CONF, "marks": str(tmp_path / "attempts")})
     assert run.returncode == 0 and run.result, run.tail()
-    # the faults happened: partitions 0 (input raised) and 2 (poison row) ran a second attempt
+    # the faults happened: partitions 0 and 2 (input raised) ran a second attempt
     assert {"p0-a0", "p0-a1", "p2-a0", "p2-a1", "p1-a0", "p3-a0"} <= set(run.result["attempts"]), run.result
     g = Graph.open(g.root)
+    # whatever the failed attempts left is unreferenced and reclaimed. (Before I20 partition 2's
+    # fault was a poison row the writer refused after Lance finished a file, which pinned an
+    # orphan here; a data error now deletes its own files and is never retried.)
     got = _check_and_reclaim(g, [f"f{i:03d}" for i in range(N)], before)
-    if api != "graph_jvm":  # the JVM sink checks a batch before Lance encodes it: no file to orphan
-        assert got["orphans"] >= 1, "the poisoned attempt's finished data file should be an orphan"
     STATS["crashes_survived"] += 2  # two partitions failed once each
     print(f"task faults ({api}): {got['orphans']} orphan files of failed attempts, {got['reclaimed']} reclaimed")
 
