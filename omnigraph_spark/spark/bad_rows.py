@@ -19,16 +19,13 @@ The JVM sink reports its row-rule errors the same way (``FragmentStager`` hands 
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import pyarrow as pa
 
 from .. import errors as _errors
 from ..errors import DataError, OmnigraphError
-
-log = logging.getLogger(__name__)
 
 #: offending rows a refused load names (the first few; the first one's message is the error's)
 MAX_REPORTED_ROWS = 5
@@ -47,6 +44,15 @@ def error_classes() -> Dict[str, Type[OmnigraphError]]:
 def is_row_data_error(e: BaseException) -> bool:
     """A deterministic data error (retrying the task cannot help): any :class:`DataError`."""
     return isinstance(e, DataError)
+
+
+def _as_text(value: Any) -> Optional[str]:
+    """An offending value as messages show it: a string as Python's repr (once), else str()."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value if value[:1] in ("'", '"') else repr(value)
+    return str(value)
 
 
 def _untagged(message: str, code: str) -> str:
@@ -68,12 +74,9 @@ class BadRow:
     @classmethod
     def of(cls, e: OmnigraphError) -> "BadRow":
         ctx = e.context if isinstance(getattr(e, "context", None), dict) else {}
-        value = ctx.get("value")
-        row = ctx.get("row")
+        value, row = ctx.get("value"), ctx.get("row")
         return cls(e.code, str(ctx.get("table", "")), ctx.get("column"), row if isinstance(row, int) else None,
-                   None if value is None else (value if isinstance(value, str) and value.startswith(("'", '"'))
-                                               else repr(value) if isinstance(value, str) else str(value)),
-                   _untagged(str(e.message), e.code))
+                   _as_text(value), _untagged(str(e.message), e.code))
 
     def to_dict(self) -> Dict[str, Any]:
         return {"code": self.code, "table": self.table, "column": self.column, "row": self.row,
@@ -94,8 +97,10 @@ class Refusal:
     @classmethod
     def of(cls, e: OmnigraphError, rows: Sequence[BadRow] = ()) -> "Refusal":
         ctx = e.context if isinstance(getattr(e, "context", None), dict) else {}
-        plain = tuple((k, v) for k, v in ctx.items() if k != "rows" and isinstance(v, (str, int, float, bool, type(None))))
-        return cls(e.code, _untagged(str(e.message), e.code), tuple(rows[:MAX_REPORTED_ROWS]) or (BadRow.of(e),), plain)
+        plain = tuple((k, v) for k, v in ctx.items()
+                      if k != "rows" and isinstance(v, (str, int, float, bool, type(None))))
+        return cls(e.code, _untagged(str(e.message), e.code), tuple(rows[:MAX_REPORTED_ROWS]) or (BadRow.of(e),),
+                   plain)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Refusal":
@@ -120,8 +125,7 @@ def refused_error(refusals: Sequence[Refusal]) -> OmnigraphError:
     total = sum(len(f.rows) for f in refusals)
     if total > len(rows) or len(refusals) > 1:
         message += f" ({len(refusals)} task{'s' if len(refusals) > 1 else ''} refused rows)"
-    err = cls(f"[{first.code}] {message}", **dict(first.context), rows=[r.to_dict() for r in rows])
-    return err
+    return cls(f"[{first.code}] {message}", **dict(first.context), rows=[r.to_dict() for r in rows])
 
 
 def raise_refused(refusals: Sequence[Refusal]) -> None:
@@ -184,10 +188,5 @@ def first_bad_rows(convert: Convert, batch: pa.RecordBatch, error: OmnigraphErro
     return rows[:MAX_REPORTED_ROWS]
 
 
-def refusals_in(outcomes: Iterable[Any]) -> List[Refusal]:
-    """The refusals among task results (anything else is ignored)."""
-    return [o for o in outcomes if isinstance(o, Refusal)]
-
-
 __all__ = ["BadRow", "Refusal", "MAX_REPORTED_ROWS", "error_classes", "first_bad_rows", "is_row_data_error",
-           "raise_refused", "refused_error", "refusals_in", "split_bad_rows"]
+           "raise_refused", "refused_error", "split_bad_rows"]

@@ -39,7 +39,8 @@ from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
 from .bad_rows import Refusal, is_row_data_error, refused_error
 from .quarantine import Quarantine, Rejected, rejected_ends
-from .writer import _task_ids, commit_staged, precheck_columns, spark_to_arrow_schema, stage_task, tag_error, unwrap_error
+from .writer import (_task_ids, commit_staged, precheck_columns, spark_to_arrow_schema, stage_task, tag_error,
+                     unwrap_error)
 
 log = logging.getLogger(__name__)
 

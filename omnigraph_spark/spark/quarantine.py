@@ -243,5 +243,5 @@ def facts(rejected: Sequence[Rejected], final_dir: str) -> Dict[str, Dict[str, s
     return {k: {REJECTED_PROP: str(n), REJECTED_AT_PROP: final_dir} for k, n in counts.items()}
 
 
-__all__ = ["table_dir", "Quarantine", "Rejected", "RejectSink", "TABLE_COLUMN", "CODE_COLUMN", "REASON_COLUMN", "REJECTED_PROP",
-           "REJECTED_AT_PROP", "facts", "rejected_ends"]
+__all__ = ["table_dir", "Quarantine", "Rejected", "RejectSink", "TABLE_COLUMN", "CODE_COLUMN", "REASON_COLUMN",
+           "REJECTED_PROP", "REJECTED_AT_PROP", "facts", "rejected_ends"]

@@ -191,7 +191,8 @@ def test_a_bad_jsonl_record_is_the_typed_error(spark, tag_graph, tmp_path):
 
     version = Graph.open(tag_graph).snapshot().version
     p = tmp_path / "bad.jsonl"
-    p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Tag", "data": {"name": "t8", "kind": "zzz"}}\n')
+    p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n'
+                 '{"type": "Tag", "data": {"name": "t8", "kind": "zzz"}}\n')
     with pytest.raises(ConstraintViolationError, match=r"^\[CONSTRAINT_VIOLATION\] .*bad.jsonl:2 \(record 2\)"):
         load_jsonl(spark, tag_graph, str(p))
     p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Tag", "data": \n')
