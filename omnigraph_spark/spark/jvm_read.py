@@ -108,12 +108,21 @@ def default_parallelism(spark: SparkSession) -> int:
 
     ``spark.default.parallelism`` when the session sets it; on a classic session the
     SparkContext's value (its scheduler's cores); on Spark Connect the partitions Spark gives
-    ``spark.range`` (the same default, from the server's scheduler), counted by one tiny job."""
+    ``spark.range`` (the same default, from the server's scheduler): read from its physical
+    plan (``Range (..., splits=N)``, one plan analysis: 10-130 ms warm through a local server),
+    else counted by one tiny job (220-420 ms)."""
     conf = spark.conf.get("spark.default.parallelism", None)
     if conf:
         return max(1, int(conf))
     if not is_connect(spark):
         return spark.sparkContext.defaultParallelism
+    try:
+        plan = spark.range(1)._explain_string(mode="simple")
+        m = re.search(r"\bRange \(\d+, \d+, step=\d+, splits=(\d+)\)", plan)
+        if m:
+            return max(1, int(m.group(1)))
+    except Exception as e:  # a client without the plan string: count instead
+        log.debug("no Range plan string (%s): counting partitions", e)
     from pyspark.sql import functions as F
 
     row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("n")).first()

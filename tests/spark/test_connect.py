@@ -39,7 +39,7 @@ def test_connect_takes_the_jvm_paths_and_matches_classic(spark, connect_server, 
                         root=str(tmp_path / "connect-graph"), schema=str(fixtures_dir / "test.pg"), jsonl=jsonl)
     assert remote["session"].startswith("pyspark.sql.connect")
     assert remote["shim_blocker"] is None
-    assert remote["parallelism"] == 2  # local[2] on the server, counted by a job (no SparkContext)
+    assert remote["parallelism"] == 2  # local[2] on the server, from its plan of spark.range (no SparkContext)
     staged = [line for line in remote["log"] if JVM_STAGED in line]
     # write_table (Person), then write_graph (Person, Knows, WorksAt): every one in the JVM sink
     assert [line.split(" ")[1] for line in staged] == ["node:Person", "node:Person", "edge:Knows", "edge:WorksAt"]
