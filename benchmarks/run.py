@@ -635,7 +635,7 @@ class Bench:
         Parquet files, with the check as shipped (the staging tasks probe the staged ids against
         an id index of the committed table built in the executor; the driver trusts a clean
         probe of the version it commits on) and without it (probe and driver anti-join switched
-        off: the load before issue 23). Each run appends onto a fresh copy of one committed
+        off: the load without the strict-append check). Each run appends onto a fresh copy of one committed
         graph (a copy has other paths, so every "with" run builds its index: the cost of a
         first append; later appends onto the same rows reuse it). Alternated; ratio = with /
         without (> 1: the check costs)."""

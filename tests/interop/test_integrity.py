@@ -1,4 +1,4 @@
-"""Graph integrity across writes (issue 23, I17/I18) against the real engine: graphs after our
+"""Graph integrity across writes (I17, I18) against the real engine: graphs after our
 deletes (deletion files, cascaded edge deletes under one sidecar) and after a cascading node
 overwrite open clean in the engine, export exactly our rows, and answer every fixture query as
 a graph the engine loaded with the same rows does; the engine then writes on top of them.

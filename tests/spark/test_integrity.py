@@ -1,4 +1,4 @@
-"""Graph integrity across writes (issue 23) through Spark: strict append (I17) on both staging
+"""Graph integrity across writes through Spark: strict append (I17) on both staging
 paths and ``df.write``, its staging-time proof on the JVM path, and the node overwrite / delete
 rules (I18) through ``write_table`` / ``write_graph`` / ``df.write``."""
 from __future__ import annotations

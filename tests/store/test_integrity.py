@@ -1,4 +1,4 @@
-"""Graph integrity across writes (issue 23), Spark-free: the store protocol with the driver's
+"""Graph integrity across writes, Spark-free: the store protocol with the driver's
 load-wide validator. Strict append (I17), no dangling edge after an overwrite or a delete (I18),
 deletes (deletion files, cascades)."""
 from __future__ import annotations

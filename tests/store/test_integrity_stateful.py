@@ -1,4 +1,4 @@
-"""A Hypothesis state machine over the write API (issue 23): random sequences of append, merge,
+"""A Hypothesis state machine over the write API: random sequences of append, merge,
 overwrite (with and without cascade), delete and multi-type loads over two node types and a
 @card edge type, on main and a branch, each checked against an in-memory model after every
 step: the rows equal the model's, ids are unique, no edge dangles, @card holds, and a refused
