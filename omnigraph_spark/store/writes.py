@@ -522,6 +522,21 @@ def _heal(graph) -> None:
             sidecars=[o.operation_id for o in deferred])
 
 
+def _pinned_head(graph, t, key: str, branch: str, storage_options) -> lance.LanceDataset:
+    """The dataset a commit to table ``key`` (snapshot entry ``t``) lands on: the branch's own
+    fork (made now if the branch still reads the table from its parent), its HEAD checked
+    against the manifest pin (I7) and free of Lance's auto-cleanup."""
+    lb = None if branch == MAIN else branch
+    if lb is not None and t.branch != branch:
+        entry = _manifest.TableEntry(key, t.table_path, t.version, t.lance_branch, t.row_count, "")
+        ds = _branches.ensure_fork(graph.root, entry, branch, storage_options)
+    else:
+        ds = _tables.open_dataset(t.base_path, branch=lb, storage_options=storage_options)
+    _tables.check_head(ds, t.version, key)
+    _tables.check_no_auto_cleanup(ds, key)
+    return ds
+
+
 def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, validate, txn,
                  attempt: int) -> LoadResult:
     storage_options = graph.storage_options
@@ -536,14 +551,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
                 f"overwrite of '{key}' was planned on version {s.base_version} but the manifest now pins "
                 f"{t.version}; another writer changed it — re-run the overwrite", table=key,
                 expected=s.base_version, actual=t.version)
-        lb = None if branch == MAIN else branch
-        if lb is not None and t.branch != branch:
-            entry = _manifest.TableEntry(key, t.table_path, t.version, t.lance_branch, t.row_count, "")
-            ds = _branches.ensure_fork(graph.root, entry, branch, storage_options)
-        else:
-            ds = _tables.open_dataset(t.base_path, branch=lb, storage_options=storage_options)
-        _tables.check_head(ds, t.version, key)
-        _tables.check_no_auto_cleanup(ds, key)
+        ds = _pinned_head(graph, t, key, branch, storage_options)
         _tables.check_fragment_fields(ds, s.fragments, key)  # I5
         heads[key] = ds
     if validate is None and any(s.mode == "delete" for s in by_key.values()):
@@ -554,16 +562,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         verdict = Checked(facts=verdict or {})
     facts, deletions = verdict.facts, {k: v for k, v in verdict.deletions.items() if len(v)}
     for key in sorted(set(deletions) - set(by_key)):  # cascaded tables: pinned and checked alike (I7)
-        t = snap.table(key)
-        lb = None if branch == MAIN else branch
-        if lb is not None and t.branch != branch:
-            entry = _manifest.TableEntry(key, t.table_path, t.version, t.lance_branch, t.row_count, "")
-            ds = _branches.ensure_fork(graph.root, entry, branch, storage_options)
-        else:
-            ds = _tables.open_dataset(t.base_path, branch=lb, storage_options=storage_options)
-        _tables.check_head(ds, t.version, key)
-        _tables.check_no_auto_cleanup(ds, key)
-        heads[key] = ds
+        heads[key] = _pinned_head(graph, snap.table(key), key, branch, storage_options)
     # a delete that matched nothing commits nothing for its table
     touched = sorted(k for k in set(by_key) | set(deletions)
                      if k in deletions or (k in by_key and by_key[k].mode != "delete"))
