@@ -39,6 +39,7 @@ from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
 from .bad_rows import Refusal, is_row_data_error, refused_error
 from .quarantine import Quarantine, Rejected, rejected_ends
+from .writer import settle_quarantine
 from .writer import (_task_ids, commit_staged, precheck_columns, spark_to_arrow_schema, stage_task, tag_error,
                      unwrap_error)
 
@@ -167,7 +168,7 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine
         result = commit_staged(graph, opts.branch, staged, opts, quarantine, rejected)
     except BaseException as e:
         if quarantine is not None:
-            quarantine.discard()
+            settle_quarantine(graph, quarantine)
         n = journal.clean(keep=())
         n += abort(staged, graph.storage_options)
         log.info("load failed (%s); removed %d staged files", str(e).splitlines()[0][:300], n)

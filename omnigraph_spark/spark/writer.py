@@ -660,15 +660,19 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
     ``rejected``: what the tasks quarantined into ``quarantine`` (its counts travel in the
     commit's properties; its files are published after the commit, deleted on failure)."""
     validate = make_validator(graph, cascade=opts.cascade)
-    if quarantine is not None and rejected:
-        validate = _with_facts(validate, _quarantine.facts(rejected, quarantine.final_dir))
+    files = [r.file for r in rejected if r.file]
+    if quarantine is not None and files:
+        keys = {s.table_key for s in staged}
+        validate = _with_facts(validate, _quarantine.facts(rejected, quarantine.final_dir, keys),
+                               lambda: quarantine.prepare(files, graph.root, branch,
+                                                          {s.table_key: s.base_version for s in staged}))
     try:
         result = commit_load(graph, branch, staged, actor=opts.actor, validate=validate, txn=opts.txn,
                              lease_timeout_s=opts.commit_lease_timeout)
     except BaseException as e:
         n = abort(staged, graph.storage_options)
         if quarantine is not None:
-            quarantine.discard()
+            settle_quarantine(graph, quarantine)
         log.info("commit failed (%s); removed %d staged files", e, n)
         raise tag_error(e)
     if result.skipped:
@@ -684,17 +688,37 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
                  sum(t.fragments for t in result.tables))
         if quarantine is not None:
             n_rejected = sum(r.rows for r in rejected)
-            where = quarantine.publish([r.file for r in rejected if r.file])
+            where = quarantine.publish(files)
             result = dataclasses.replace(result, rejected_rows=n_rejected, rejected_path=where if n_rejected else None)
             log.info("omnigraph write quarantined %d rejected rows in %s", n_rejected, where)
     return result
 
 
-def _with_facts(validate, extra: Mapping[str, Mapping[str, str]]):
-    """``validate`` whose verdict also carries ``extra`` commit properties per table."""
+def settle_quarantine(graph: Graph, quarantine: Quarantine) -> None:
+    """A load's commit failed: delete its quarantine unless the graph has a pending recovery
+    sidecar (the failure may have come after the publish, or the load may still roll forward:
+    ``recover_quarantine`` decides later)."""
+    try:
+        pending = graph.pending_sidecars()
+    except Exception as e:  # unreadable: keep the rows
+        log.warning("could not list the recovery sidecars of %s (%s): quarantine %s kept", graph.root, e,
+                    quarantine.staging_dir)
+        return
+    if pending:
+        log.warning("commit failed with recovery sidecars pending: quarantine %s kept for recover_quarantine",
+                    quarantine.staging_dir)
+        return
+    quarantine.discard()
+
+
+def _with_facts(validate, extra: Mapping[str, Mapping[str, str]], before=None):
+    """``validate`` whose verdict also carries ``extra`` commit properties per table; ``before``
+    runs after a passing validation, inside the commit lease (the quarantine's record)."""
 
     def with_facts(snap: Snapshot, staged: Mapping[str, StagedTable]):
         verdict = validate(snap, staged)
+        if before is not None:
+            before()
         if not isinstance(verdict, Checked):
             verdict = Checked(facts=verdict or {})
         facts = {k: dict(v) for k, v in verdict.facts.items()}

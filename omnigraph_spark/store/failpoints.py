@@ -26,6 +26,8 @@ STEPS = (
     "after_commit_row",      # commit row appended, sidecar still present
     "before_sidecar_delete",  # alias point just before the sidecar delete
     "after_optimize_compact",  # optimize: compaction committed, not published
+    "before_quarantine_publish",  # rejectedRowsPath: graph commit done, rejected rows still in _staging
+    "after_quarantine_move",  # rejectedRowsPath: load=<id>/ in place, no _SUCCESS yet
 )
 
 

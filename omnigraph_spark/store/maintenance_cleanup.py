@@ -227,11 +227,15 @@ def _referenced_names(base: str, lineages: Iterable[str], so) -> Set[str]:
 def cleanup(graph, *, keep_versions: Optional[int] = None,
             older_than: Union[None, dt.timedelta, int, float] = None, dry_run: bool = False,
             orphan_grace_s: float = 3600.0, include_orphans: bool = True, reconcile_forks: bool = True,
-            lease_timeout_s: float = 300.0) -> CleanupReport:
+            lease_timeout_s: float = 300.0, rejected_rows_path: Optional[str] = None) -> CleanupReport:
     """Remove old table versions by policy, orphaned data files and orphaned forks (module doc).
 
     At least one of ``keep_versions`` (keep the last N versions) / ``older_than`` (timedelta or
     seconds) is required. A dry run lists what would go and deletes nothing.
+    ``rejected_rows_path``: first settle the quarantines crashed loads of this graph left there
+    (:func:`~omnigraph_spark.spark.quarantine.recover_quarantine`: finish those of committed
+    loads, delete the ``_staging/<load id>/`` of loads that never committed), before any table
+    version that proves a load committed can go.
     """
     t0 = time.monotonic()
     older = _as_timedelta(older_than)
@@ -249,6 +253,10 @@ def cleanup(graph, *, keep_versions: Optional[int] = None,
     cutoff = dt.datetime.fromtimestamp(now - older.total_seconds()) if older is not None else None
     report = CleanupReport(dry_run, keep, older)
     _manifest.check_not_locked(graph.root, graph.storage_options)
+    if rejected_rows_path is not None and not dry_run:
+        from ..spark.quarantine import recover_quarantine
+
+        recover_quarantine(graph, rejected_rows_path, graph.storage_options, lease_timeout_s=lease_timeout_s)
     protected, keys, placements = _kept_graph_state(graph, keep, cutoff, report)
     live = set(placements)
     for path in sorted(keys):
