@@ -43,6 +43,7 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
     """The embedded default as a ``SparkSession.Builder``: local master, UI and console progress
     off, Python workers running this interpreter (so they import this package), Python data
     source filter pushdown on, Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``),
+    a df.write error's first line carrying the connector's ``[CODE] message`` (``HIDE_TRACEBACK``),
     Lance's compute pool no smaller than the task slots (``spark/runtime.py``), and the JVM shim
     through :func:`~omnigraph_spark.configure_spark` when there is one (a checkout's
     ``make jvm-shim`` build, else the jar a pip-installed wheel carries).
@@ -56,6 +57,8 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
     quiet_warnings()
     from pyspark.sql import SparkSession
 
+    from .spark.shim_conf import HIDE_TRACEBACK
+
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -63,6 +66,7 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.python.filterPushdown.enabled": "true",
         "spark.python.worker.reuse": "true",
+        HIDE_TRACEBACK: "true",  # df.write errors: our "[CODE] message" on the first line
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
     }
     settings.update(conf or {})

@@ -26,6 +26,9 @@ from typing import Dict, Iterable, List, Optional
 from ..errors import OptionError
 
 SHIM_JAR = "omnigraph-spark-shim.jar"
+#: Spark prints a Python data source's error without the Python traceback, so the first line of a
+#: failed df.write carries the connector's ``[CODE] message`` (docs/troubleshooting.md).
+HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 SHIM_DIR_ENV = "OMNIGRAPH_SPARK_SHIM_DIR"
 
 #: the shim's runtime libraries as Maven coordinates (jvm-shim/pom.xml's dependencies)
@@ -104,6 +107,8 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
     From a pip install: the packaged jar through ``spark.jars`` and its libraries through
     ``spark.jars.packages`` (resolved from Maven Central on first use, then Ivy's cache); from a
     checkout with ``make jvm-shim``: the built jars on ``spark.driver.extraClassPath``.
+    It also sets ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` (unless the
+    builder has it): a failed df.write then shows ``[CODE] message`` on its first line.
     ``extra_packages``: more Maven coordinates for ``spark.jars.packages`` (e.g. Delta's). List
     settings the builder already has are extended, not replaced.
 
@@ -120,6 +125,8 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
         packages = [p for p in conf.get("spark.jars.packages", "").split(",") if p] + list(extra_packages)
         conf["spark.jars.packages"] = ",".join(packages)
     current = getattr(builder, "_options", {}) or {}  # what the builder was already given
+    if HIDE_TRACEBACK not in current:  # df.write errors: "[CODE] message" on the first line
+        conf[HIDE_TRACEBACK] = "true"
     for key, value in conf.items():
         sep = _LISTS.get(key)
         before = current.get(key)
@@ -130,5 +137,5 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
     return builder
 
 
-__all__ = ["SHIM_JAR", "SHIM_PACKAGES", "SHIM_EXCLUDES", "built_shim_jars", "packaged_shim_jar", "shim_jars",
+__all__ = ["HIDE_TRACEBACK", "SHIM_JAR", "SHIM_PACKAGES", "SHIM_EXCLUDES", "built_shim_jars", "packaged_shim_jar", "shim_jars",
            "shim_spark_conf", "configure_spark"]

@@ -235,3 +235,26 @@ def test_each_bad_row_is_found_with_its_own_error_and_one_error_names_the_first_
     assert first.startswith("[CONSTRAINT_VIOLATION] node Tag column 'kind' row 2: invalid enum value 'zz'")
     assert "; more bad rows: node Tag column 'kind' row 5: non-nullable" in first and "(3 tasks refused rows)" in first
     assert [r["row"] for r in err.context["rows"]] == [2, 5, 7] and len(err.context["rows"]) <= MAX_REPORTED_ROWS
+
+
+@pytest.mark.spark
+def test_hide_traceback_puts_the_code_on_df_writes_first_line(spark, tag_graph):
+    """With spark.sql.execution.pyspark.udf.hideTraceback.enabled=true (set by local_builder,
+    configure_spark and conf/spark-defaults.conf) a failed df.write's own first line carries
+    ``[CODE]`` and the column, not Spark's ``Traceback (most recent call last):``."""
+    from omnigraph_spark.spark.shim_conf import HIDE_TRACEBACK
+
+    before = spark.conf.get(HIDE_TRACEBACK, None)
+    spark.conf.set(HIDE_TRACEBACK, "true")
+    try:
+        df = spark.createDataFrame([("t8", "a"), ("t9", "zzz")], TAG).coalesce(1)
+        with pytest.raises(Exception) as ei:
+            df.write.format("omnigraph").option("type", "Tag").mode("append").save(tag_graph)
+    finally:
+        if before is None:
+            spark.conf.unset(HIDE_TRACEBACK)
+        else:
+            spark.conf.set(HIDE_TRACEBACK, before)
+    first = _first_line(ei.value)
+    assert "[CONSTRAINT_VIOLATION]" in first and "'kind'" in first, str(ei.value)[:3000]
+    assert "Traceback" not in first
