@@ -38,7 +38,13 @@ def test_a_build_directory_goes_on_the_driver_class_path(tmp_path):
     conf = shim_conf.shim_spark_conf(str(tmp_path))
     assert conf == {"spark.driver.extraClassPath": f"{tmp_path}/{shim_conf.SHIM_JAR}:{tmp_path}/lib/lance-core-7.0.0.jar"}
     b = shim_conf.configure_spark(Builder(), shim_dir=str(tmp_path))
-    assert b._options == conf
+    assert b._options == {**conf, shim_conf.HIDE_TRACEBACK: "true"}  # clean df.write errors
+
+
+def test_configure_spark_keeps_the_builders_hide_traceback(tmp_path):
+    (tmp_path / shim_conf.SHIM_JAR).write_bytes(b"jar")
+    b = shim_conf.configure_spark(Builder(**{shim_conf.HIDE_TRACEBACK: "false"}), shim_dir=str(tmp_path))
+    assert b._options[shim_conf.HIDE_TRACEBACK] == "false"
 
 
 def test_the_packaged_jar_ships_through_spark_jars_and_its_libraries_through_ivy(packaged):
