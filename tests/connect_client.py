@@ -67,6 +67,60 @@ def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
     }
 
 
+def _drop(path: str, name: str, records: List[Dict[str, Any]]) -> None:
+    """One input file of a file stream, written whole under a temporary name, then renamed."""
+    os.makedirs(path, exist_ok=True)
+    tmp = os.path.join(path, f".{name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+    os.rename(tmp, os.path.join(path, name))
+
+
+def _split_events(batch_df):
+    """stream_and_read's split: one micro-batch of events -> the frames of one graph commit."""
+    from pyspark.sql import functions as F
+
+    ev = F.col("event")
+    return {"Person": batch_df.where(ev == "person").select("name", "age"),
+            "Knows": batch_df.where(ev == "knows").select(F.col("from").alias("src"), F.col("to").alias("dst"))}
+
+
+def stream_and_read(spark, root: str, work: str, query_id: str) -> Dict[str, Any]:
+    """Two streams, each run twice from its checkpoint (trigger availableNow) with a new file in
+    between: ``writeStream.format("omnigraph")`` of Company nodes and a ``GraphBatchWriter``
+    (foreachBatch) of Person nodes and Knows edges. Every input row must land exactly once."""
+    from omnigraph_spark import GraphBatchWriter, read_table
+
+    companies, events = os.path.join(work, "companies"), os.path.join(work, "events")
+
+    def run_companies() -> None:
+        q = (spark.readStream.schema("name string").json(companies).writeStream.format("omnigraph")
+             .option("type", "Company").option("checkpointLocation", os.path.join(work, "chk-companies"))
+             .trigger(availableNow=True).start(root))
+        q.awaitTermination()
+
+    def run_events() -> None:
+        q = (spark.readStream.schema("event string, name string, age int, `from` string, `to` string").json(events)
+             .writeStream.foreachBatch(GraphBatchWriter(root, _split_events, query_id=query_id))
+             .option("checkpointLocation", os.path.join(work, "chk-events")).trigger(availableNow=True).start())
+        q.awaitTermination()
+
+    _drop(companies, "c1.json", [{"name": "Acme"}, {"name": "Globex"}])
+    _drop(events, "e1.json", [{"event": "person", "name": "Ann", "age": 30}, {"event": "person", "name": "Bo", "age": 41},
+                              {"event": "knows", "from": "Ann", "to": "Bo"}])
+    run_companies()
+    run_events()
+    _drop(companies, "c2.json", [{"name": "Initech"}])
+    _drop(events, "e2.json", [{"event": "person", "name": "Cy", "age": 25}, {"event": "knows", "from": "Cy", "to": "Ann"}])
+    run_companies()  # restarted from its checkpoint: only the new file
+    run_events()
+    return {
+        "Company": sorted(r.name for r in read_table(spark, root, "Company").collect()),
+        "Person": sorted((r.name, r.age) for r in read_table(spark, root, "Person").collect()),
+        "Knows": sorted((r.src, r.dst) for r in read_table(spark, root, "Knows").collect()),
+    }
+
+
 def staging_left(root: str) -> List[str]:
     """Files left in the graph's staging journals (each load removes its own, hand-off included)."""
     d = os.path.join(root, "_omnigraph_spark", "staging")
@@ -92,6 +146,13 @@ def main(argv: List[str]) -> int:
             report["shim_blocker"] = shim_blocker(spark)
             report["parallelism"] = default_parallelism(spark)
             report["result"] = load_and_read(spark, params["root"], params["jsonl"])
+            report["staging_left"] = staging_left(params["root"])
+        elif scenario == "stream_and_read":
+            from omnigraph_spark import Graph
+
+            Graph.init(params["root"], open(params["schema"], encoding="utf-8").read())
+            report["result"] = stream_and_read(spark, params["root"], params["work"], params["query_id"])
+            report["commits"] = [c.actor_id for c in Graph.open(params["root"]).log()]
             report["staging_left"] = staging_left(params["root"])
         elif scenario == "probe":
             from omnigraph_spark.spark.jvm_read import shim_blocker

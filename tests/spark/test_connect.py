@@ -57,3 +57,18 @@ def test_connect_takes_the_jvm_paths_and_matches_classic(spark, connect_server, 
     assert set(people) == {"Alice", "Bob", "Charlie", "Diana", "Eve", "Frank", "Gina"}
     assert ["Initech", "Initech"] in local["format"]["Company"]  # (id, name): a keyed node's id is its key
     assert any({"Eve", "Gina", "2024-05-01"} <= set(map(str, row)) for row in local["format"]["Knows"])
+
+
+def test_streams_through_connect_commit_every_row_once(connect_server, tmp_path, fixtures_dir):
+    """``writeStream.format("omnigraph")`` and a ``GraphBatchWriter`` foreachBatch (with its
+    ``query_id``, which a Connect client must give) through Spark Connect: each stream run twice
+    from its checkpoint with a new input file in between; every row lands once, edges included,
+    one graph commit per non-empty micro-batch."""
+    remote = run_client(connect_server.url, "stream_and_read", tmp_path, root=str(tmp_path / "graph"),
+                        schema=str(fixtures_dir / "test.pg"), work=str(tmp_path / "work"), query_id="connect-events")
+    assert remote["session"].startswith("pyspark.sql.connect")
+    assert remote["result"] == {"Company": ["Acme", "Globex", "Initech"],
+                                "Person": [["Ann", 30], ["Bo", 41], ["Cy", 25]],
+                                "Knows": [["Ann", "Bo"], ["Cy", "Ann"]]}
+    assert len(remote["commits"]) == 1 + 4  # the init, then one commit per non-empty micro-batch
+    assert remote["staging_left"] == []
