@@ -809,8 +809,12 @@ class OmnigraphWriter(DataSourceArrowWriter):
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         """Driver: delete the files of the staged messages (failed job; best effort)."""
         n = abort(self._staged(messages), self.opts.storage_options)
-        if self.quarantine is not None:
-            self.quarantine.discard()
+        if self.quarantine is not None:  # also after a failed commit: keep it if the load may still land
+            try:
+                settle_quarantine(Graph.open(self.opts.path, self.opts.storage_options), self.quarantine)
+            except OmnigraphError as e:
+                log.warning("graph %s unreadable (%s): quarantine %s kept", self.opts.path, e,
+                            self.quarantine.staging_dir)
         log.info("omnigraph write of %s aborted: removed %d staged files", self.typedef.table_key, n)
 
 
