@@ -115,3 +115,27 @@ def test_cleanup_settles_quarantine(test_graph, tmp_path):
     g.cleanup(keep_versions=1, rejected_rows_path=qpath)
     assert os.path.exists(os.path.join(qpath, f"load={load_id}", "_SUCCESS"))
     assert os.path.exists(staging_other)  # no _PENDING.json and recent: may still be staging
+
+
+@pytest.mark.parametrize("step", ["after_publish", "after_table_commit#1"])
+def test_a_failed_commit_keeps_the_quarantine_while_the_load_may_land(test_graph, tmp_path, step):
+    """An error (not a crash) after the sidecar leaves it pending: the quarantine stays in
+    ``_staging`` until recovery tells whether the load landed (after the publish: it did, and
+    recover_quarantine publishes it; after one table of two: rolled back, deleted)."""
+    g = test_graph
+    qpath = str(tmp_path / "rejected")
+    env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT=f"{step}:raise")
+    p = subprocess.run([sys.executable, WRITER, g.root, qpath], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1 and "FAILPOINT" in p.stderr, p.stderr[-3000:]
+    load_id = p.stdout.split()[0]
+    staging = os.path.join(qpath, "_staging", load_id)
+    assert os.path.exists(os.path.join(staging, "_PENDING.json"))
+    g = Graph.open(g.root)
+    assert recover_quarantine(g, qpath)["left"] == 1  # a sidecar is pending: undecided
+    g.recover()
+    landed = step == "after_publish"
+    assert recover_quarantine(g, qpath) == {"published": int(landed), "deleted": int(not landed), "left": 0}
+    assert os.path.exists(os.path.join(qpath, f"load={load_id}", "_SUCCESS")) == landed
+    assert not os.path.exists(staging)
+    assert _ids(g, "node:Person") == (["new1", "new2"] if landed else [])
