@@ -58,6 +58,9 @@ def add_parsers(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--orphan-grace", type=parse_duration, default=dt.timedelta(hours=1), metavar="AGE",
                    help="leave unreferenced files younger than AGE alone (a running job may own them; default 1h)")
     p.add_argument("--no-orphans", action="store_true", help="do not sweep unreferenced data files")
+    p.add_argument("--rejected-rows-path", default=None, metavar="PATH",
+                   help="first settle the quarantines crashed loads left under this rejectedRowsPath: publish "
+                        "those of committed loads, delete the others")
     p.set_defaults(func=cmd_cleanup)
 
 
@@ -98,7 +101,8 @@ def cmd_cleanup(args, out: Output) -> int:
         raise UsageError("cleanup needs --keep-versions N, --older-than AGE, or both")
     g = Graph.open(args.uri)
     report = g.cleanup(keep_versions=args.keep_versions, older_than=args.older_than, dry_run=args.dry_run,
-                       orphan_grace_s=args.orphan_grace.total_seconds(), include_orphans=not args.no_orphans)
+                       orphan_grace_s=args.orphan_grace.total_seconds(), include_orphans=not args.no_orphans,
+                       rejected_rows_path=args.rejected_rows_path)
 
     def human(r) -> List[str]:
         rows = [(t.table_key, t.versions_removed, len(t.orphan_files), len(t.forks_removed),

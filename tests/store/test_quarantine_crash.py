@@ -99,7 +99,7 @@ def test_quarantine_crash_matrix(test_graph, tmp_path, step):
 
 
 def test_cleanup_settles_quarantine(test_graph, tmp_path):
-    """``cleanup(rejected_rows_path=...)`` finishes the quarantine of a load killed between its
+    """``cleanup --rejected-rows-path`` (``cleanup(rejected_rows_path=...)``) finishes the quarantine of a load killed between its
     commit and its publish, and leaves a recent ``_staging`` dir of a load still staging."""
     g = test_graph
     qpath = str(tmp_path / "rejected")
@@ -111,10 +111,13 @@ def test_cleanup_settles_quarantine(test_graph, tmp_path):
     staging_other = os.path.join(qpath, "_staging", "f" * 32, "node_Person")
     os.makedirs(staging_other)
     Path(staging_other, "part-p0-a0-x.parquet").write_bytes(b"")
-    g = Graph.open(g.root)
-    g.cleanup(keep_versions=1, rejected_rows_path=qpath)
+    from tests.cli.helpers import cli
+
+    r = cli("cleanup", g.root, "--keep-versions", "1", "--rejected-rows-path", qpath)  # g.cleanup(rejected_rows_path=)
+    assert r.code == 0, r.err
     assert os.path.exists(os.path.join(qpath, f"load={load_id}", "_SUCCESS"))
     assert os.path.exists(staging_other)  # no _PENDING.json and recent: may still be staging
+    assert _ids(Graph.open(g.root), "node:Person") == ["new1", "new2"]
 
 
 @pytest.mark.parametrize("step", ["after_publish", "after_table_commit#1"])
