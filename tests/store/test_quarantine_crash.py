@@ -99,8 +99,9 @@ def test_quarantine_crash_matrix(test_graph, tmp_path, step):
 
 
 def test_cleanup_settles_quarantine(test_graph, tmp_path):
-    """``cleanup --rejected-rows-path`` (``cleanup(rejected_rows_path=...)``) finishes the quarantine of a load killed between its
-    commit and its publish, and leaves a recent ``_staging`` dir of a load still staging."""
+    """``cleanup --rejected-rows-path`` (``cleanup(rejected_rows_path=...)``) finishes the
+    quarantine of a load killed between its commit and its publish, and leaves a recent
+    ``_staging`` dir of a load still staging."""
     g = test_graph
     qpath = str(tmp_path / "rejected")
     env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT="before_quarantine_publish")
@@ -113,7 +114,7 @@ def test_cleanup_settles_quarantine(test_graph, tmp_path):
     Path(staging_other, "part-p0-a0-x.parquet").write_bytes(b"")
     from tests.cli.helpers import cli
 
-    r = cli("cleanup", g.root, "--keep-versions", "1", "--rejected-rows-path", qpath)  # g.cleanup(rejected_rows_path=)
+    r = cli("cleanup", g.root, "--keep-versions", "1", "--rejected-rows-path", qpath)
     assert r.code == 0, r.err
     assert os.path.exists(os.path.join(qpath, f"load={load_id}", "_SUCCESS"))
     assert os.path.exists(staging_other)  # no _PENDING.json and recent: may still be staging
