@@ -1,4 +1,4 @@
-"""Bad rows (issue 28): a data error found in a staging task is a result, not a task failure.
+"""Bad rows: a data error found in a staging task is a result, not a task failure.
 
 Why: a row that breaks a catalog rule (type, null, enum, range, pattern, key, endpoint) breaks
 it on every attempt. Raised in a task, Spark would log ~140 lines of ``Aborting task`` /

@@ -1,5 +1,5 @@
 """One Spark application loading a bad row three ways, for tests/reliability/test_bad_rows.py
-(never imported by pytest). Issue 28: a data error is one typed error, never a retried task.
+(never imported by pytest). A data error is one typed error, never a retried task.
 
 Usage: ``python bad_rows_job.py '<json spec>'`` with ``root`` (a graph of the sample schema),
 ``counters`` (a directory) and ``master`` (``local[2,4]``: four attempts per task allowed).

@@ -1,4 +1,4 @@
-"""Bad rows (issue 28): one clean, typed error, never a retried task (invariant I20).
+"""Bad rows: one clean, typed error, never a retried task (invariant I20).
 
 A row that breaks a catalog rule is found in a staging task; the task stops, deletes what it
 staged and returns the error as its result; the driver raises ONE typed error and commits

@@ -1,4 +1,4 @@
-"""Quarantine (option rejectedRowsPath, issue 28): the valid rows commit, the bad ones are kept
+"""Quarantine (option rejectedRowsPath): the valid rows commit, the bad ones are kept
 with their reasons, good + rejected = input (invariant I20's opt-in counterpart)."""
 from __future__ import annotations
 
