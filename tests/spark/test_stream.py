@@ -313,13 +313,19 @@ def test_abort_deletes_what_the_micro_batch_staged(spark, test_graph):
     """Spark's abort of a micro-batch (a task failed) deletes the files the other tasks staged:
     nothing visible changes and no file is left."""
     import pyarrow as pa
+    from pyspark.sql import Row
 
     from omnigraph_spark.spark.stream import OmnigraphStreamWriter
 
     uri = test_graph.root
     before = (len(Graph.open(uri).log()), data_files(uri))
     w = OmnigraphStreamWriter({"path": uri, "type": "Person"}, spark.createDataFrame([], PEOPLE_SCHEMA).schema, False)
-    msgs = [w.write(iter([pa.RecordBatch.from_pylist(people(f"t{t}-", 50))])) for t in range(2)]
+
+    def partition(t: int):  # what Spark hands this pyspark's writer: Arrow batches (4.1+) or Rows (4.0)
+        rows = people(f"t{t}-", 50)
+        return iter([pa.RecordBatch.from_pylist(rows)]) if w.arrow_input else iter([Row(**r) for r in rows])
+
+    msgs = [w.write(partition(t)) for t in range(2)]
     assert data_files(uri) == before[1] + 2
     w.abort(msgs + [None], 7)  # a failed task's message is None
     assert (len(Graph.open(uri).log()), data_files(uri)) == before
