@@ -149,9 +149,12 @@ def test_rate_source_merge_stream(spark, test_graph, tmp_path):
     assert total >= 600
     g = Graph.open(uri)
     got = names(g)
-    assert len(got) == len(set(got)) == total
-    assert got == [f"r{i:06d}" for i in range(total)]
-    assert stream_commits(g) == len(batches)
+    # q.stop() can land after a micro-batch committed but before Spark recorded its progress
+    # event: the graph may hold more batches than recentProgress lists, never fewer, and every
+    # generated value exactly once with none skipped
+    assert len(got) >= total
+    assert got == [f"r{i:06d}" for i in range(len(got))]
+    assert stream_commits(g) >= len(batches)
 
 
 def test_failed_micro_batch_leaves_nothing(spark, test_graph, tmp_path):
