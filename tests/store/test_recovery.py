@@ -81,6 +81,36 @@ STEPS = {
 }
 
 
+def _recover(root):
+    """Open a crashed graph and recover it: (graph, the outcomes, or None when no sidecar was
+    pending). Every sidecar is gone afterwards (I9)."""
+    g = Graph.open(root)
+    had_sidecar = bool(g.pending_sidecars())
+    outcomes = g.recover()
+    assert g.pending_sidecars() == []  # I9
+    return g, (outcomes if had_sidecar else None)
+
+
+def _assert_audited(g, outcomes, visible: bool, version_before: int, version_now: int) -> None:
+    """A recovery left one audit row per outcome, the last saying which way it went; without a
+    sidecar the branch did not move."""
+    if outcomes is not None:
+        audits = commits.list_recovery_audits(g.root)
+        assert [a["operation_id"] for a in audits] == [o.operation_id for o in outcomes]
+        assert audits[-1]["recovery_kind"] == ("RolledForward" if visible else "RolledBack")
+    else:
+        assert version_now == version_before
+
+
+def _assert_heads_at_pins(g, branch: str):
+    """Every table the branch owns has its Lance HEAD at its manifest pin (no drift); the snapshot."""
+    snap = g.snapshot(branch)
+    for key, t in snap.tables.items():
+        if t.branch == branch:
+            assert tables.head_version(t.base_path, t.lance_branch) == t.version, key
+    return snap
+
+
 def _run_writer(root, mode, branch, which, failpoint):
     env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT=failpoint)
     p = subprocess.run([sys.executable, WRITER, root, mode, branch, which], env=env, capture_output=True,
@@ -121,10 +151,7 @@ def test_crash_matrix(test_graph, step, mode, branch, which):
     assert p.returncode == 137, p.stderr[-2000:]
     assert "COMPLETED" not in p.stdout
 
-    g = Graph.open(g.root)
-    had_sidecar = bool(g.pending_sidecars())
-    outcomes = g.recover()
-    assert g.pending_sidecars() == []  # I9
+    g, outcomes = _recover(g.root)
     visible = STEPS[step] if STEPS[step] is not None else (which == "person")
     after = rows_of(g, "node:Person", g.snapshot(branch))
     new_rows = {"append": [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 1, "name": "old"},
@@ -138,18 +165,10 @@ def test_crash_matrix(test_graph, step, mode, branch, which):
     else:
         assert after == before
         assert g.read_table("edge:Knows", g.snapshot(branch)).num_rows == 0
-    if had_sidecar:
-        audits = commits.list_recovery_audits(g.root)
-        assert [a["operation_id"] for a in audits] == [o.operation_id for o in outcomes]
-        assert audits[-1]["recovery_kind"] == ("RolledForward" if visible else "RolledBack")
-    else:
-        assert g.snapshot(branch).version == before_version
+    _assert_audited(g, outcomes, visible, before_version, g.snapshot(branch).version)
     # the graph takes the next write, and every table's HEAD equals its pin again
     write_rows(g, "node:Person", people("next"), branch=branch)
-    snap = g.snapshot(branch)
-    for key, t in snap.tables.items():
-        if t.branch == branch:  # tables this branch owns: HEAD is back at the pin (no drift)
-            assert tables.head_version(t.base_path, t.lance_branch) == t.version, key
+    snap = _assert_heads_at_pins(g, branch)
     assert "next" in [r["id"] for r in rows_of(g, "node:Person", snap)]
 
 
@@ -169,29 +188,18 @@ def test_delete_crash_matrix(test_graph, step, branch):  # I1, I8, I9, I18
     assert p.returncode == 137, p.stderr[-2000:]
     assert "COMPLETED" not in p.stdout
 
-    g = Graph.open(g.root)
-    had_sidecar = bool(g.pending_sidecars())
-    outcomes = g.recover()
-    assert g.pending_sidecars() == []  # I9
+    g, outcomes = _recover(g.root)
     visible = False if step == "after_table_commit#1" else STEPS[step]  # 1 of 2 tables: rolled back
     snap = g.snapshot(branch)
     person = [r["id"] for r in rows_of(g, "node:Person", snap)]
     knows = [r["id"] for r in rows_of(g, "edge:Knows", snap)]
     assert (person, knows) == ((["keep"], ["k2"]) if visible else (["keep", "old"], ["k1", "k2"]))
     assert snap.tables["node:Person"].row_count == len(person) and snap.tables["edge:Knows"].row_count == len(knows)
-    if had_sidecar:
-        audits = commits.list_recovery_audits(g.root)
-        assert [a["operation_id"] for a in audits] == [o.operation_id for o in outcomes]
-        assert audits[-1]["recovery_kind"] == ("RolledForward" if visible else "RolledBack")
-    else:
-        assert snap.version == before_version
+    _assert_audited(g, outcomes, visible, before_version, snap.version)
     if branch != "main":  # a crashed branch delete never touches main
         assert [r["id"] for r in rows_of(g, "node:Person")] == ["keep", "old"]
     write_rows(g, "node:Person", people("next"), branch=branch)
-    snap = g.snapshot(branch)
-    for key, t in snap.tables.items():
-        if t.branch == branch:
-            assert tables.head_version(t.base_path, t.lance_branch) == t.version, key
+    _assert_heads_at_pins(g, branch)
 
 
 # --- sidecar handling -----------------------------------------------------------------------
