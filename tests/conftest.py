@@ -70,7 +70,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def s3():
-    """A local S3 endpoint (moto's server) shared by the test session."""
+    """A local S3 endpoint (moto's server, a process of its own) shared by the test session."""
     from .object_store import serve
 
     yield from serve()
