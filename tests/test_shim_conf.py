@@ -31,12 +31,14 @@ def packaged(tmp_path, monkeypatch):
     return str(jar)
 
 
-def test_a_build_directory_goes_on_the_driver_class_path(tmp_path):
+def test_a_build_directory_goes_on_the_driver_and_executor_class_paths(tmp_path):
     (tmp_path / "lib").mkdir()
     for name in (shim_conf.SHIM_JAR, "lib/lance-core-7.0.0.jar"):
         (tmp_path / name).write_bytes(b"jar")
     conf = shim_conf.shim_spark_conf(str(tmp_path))
-    assert conf == {"spark.driver.extraClassPath": f"{tmp_path}/{shim_conf.SHIM_JAR}:{tmp_path}/lib/lance-core-7.0.0.jar"}
+    cp = f"{tmp_path}/{shim_conf.SHIM_JAR}:{tmp_path}/lib/lance-core-7.0.0.jar"
+    # the executors' too: a cluster's executors are other JVMs (tests/spark/test_standalone_cluster.py)
+    assert conf == {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp}
     b = shim_conf.configure_spark(Builder(), shim_dir=str(tmp_path))
     assert b._options == {**conf, shim_conf.HIDE_TRACEBACK: "true"}  # clean df.write errors
 

@@ -4,7 +4,9 @@ Three places, first found wins:
 
 1. a directory of built jars: ``shim_dir`` / ``$OMNIGRAPH_SPARK_SHIM_DIR``, else this
    checkout's ``jvm-shim/target`` (``make jvm-shim``): the shim jar plus its libraries in
-   ``lib/``, put on ``spark.driver.extraClassPath`` (local mode: the executors share it);
+   ``lib/``, put on ``spark.driver.extraClassPath`` and ``spark.executor.extraClassPath``
+   (local mode: the executors are the driver's JVM; a cluster's executors find the same paths
+   on their machine: this machine's workers, or the directory copied to every node);
 2. the jar inside the installed package (``omnigraph_spark/jars/omnigraph-spark-shim.jar``,
    put there by ``make wheel``): ``spark.jars`` ships it to the driver and the executors, and
    its libraries (the Lance Java SDK and two Arrow modules, :data:`SHIM_PACKAGES`) resolve
@@ -85,7 +87,8 @@ def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
     Set them before the session starts."""
     built = built_shim_jars(shim_dir)
     if built:
-        return {"spark.driver.extraClassPath": os.pathsep.join(built)}
+        cp = os.pathsep.join(built)
+        return {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp}
     jar = None if shim_dir else packaged_shim_jar()
     if jar is None:
         return {}
@@ -95,7 +98,7 @@ def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
 
 #: settings whose values are lists: configure_spark appends to what the builder already has
 _LISTS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.jars.excludes": ",",
-          "spark.driver.extraClassPath": os.pathsep}
+          "spark.driver.extraClassPath": os.pathsep, "spark.executor.extraClassPath": os.pathsep}
 
 
 def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shim_dir: Optional[str] = None):
@@ -106,7 +109,8 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
 
     From a pip install: the packaged jar through ``spark.jars`` and its libraries through
     ``spark.jars.packages`` (resolved from Maven Central on first use, then Ivy's cache); from a
-    checkout with ``make jvm-shim``: the built jars on ``spark.driver.extraClassPath``.
+    checkout with ``make jvm-shim``: the built jars on ``spark.driver.extraClassPath`` and
+    ``spark.executor.extraClassPath``.
     It also sets ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` (unless the
     builder has it): a failed df.write then shows ``[CODE] message`` on its first line.
     ``extra_packages``: more Maven coordinates for ``spark.jars.packages`` (e.g. Delta's). List
