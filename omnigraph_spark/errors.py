@@ -102,8 +102,7 @@ class JvmReadUnavailableError(OptionError):
 
 class JvmWriteUnavailableError(OptionError):
     """``engine="jvm"`` was asked for a write the JVM path cannot stage: the shim is not on the
-    classpath, the graph is not on a local file system, or a column needs a per-value check
-    only the Python path makes (docs/api.md, "The JVM write path")."""
+    classpath, or a column needs a per-value check only the Python path makes (docs/api.md, "The JVM write path")."""
 
     code = "JVM_WRITE_UNAVAILABLE"
 

@@ -30,6 +30,7 @@ from ..graph import Graph
 from ..ingest import parse_record, records_to_batch
 from ..ingest.integrity import delete_columns, delete_keys
 from ..schema.catalog import Catalog, TypeDef
+from ..store import side_files
 from ..store import tables as _tables
 from ..store.fs import RootStorage
 from ..store.layout import MAIN, RootPaths, join
@@ -81,10 +82,13 @@ class _Journal:
         fs = self._fs()
         out: List[dict] = []
         for name in fs.list_dir(self.directory):
-            if not name.endswith(".json"):  # e.g. the JVM tasks' key fingerprints (*.bin)
-                continue
+            path = join(self.directory, name)
             try:
-                out.extend(json.loads(fs.read_text(join(self.directory, name))))
+                if name.endswith(".json"):
+                    out.extend(json.loads(fs.read_text(path)))
+                elif side_files.is_entry(name):  # a JVM task's entry on an object store (a Lance file)
+                    out.extend(json.loads(side_files.read_text(path, dict(self.storage) or None)))
+                # anything else: the JVM tasks' key fingerprints, the sink's hand-off
             except Exception as e:  # a half-written entry: its files are caught by cleanup
                 log.warning("unreadable staging journal entry %s: %s", name, e)
         return out

@@ -14,8 +14,9 @@ the Python path's messages; null ids get ULIDs there. After the job the driver r
 fragments the sink hands over and validates and commits them exactly as a Python-staged load
 (``commit_load``: one graph commit, load-wide checks, sidecar-guarded publish).
 
-When the JVM path stages a DataFrame (``engine="auto"``): the shim is loaded, the graph is on a
-local file system with no storage options, and every column is covered by the above: targets
+When the JVM path stages a DataFrame (``engine="auto"``): the shim is loaded and every column
+is covered by the above (a local root or an object store alike: the storage options travel in
+the sink's ``storageSecrets`` option, see :func:`stage_jvm`): targets
 String, enum, Bool, I32, I64, F32, F64, Date and lists of them fed by a Spark type that widens
 to them; DateTime fed by a timestamp or a date (converted in the JVM, a sub-millisecond part
 refused); U32/U64/DateTime/Vector columns the DataFrame does not give (nulls); no @range or
@@ -29,7 +30,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -41,9 +41,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateType, DoubleType, FloatType,
                                IntegerType, LongType, NullType, ShortType, StringType, StructType, TimestampType)
 
+from ..errors import StorageError
 from ..graph import Snapshot
 from ..ingest import unique_groups
 from ..schema.catalog import TypeDef
+from ..store import side_files
+from ..store.fs import RootStorage
 from ..store.writes import EndsProof, FreshIdsProof, IdSource, StagedTable, WriteTarget
 from .bad_rows import Refusal, raise_refused
 from .jvm_read import ShimSession
@@ -121,11 +124,6 @@ def _how(src: Optional[DataType], target: DataType) -> str:
 def setup_blocker(spark: SparkSession, target: WriteTarget, shim: Optional[ShimSession] = None) -> Optional[str]:
     """Why no table of this load can be staged in the JVM (None: the JVM path is available).
     ``shim``: the caller's :class:`~.jvm_read.ShimSession` (the probe asked once per load)."""
-    if target.storage_options:
-        return "storage options are not passed to the JVM writer"
-    uri = target.stage_uri  # local roots are plain paths (file:// is normalised away on open)
-    if "://" in uri:
-        return f"the graph is not on a local file system ({uri.split('://')[0]}://)"
     return (shim or ShimSession(spark)).blocker()
 
 
@@ -259,8 +257,16 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     (under the graph root, which this process reads anyway): on Spark Connect the Spark driver
     runs in the server, which may be another machine than this Python process. Its name does
     not end in ``.json``, so the journal never reads it as an entry; the journal's clean-up
-    deletes it with the rest."""
-    handoff = os.path.join(journal_dir, f"handoff-{uuid.uuid4().hex}.staged")
+    deletes it with the rest.
+
+    On an object store the graph's storage options go to the executors in the sink's
+    ``storageSecrets`` option, never in ``spec``: Spark redacts the value of an option whose key
+    matches ``spark.redaction.regex`` (the default matches "secret") in plan strings and the
+    event log. The tasks' side files (journal entries, key fingerprints) and the hand-off are
+    then single-column Lance files in the journal directory (:mod:`~omnigraph_spark.store.side_files`);
+    credentials from the environment (no storage options) are the executors' own."""
+    handoff = side_files.location(journal_dir, f"handoff-{uuid.uuid4().hex}", ".staged")
+    so = target.storage_options
     spec = {"datasetUri": target.stage_uri, "tableKey": target.table_key,
             "label": f"{typedef.kind} {typedef.name}", "typeName": typedef.name,
             "where": f"{typedef.name} partition",
@@ -280,15 +286,16 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
         spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json()})
     # one option (the sink unpacks it): a py4j call per option cost ~5 ms a load
     w = projected(df, plan).write.format(SINK_CLASS).mode("append").option("spec", json.dumps(spec))
+    if so:  # its own option, whose key names a secret: Spark redacts its value in plans and the event log
+        w = w.option("storageSecrets", json.dumps(so))
     try:
         w.save()
-        with open(handoff, encoding="utf-8") as fh:
-            tasks = json.load(fh)["tasks"]
+        tasks = json.loads(side_files.read_text(handoff, so))["tasks"]
     finally:
         try:
-            os.remove(handoff)
-        except OSError:  # the job failed before its commit: no hand-off file
-            pass
+            RootStorage(journal_dir, so).delete(handoff)  # False: the job failed before its commit
+        except StorageError as e:  # the journal's clean-up deletes it with the rest
+            log.warning("cannot delete the hand-off file %s: %s", handoff, e)
     # a task whose rows broke a rule staged nothing and handed over the error (bad_rows.py)
     raise_refused([Refusal.from_json(t["error"]) for t in sorted(tasks, key=lambda t: t["partition"])
                    if t.get("error")])

@@ -39,11 +39,11 @@ final class EndpointCheck {
   private boolean failed;
 
   /** {@code spec}: {"load": token, "src": source, "dst": source}, see {@link NodeIdIndex#of}; the builds start now. */
-  EndpointCheck(JsonNode spec, String label) {
+  EndpointCheck(JsonNode spec, String label, java.util.Map<String, String> storage) {
     this.label = label;
     String load = spec.get("load").asText();
-    this.from = NodeIdIndex.of(load, spec.get("src"));
-    this.to = NodeIdIndex.of(load, spec.get("dst"));
+    this.from = NodeIdIndex.of(load, spec.get("src"), storage);
+    this.to = NodeIdIndex.of(load, spec.get("dst"), storage);
   }
 
   /** Check (or set aside) one batch's endpoints; the batch may be released afterwards. */

@@ -91,14 +91,14 @@ final class FragmentStager implements DataWriter<InternalRow> {
     this.rules = new RowRules(spec, spec.where + " " + partitionId);
     try {
       this.ends = spec.endpoints == null ? null
-          : new EndpointCheck(LanceSnapshotSource.JSON.readTree(spec.endpoints), spec.label);
+          : new EndpointCheck(LanceSnapshotSource.JSON.readTree(spec.endpoints), spec.label, spec.storageOptions);
     } catch (IOException e) {
       throw new IllegalArgumentException("bad 'endpoints' option", e);
     }
     this.keys = spec.uniqueColumn == null ? null : new KeyHashes(spec.uniqueColumn);
     try {
       this.fresh = spec.freshIds == null ? null
-          : new FreshIdCheck(LanceSnapshotSource.JSON.readTree(spec.freshIds), spec.label);
+          : new FreshIdCheck(LanceSnapshotSource.JSON.readTree(spec.freshIds), spec.label, spec.storageOptions);
     } catch (IOException e) {
       throw new IllegalArgumentException("bad 'freshIds' option", e);
     }
@@ -297,6 +297,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
           .mode(WriteParams.WriteMode.APPEND)
           .dataStorageVersion(spec.dataStorageVersion)
           .maxRowsPerFile(spec.maxRowsPerFile);
+      if (!spec.storageOptions.isEmpty()) {
+        b = b.storageOptions(spec.storageOptions);
+      }
       if (spec.maxBytesPerFile > 0) {
         b = b.maxBytesPerFile(spec.maxBytesPerFile);
       }
@@ -345,9 +348,8 @@ final class FragmentStager implements DataWriter<InternalRow> {
     }
     String keyFile = null;
     if (keys != null) { // beside the journal entries: the driver reads them, the journal's clean-up deletes them
-      Path file = journalFile("keys", ".bin");
-      keys.writeTo(file);
-      keyFile = file.toString();
+      keyFile = journalFile("keys", ".bin");
+      keys.writeTo(keyFile, spec.storageOptions);
     }
     return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments,
         ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile,
@@ -381,12 +383,25 @@ final class FragmentStager implements DataWriter<InternalRow> {
     deleteWritten();
   }
 
-  /** Delete the files the Lance writer finished (nothing references them). */
+  /**
+   * Delete the files the Lance writer finished (nothing references them); on an object store
+   * journal them instead, for the Python driver to delete (the Lance SDK has no delete).
+   */
   private void deleteWritten() throws IOException {
     if (written != null) {
-      for (FragmentMetadata f : written) {
-        for (DataFile d : f.getFiles()) {
-          Files.deleteIfExists(dataDir().resolve(d.getPath()));
+      if (SideFiles.remote(spec.datasetUri)) {
+        List<String> files = new ArrayList<>();
+        for (FragmentMetadata f : written) {
+          for (DataFile d : f.getFiles()) {
+            files.add(d.getPath());
+          }
+        }
+        journal(files);
+      } else {
+        for (FragmentMetadata f : written) {
+          for (DataFile d : f.getFiles()) {
+            Files.deleteIfExists(dataDir().resolve(d.getPath()));
+          }
         }
       }
       written = null;
@@ -428,7 +443,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
   }
 
   private Path dataDir() {
-    return Paths.get(spec.datasetUri).resolve("data"); // a local path: the planner sends no URI
+    return Paths.get(spec.datasetUri).resolve("data"); // a local root (object stores journal instead)
   }
 
   /** Note this attempt's files where the Python driver finds them (it deletes what it does not commit). */
@@ -439,13 +454,13 @@ final class FragmentStager implements DataWriter<InternalRow> {
     e.put("stage_uri", spec.datasetUri);
     ArrayNode names = e.putArray("files");
     files.forEach(names::add);
-    LanceFragmentSink.writeAtomically(journalFile("jvm", ".json"), entry.toString());
+    SideFiles.writeText(journalFile("jvm", ".json"), entry.toString(), spec.storageOptions);
   }
 
-  /** A file of this attempt in the load's staging journal directory (unique per attempt). */
-  private Path journalFile(String prefix, String ext) {
-    return Paths.get(spec.journal, prefix + "-" + spec.tableKey.replace(':', '-') + "-p" + partitionId + "-t" + taskId
-        + "-" + UUID.randomUUID().toString().substring(0, 8) + ext);
+  /** A file of this attempt in the load's staging journal directory (unique per attempt; see {@link SideFiles}). */
+  private String journalFile(String prefix, String ext) {
+    return SideFiles.name(spec.journal, prefix + "-" + spec.tableKey.replace(':', '-') + "-p" + partitionId + "-t"
+        + taskId + "-" + UUID.randomUUID().toString().substring(0, 8), ext);
   }
 
   /** The fragment as pylance's {@code FragmentMetadata.from_json} reads it. */

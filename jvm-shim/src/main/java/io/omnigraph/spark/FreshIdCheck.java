@@ -32,9 +32,9 @@ final class FreshIdCheck {
   private boolean failed;
 
   /** {@code spec}: {"load": token, "ids": source}, see {@link NodeIdIndex#of}; the build starts now. */
-  FreshIdCheck(JsonNode spec, String label) {
+  FreshIdCheck(JsonNode spec, String label, java.util.Map<String, String> storage) {
     this.label = label;
-    this.committed = NodeIdIndex.of(spec.get("load").asText(), spec.get("ids"));
+    this.committed = NodeIdIndex.of(spec.get("load").asText(), spec.get("ids"), storage);
   }
 
   /** Probe (or set aside) one batch's ids; the batch may be released afterwards. */

@@ -1,8 +1,5 @@
 package io.omnigraph.spark;
 
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.file.Path;
 import java.util.Arrays;
 import org.apache.arrow.vector.BaseIntVector;
 import org.apache.arrow.vector.FieldVector;
@@ -49,12 +46,13 @@ final class KeyHashes {
     }
   }
 
-  /** Write the fingerprints (little-endian longs, ascending unsigned) to {@code path}, completely or not at all. */
-  void writeTo(Path path) {
+  /**
+   * Write the fingerprints (ascending unsigned) to {@code location}, completely or not at all:
+   * little-endian longs on a local root, one Int64 column on an object store ({@link SideFiles}).
+   */
+  void writeTo(String location, java.util.Map<String, String> storage) {
     sortUnsigned(values, n);
-    ByteBuffer buf = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
-    buf.asLongBuffer().put(values, 0, n);
-    LanceFragmentSink.writeAtomically(path, buf.array());
+    SideFiles.writeLongs(location, values, n, storage);
   }
 
   /** Sort ``a[0, n)`` as unsigned longs: LSD radix, six passes of 11 bits (a comparison sort took 3x longer). */

@@ -53,8 +53,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  *
  * <p>Files: each task attempt that finishes notes its data files in the load's staging journal
  * ({@code journal} option, the directory the Python driver cleans); an aborted attempt deletes
- * its files itself. Local file systems only (the planner falls back to the Python path for
- * object stores). Not registered under a short name, so it never shadows the Python source.
+ * its files itself on a local root and journals them on an object store (the Lance SDK has no
+ * delete; the Python driver deletes every journaled file it does not commit). Local roots and
+ * object stores alike: the data files, the id indexes and the side files ({@link SideFiles})
+ * go through the Lance SDK with the {@code storageSecrets} options. Not registered under a
+ * short name, so it never shadows the Python source.
  */
 public final class LanceFragmentSink implements TableProvider {
 
@@ -94,6 +97,14 @@ public final class LanceFragmentSink implements TableProvider {
     final String endpoints; // {"src": ids, "dst": ids} (see NodeIdIndex): check while staging; null: do not
     final String uniqueColumn; // fingerprint this column for the driver's uniqueness proof (KeyHashes); null: do not
     final String freshIds; // {"load": token, "ids": committed ids} (see FreshIdCheck): probe while staging; null: do not
+    /**
+     * Lance storage options (object-store credentials, endpoint), from the {@code storageSecrets}
+     * option: its own option, never inside {@code spec}, because Spark redacts the value of an
+     * option whose key matches {@code spark.redaction.regex} (the default matches "secret") in
+     * plan strings and the event log. Empty: Lance's defaults (a local root, or credentials
+     * from the executor's environment). Never logged, never in a message.
+     */
+    final HashMap<String, String> storageOptions;
 
     private WriteSpec(CaseInsensitiveStringMap m) {
       this.datasetUri = require(m, "datasetUri");
@@ -112,8 +123,18 @@ public final class LanceFragmentSink implements TableProvider {
       this.endpoints = m.get("endpoints");
       this.uniqueColumn = m.get("uniqueColumn");
       this.freshIds = m.get("freshIds");
+      this.storageOptions = new HashMap<>();
       this.rules = new ArrayList<>();
       this.kinds = new java.util.HashMap<>();
+      String secrets = m.get("storageSecrets");
+      if (secrets != null) {
+        try {
+          LanceSnapshotSource.JSON.readTree(secrets).fields()
+              .forEachRemaining(e -> storageOptions.put(e.getKey(), e.getValue().asText()));
+        } catch (IOException e) { // the message of a JSON error would quote the value: not passed on
+          throw new IllegalArgumentException("bad 'storageSecrets' option (not a JSON object of strings)");
+        }
+      }
       try {
         LanceSnapshotSource.JSON.readTree(m.getOrDefault("kinds", "{}")).fields()
             .forEachRemaining(e -> kinds.put(e.getKey(), e.getValue().asText()));
@@ -313,7 +334,7 @@ public final class LanceFragmentSink implements TableProvider {
         ArrayNode frags = t.putArray("fragments");
         s.fragments.forEach(frags::add);
       }
-      writeAtomically(Paths.get(spec.handoff), out.toString());
+      SideFiles.writeText(spec.handoff, out.toString(), spec.storageOptions);
     }
 
     @Override

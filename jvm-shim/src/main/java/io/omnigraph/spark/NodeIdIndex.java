@@ -144,14 +144,15 @@ final class NodeIdIndex {
    * The index of {@code source} ({"table": {path, branch, version} | null, "files": [...]}), built
    * once per executor and load ({@code load}: a token unique to the load). Never shared across
    * loads: a Lance branch deleted and re-created can reuse a version number for other rows.
+   * {@code storage}: the load's Lance storage options (empty on a local root).
    */
-  static CompletableFuture<NodeIdIndex> of(String load, JsonNode source) {
+  static CompletableFuture<NodeIdIndex> of(String load, JsonNode source, java.util.Map<String, String> storage) {
     String key = load + " " + source;
     synchronized (CACHE) {
       SoftReference<CompletableFuture<NodeIdIndex>> ref = CACHE.get(key);
       CompletableFuture<NodeIdIndex> f = ref == null ? null : ref.get();
       if (f == null || f.isCompletedExceptionally()) {
-        f = CompletableFuture.supplyAsync(() -> build(source));
+        f = CompletableFuture.supplyAsync(() -> build(source, storage));
         CACHE.put(key, new SoftReference<>(f));
       }
       return f;
@@ -267,7 +268,7 @@ final class NodeIdIndex {
     return b.toString();
   }
 
-  private static NodeIdIndex build(JsonNode source) {
+  private static NodeIdIndex build(JsonNode source, java.util.Map<String, String> storage) {
     long t0 = System.nanoTime();
     try (BufferAllocator allocator = new RootAllocator()) {
       JsonNode table = source.get("table");
@@ -275,7 +276,7 @@ final class NodeIdIndex {
       if (table != null && !table.isNull()) {
         JsonNode branch = table.get("branch");
         ds = LanceSnapshotSource.openAt(allocator, table.get("path").asText(),
-            branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong());
+            branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong(), storage);
       }
       List<LanceFileReader> files = new ArrayList<>();
       try {
@@ -293,7 +294,7 @@ final class NodeIdIndex {
         }
         long rows = ds == null ? 0 : ds.countRows();
         for (JsonNode f : source.get("files")) {
-          files.add(LanceFileReader.open(f.asText(), allocator));
+          files.add(LanceFileReader.open(f.asText(), storage, allocator));
           rows += files.get(files.size() - 1).numRows();
         }
         Builder c = new Builder(rows);
