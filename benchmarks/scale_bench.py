@@ -1,0 +1,520 @@
+"""Loads from Parquet files at scale: wall time and peak memory of the driver and the executors.
+
+The input is generated ONCE as Parquet files (``<work>/input``): ``--rows`` rows in all, a
+quarter ``Item`` nodes (``name`` @key) and three quarters ``Link`` edges between them (three per
+source on average, inside ``@card(0..1000)``), plus an append file of ``Link`` edges (a tenth of
+the edges, endpoints among the committed nodes). Deterministic: the same ``--rows`` and ``--seed``
+give the same files. Every contender then runs in its own fresh process (``local[2]``, the
+embedded default session of :func:`omnigraph_spark.demo.local_builder`, which puts the JVM shim
+on through :func:`omnigraph_spark.configure_spark`, with ``spark.driver.memory`` set to
+``--driver-memory``) and reads its input from those files, as a lakehouse pipeline does:
+
+* ``parquet``: Parquet -> Parquet, nodes then edges (the baseline of every ratio);
+* ``delta``: Parquet -> Delta, nodes then edges (needs ``delta-spark``: ``.venv-spark40``);
+* ``write_graph``: ``write_graph`` of nodes + edges as ONE graph commit (``engine="auto"``);
+* ``append``: ``write_table`` of the append file onto the graph ``write_graph`` committed,
+  against ``parquet_append`` (the same file appended to the Parquet baseline's edges);
+* ``format``: ``df.write.format("omnigraph")`` of nodes, then edges (two commits).
+
+Per contender: wall seconds of the write (the session start and ``Graph.init`` excluded, and
+the whole process too), rows, rows/s, the ratio to Parquet on the same input, output files
+(Lance fragments, Parquet files), output bytes, and peak memory: the driver's Python process
+(VmHWM), the driver's JVM (VmHWM; in local mode the executors' JVM side lives in it) and Spark's
+Python workers (the executors' Python side: the largest one's VmHWM and the sum), read from
+``/proc`` by the contender before its session stops and cross-checked by the parent's 0.5 s
+RSS samples of the contender's process tree. Each output is deleted once measured (the graph of
+``write_graph`` after ``append``), so the disk holds the input plus one or two outputs: about
+0.2 KB per input row at the peak (10 GB at 50M rows).
+
+    .venv/bin/python -m benchmarks.scale_bench --rows 1000000 --out benchmarks/out/scale-1m.json
+    PYSPARK_PYTHON=$PWD/.venv-spark40/bin/python .venv-spark40/bin/python -m benchmarks.scale_bench \\
+        --rows 10000000 --out benchmarks/out/scale-10m.json --log benchmarks/out/scale-10m.log
+
+Progress goes to ``--log`` (and stderr). The results go to ``--out`` as JSON and a ``.md``
+beside it. ``--contenders`` picks and orders the contenders (``append`` needs ``write_graph``
+and ``parquet_append`` needs ``parquet`` earlier in the same run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+log = logging.getLogger("benchmarks.scale_bench")
+
+CONTENDERS = ("parquet", "delta", "write_graph", "append", "parquet_append", "format")
+DEFAULT_CONTENDERS = "parquet,delta,write_graph,append,parquet_append,format"
+#: what a contender needs from an earlier one in the same run
+NEEDS = {"append": "write_graph", "parquet_append": "parquet"}
+#: the baseline each contender's ratio is taken against
+BASELINE = {"parquet": "parquet", "delta": "parquet", "write_graph": "parquet", "format": "parquet",
+            "append": "parquet_append", "parquet_append": "parquet_append"}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- pure parts (tests/benchmarks/test_scale_bench.py) ----------------------------------------
+
+def split_rows(rows: int) -> Dict[str, int]:
+    """``rows`` in all -> node rows (a quarter), edge rows (the rest) and append edge rows (a
+    tenth of the edges, at least 1)."""
+    if rows < 8:
+        raise ValueError(f"--rows must be at least 8, got {rows}")
+    nodes = rows // 4
+    edges = rows - nodes
+    return {"nodes": nodes, "edges": edges, "append_edges": max(1, edges // 10)}
+
+
+def input_files(rows: int, rows_per_file: int) -> int:
+    """Parquet files per input table: one per ``rows_per_file`` rows, at least 2 (one per core)."""
+    return max(2, -(-rows // rows_per_file))
+
+
+def parse_contenders(text: str) -> List[str]:
+    """``--contenders`` -> names in run order; unknown names and a contender without the one it
+    needs earlier in the list are errors."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    for i, n in enumerate(names):
+        if n not in CONTENDERS:
+            raise ValueError(f"unknown contender {n!r}; known: {', '.join(CONTENDERS)}")
+        need = NEEDS.get(n)
+        if need and need not in names[:i]:
+            raise ValueError(f"contender {n!r} needs {need!r} earlier in --contenders")
+    if len(set(names)) != len(names):
+        raise ValueError(f"a contender is listed twice: {text!r}")
+    return names
+
+
+def status_kb(text: str, field: str) -> int:
+    """A ``/proc/<pid>/status`` field in kB (``VmHWM``, ``VmRSS``), 0 when absent."""
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def descendants(table: Mapping[int, tuple], root: int) -> List[int]:
+    """pids under ``root`` in a ``pid -> (ppid, ...)`` table, depth first."""
+    children: Dict[int, List[int]] = {}
+    for pid, row in table.items():
+        children.setdefault(row[0], []).append(pid)
+    out, stack = [], [root]
+    while stack:
+        for c in sorted(children.get(stack.pop(), [])):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float]]:
+    """Each contender's throughput over its baseline's (rows/s; > 1 = faster than the baseline),
+    both measured in the same run; None when the baseline did not run."""
+    out: Dict[str, Optional[float]] = {}
+    for name, r in results.items():
+        base = results.get(BASELINE[name])
+        if name == BASELINE[name]:
+            continue
+        out[f"{name}_vs_{BASELINE[name]}"] = (round(base["write_s"] / r["write_s"], 3)
+                                              if base and r.get("write_s") else None)
+    return out
+
+
+# -- /proc -------------------------------------------------------------------------------------
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def proc_table() -> Dict[int, tuple]:
+    """pid -> (ppid, rss bytes, comm) of every process."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    out: Dict[int, tuple] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        stat = _read(f"/proc/{d}/stat")
+        try:
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            rest = stat[stat.rindex(")") + 2:].split()
+            out[int(d)] = (int(rest[1]), int(rest[21]) * page, comm)
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+def _is_python(comm: str) -> bool:
+    return comm.startswith("python")
+
+
+def tree_hwm(root: int) -> Dict[str, Any]:
+    """VmHWM (peak RSS) of a driver process, its JVM and the JVM's Python workers, now."""
+    table = proc_table()
+    mb = 1 / 1024
+    under = descendants(table, root)
+    jvms = [p for p in under if table[p][2] == "java"]
+    workers = [p for p in under if _is_python(table[p][2])]
+    hwm = {p: status_kb(_read(f"/proc/{p}/status"), "VmHWM") for p in [root] + under}
+    return {"driver_python_hwm_mb": round(hwm[root] * mb), "driver_jvm_hwm_mb": round(sum(hwm[p] for p in jvms) * mb),
+            "worker_max_hwm_mb": round(max((hwm[p] for p in workers), default=0) * mb),
+            "workers_sum_hwm_mb": round(sum(hwm[p] for p in workers) * mb), "workers": len(workers)}
+
+
+class TreeSampler:
+    """RSS of a contender's process tree every ``interval`` s, from the parent: the contender
+    (driver Python), its java child (driver JVM) and the Python processes under the JVM."""
+
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak = {"driver_python_rss_mb": 0.0, "driver_jvm_rss_mb": 0.0, "worker_max_rss_mb": 0.0,
+                     "workers_sum_rss_mb": 0.0}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                t = proc_table()
+                under = descendants(t, self.pid)
+                mb = 1 / 2 ** 20
+                py = [t[p][1] for p in under if _is_python(t[p][2])]
+                now = {"driver_python_rss_mb": t.get(self.pid, (0, 0))[1] * mb,
+                       "driver_jvm_rss_mb": sum(t[p][1] for p in under if t[p][2] == "java") * mb,
+                       "worker_max_rss_mb": max(py, default=0) * mb, "workers_sum_rss_mb": sum(py) * mb}
+                for k, v in now.items():
+                    self.peak[k] = max(self.peak[k], v)
+            except (OSError, KeyError):  # a process ended between two reads: next sample
+                continue
+
+    def stop(self) -> Dict[str, float]:
+        self._stop.set()
+        self._t.join(timeout=5)
+        return {k: round(v) for k, v in self.peak.items()}
+
+
+def dir_stats(path: str, suffix: str) -> Dict[str, int]:
+    files = [p for p in Path(path).rglob("*") if p.is_file()]
+    return {"files": sum(1 for p in files if p.name.endswith(suffix)), "bytes": sum(p.stat().st_size for p in files)}
+
+
+# -- the contenders (each in its own process) ---------------------------------------------------
+
+def session(driver_memory: str, with_delta: bool):
+    from omnigraph_spark.demo import local_builder
+
+    b = local_builder("omnigraph-scale-bench", "local[2]", conf={"spark.driver.memory": driver_memory})
+    if with_delta:
+        from delta import configure_spark_with_delta_pip
+
+        b = configure_spark_with_delta_pip(
+            b.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from omnigraph_spark import register
+
+    register(spark)
+    return spark
+
+
+def generate(spark, work: Path, rows: int, seed: int, rows_per_file: int) -> Dict[str, Any]:
+    """The input Parquet files (run.node_frame / run.edge_frame: seeded, deterministic)."""
+    from pyspark.sql import functions as F
+
+    from benchmarks.run import edge_frame, node_frame
+
+    n = split_rows(rows)
+    inp = work / "input"
+    node_frame(spark, n["nodes"], seed, input_files(n["nodes"], rows_per_file)).write.parquet(str(inp / "nodes"))
+    edge_frame(spark, n["edges"], n["nodes"], seed, input_files(n["edges"], rows_per_file)) \
+        .write.parquet(str(inp / "edges"))
+    app = edge_frame(spark, n["append_edges"], n["nodes"], seed + 7, input_files(n["append_edges"], rows_per_file))
+    app.select(F.col("dst").alias("src"), F.col("src").alias("dst"), "weight").write.parquet(str(inp / "append"))
+    return {**n, **{f"{k}_input": dir_stats(str(inp / k), ".parquet") for k in ("nodes", "edges", "append")}}
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _graph_stats(uri: str) -> Dict[str, Any]:
+    from omnigraph_spark import Graph
+
+    g = Graph.open(uri)
+    snap = g.snapshot()
+    out: Dict[str, Any] = {"graph_version": snap.version, "tables": {}}
+    for key in ("node:Item", "edge:Link"):
+        ds = g.open_table(key, snap)
+        out["tables"][key] = {"rows": ds.count_rows(), "fragments": len(ds.get_fragments())}
+    out["rows"] = sum(t["rows"] for t in out["tables"].values())
+    out["files"] = sum(t["fragments"] for t in out["tables"].values())
+    out["bytes"] = dir_stats(uri, ".lance")["bytes"]
+    return out
+
+
+def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
+    from benchmarks.run import SCHEMA
+
+    t_proc = time.perf_counter()
+    spark = session(args.driver_memory, with_delta=name == "delta")
+    inp = work / "input"
+
+    def read(kind: str):
+        return spark.read.parquet(str(inp / kind))
+
+    res: Dict[str, Any] = {"contender": name}
+    if name == "parquet":
+        out = str(work / "out-parquet")
+        res["write_s"] = _timed(lambda: (read("nodes").write.parquet(out + "/nodes"),
+                                         read("edges").write.parquet(out + "/edges")))
+        st = dir_stats(out, ".parquet")
+        res.update(rows=spark.read.parquet(out + "/nodes").count() + spark.read.parquet(out + "/edges").count(), **st)
+    elif name == "parquet_append":
+        out = str(work / "out-parquet")
+        res["write_s"] = _timed(lambda: read("append").write.mode("append").parquet(out + "/edges"))
+        res["rows"] = spark.read.parquet(str(inp / "append")).count()
+        res.update(dir_stats(out, ".parquet"))
+    elif name == "delta":
+        out = str(work / "out-delta")
+        res["write_s"] = _timed(lambda: (read("nodes").write.format("delta").save(out + "/nodes"),
+                                         read("edges").write.format("delta").save(out + "/edges")))
+        st = dir_stats(out, ".parquet")
+        res.update(rows=sum(spark.read.format("delta").load(out + f"/{k}").count() for k in ("nodes", "edges")), **st)
+    elif name in ("write_graph", "format"):
+        from omnigraph_spark import Graph, write_graph
+
+        uri = str(work / f"out-{name}")
+        Graph.init(uri, SCHEMA)
+        if name == "write_graph":
+            res["write_s"] = _timed(lambda: write_graph(uri, {"Item": read("nodes"), "Link": read("edges")}))
+        else:
+            res["write_s"] = _timed(lambda: (
+                read("nodes").write.format("omnigraph").option("type", "Item").mode("append").save(uri),
+                read("edges").write.format("omnigraph").option("type", "Link").mode("append").save(uri)))
+        res.update(_graph_stats(uri))
+    elif name == "append":
+        from omnigraph_spark import write_table
+
+        uri = str(work / "out-write_graph")
+        before = _graph_stats(uri)
+        res["write_s"] = _timed(lambda: write_table(read("append"), uri, "Link"))
+        after = _graph_stats(uri)
+        res.update(committed_rows_before=before["rows"], rows=after["rows"] - before["rows"],
+                   fragments_added=after["files"] - before["files"], files=after["files"], bytes=after["bytes"])
+    else:
+        raise ValueError(name)
+    res["rows_per_s"] = round(res["rows"] / res["write_s"]) if res["write_s"] else None
+    res["memory_hwm"] = tree_hwm(os.getpid())  # before the session stops: the JVM and workers still run
+    conf = spark.sparkContext.getConf()
+    res["spark_driver_memory"] = conf.get("spark.driver.memory")
+    from omnigraph_spark.spark.jvm_read import shim_loaded
+
+    res["shim_loaded"] = shim_loaded(spark)  # engine="auto" stages in the JVM when it is
+    spark.stop()
+    res["process_s"] = round(time.perf_counter() - t_proc, 1)
+    res["write_s"] = round(res["write_s"], 2)
+    return res
+
+
+# -- the parent -------------------------------------------------------------------------------
+
+def _machine() -> Dict[str, Any]:
+    import platform
+
+    import pyspark
+
+    info: Dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(),
+                            "interpreter": sys.executable, "pyspark": pyspark.__version__,
+                            "platform": platform.platform(),
+                            "ram_gib": round(status_kb(_read("/proc/meminfo"), "MemTotal") / 2 ** 20, 1)}
+    from importlib.metadata import version
+
+    for dist in ("pylance", "delta-spark"):
+        try:
+            info[dist] = version(dist)
+        except Exception:  # noqa: BLE001 - not installed
+            info[dist] = None
+    info["lance_cpu_threads_env"] = os.environ.get("LANCE_CPU_THREADS")
+    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True)
+    info["commit"] = git.stdout.strip() or None
+    info["tracked_files_changed"] = len(dirty.stdout.splitlines())
+    return info
+
+
+def _load() -> List[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _delta_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("delta") is not None
+
+
+def _spawn(args, work: Path, step: str) -> Dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks.scale_bench", "--step", step, "--work", str(work),
+           "--rows", str(args.rows), "--seed", str(args.seed), "--rows-per-file", str(args.rows_per_file),
+           "--driver-memory", args.driver_memory]
+    # the driver and Spark's Python workers import the package from the tree this script is in
+    path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=path)
+    load0, t0 = _load(), time.monotonic()
+    with open(work / f"{step}.stderr", "w") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(proc.pid)
+        rc = proc.wait()
+        peaks = sampler.stop()
+    if rc != 0:
+        tail = (work / f"{step}.stderr").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{step} exited {rc}:\n{tail}")
+    res = json.loads((work / f"{step}.json").read_text())
+    res["memory_rss_sampled"] = peaks
+    res["load"] = [load0, _load()]
+    res["subprocess_s"] = round(time.monotonic() - t0, 1)
+    return res
+
+
+def _drop_outputs(work: Path, done: str, remaining: Sequence[str]) -> None:
+    """Delete outputs nothing later in the run reads (the disk holds one or two at a time)."""
+    keep = {NEEDS[r] for r in remaining if r in NEEDS}
+    for name in ("parquet", "delta", "write_graph", "format"):
+        p = work / f"out-{name}"
+        if p.exists() and name not in keep:
+            log.info("after %s: deleting %s", done, p)
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def markdown(r: Mapping[str, Any]) -> str:
+    m = r["machine"]
+    lines = [f"# Scale: loads from Parquet files, {r['rows']:,} rows ({r['date']})", "",
+             f"`{r['command']}`", "",
+             f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+             f"pyspark {m['pyspark']}, pylance {m.get('pylance')}, delta-spark {m.get('delta-spark')}; "
+             f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
+             f"{r['load_end']} at end.", "",
+             f"Input: {r['input']['nodes']:,} Item nodes + {r['input']['edges']:,} Link edges "
+             f"({r['input']['nodes_input']['files']} + {r['input']['edges_input']['files']} Parquet files, "
+             f"{(r['input']['nodes_input']['bytes'] + r['input']['edges_input']['bytes']) / 2 ** 20:,.0f} MB); "
+             f"append: {r['input']['append_edges']:,} Link edges. Generated in {r['generate_s']} s.", "",
+             "| contender | rows | write (s) | rows/s | vs baseline | driver Python peak (MB) | driver JVM peak (MB) "
+             "| largest Python worker peak (MB) | Python workers, sum (MB) | output files | output MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, c in r["contenders"].items():
+        h = c["memory_hwm"]
+        ratio = r["ratios"].get(f"{name}_vs_{BASELINE[name]}")
+        vs = "baseline" if name == BASELINE[name] else (f"{ratio}x {BASELINE[name]}" if ratio else "")
+        lines.append(f"| {name} | {c['rows']:,} | {c['write_s']} | {c['rows_per_s']:,} | {vs} "
+                     f"| {h['driver_python_hwm_mb']:,} | {h['driver_jvm_hwm_mb']:,} | {h['worker_max_hwm_mb']:,} "
+                     f"| {h['workers_sum_hwm_mb']:,} | {c.get('files', '')} | {c.get('bytes', 0) / 2 ** 20:,.0f} |")
+    lines += ["", "Peaks are VmHWM read from /proc by each contender before its session stops; the parent's "
+              "0.5 s RSS samples of the same processes are in the JSON (`memory_rss_sampled`). In local mode "
+              "the executors' JVM side runs inside the driver JVM. Ratios: the contender's rows/s over its "
+              "baseline's (parquet; append: parquet_append), same run, > 1 = faster."]
+    shim = {c.get("shim_loaded") for n, c in r["contenders"].items() if n in ("write_graph", "append", "format")}
+    if shim:
+        lines.append(f"- JVM shim loaded in the omnigraph contenders' sessions: {sorted(shim)} (write_graph and "
+                     "append use engine=\"auto\": the JVM sink when it is loaded)")
+    a = r["contenders"].get("append")
+    if a:
+        lines.append(f"- append: {a['rows']:,} edges onto a graph of {a['committed_rows_before']:,} rows, "
+                     f"{a['fragments_added']} fragments added")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=1_000_000, help="input rows in all (a quarter nodes, the rest edges)")
+    p.add_argument("--contenders", default=DEFAULT_CONTENDERS,
+                   help=f"comma-separated, in run order, of: {', '.join(CONTENDERS)} (delta is skipped without "
+                        "delta-spark)")
+    p.add_argument("--driver-memory", default="8g", help="spark.driver.memory of every contender's session")
+    p.add_argument("--rows-per-file", type=int, default=2_000_000, help="rows per generated Parquet file")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--work", default=None, help="where the input and outputs go (default: a fresh directory "
+                   "under benchmarks/out/); deleted at the end unless --keep-work")
+    p.add_argument("--keep-work", action="store_true")
+    p.add_argument("--out", default=None, help="results JSON (and a .md beside it)")
+    p.add_argument("--log", default=None, help="progress log file (also on stderr)")
+    p.add_argument("--step", default=None, help=argparse.SUPPRESS)  # internal: one step in this process
+    args = p.parse_args(argv)
+    handlers: List[logging.Handler] = [logging.StreamHandler()]
+    if args.log:
+        Path(args.log).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(args.log))
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", handlers=handlers)
+    log.setLevel(logging.INFO)
+    if args.step:
+        work = Path(args.work)
+        if args.step == "generate":
+            spark = session(args.driver_memory, with_delta=False)
+            t0 = time.perf_counter()
+            res = generate(spark, work, args.rows, args.seed, args.rows_per_file)
+            res["write_s"] = round(time.perf_counter() - t0, 1)
+            res["memory_hwm"] = tree_hwm(os.getpid())
+            spark.stop()
+        else:
+            res = run_contender(args.step, work, args)
+        (work / f"{args.step}.json").write_text(json.dumps(res))
+        return 0
+
+    names = parse_contenders(args.contenders)
+    if "delta" in names and not _delta_available():
+        log.warning("delta-spark is not importable in %s: the delta contender is skipped", sys.executable)
+        names.remove("delta")
+    split_rows(args.rows)
+    work = Path(args.work) if args.work else ROOT / "benchmarks" / "out" / f"scale-work-{args.rows}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    command = " ".join(["scale_bench"] + list(argv if argv is not None else sys.argv[1:]))
+    results: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
+                               "rows": args.rows, "driver_memory": args.driver_memory, "load_start": _load(),
+                               "contenders": {}}
+    try:
+        log.info("generating %s rows of Parquet input under %s", f"{args.rows:,}", work)
+        gen = _spawn(args, work, "generate")
+        results["input"] = {k: v for k, v in gen.items() if k in ("nodes", "edges", "append_edges", "nodes_input",
+                                                                 "edges_input", "append_input")}
+        results["generate_s"] = gen["write_s"]
+        log.info("input: %s (%s s)", results["input"], gen["write_s"])
+        for i, name in enumerate(names):
+            log.info("contender %s: start (load %s)", name, _load())
+            res = _spawn(args, work, name)
+            results["contenders"][name] = res
+            log.info("contender %s: %s rows in %s s (%s rows/s), peaks %s", name, f"{res['rows']:,}", res["write_s"],
+                     f"{res['rows_per_s']:,}", res["memory_hwm"])
+            _drop_outputs(work, name, names[i + 1:])
+            results["ratios"] = ratios(results["contenders"])
+            results["load_end"] = _load()
+            if args.out:  # after every contender: a run cut short keeps what it measured
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.out).write_text(json.dumps(results, indent=2))
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    results["ratios"] = ratios(results["contenders"])
+    results["load_end"] = _load()
+    text = markdown(results)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2))
+        Path(args.out).with_suffix(".md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

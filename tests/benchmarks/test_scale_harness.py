@@ -1,0 +1,122 @@
+"""The pure parts of the scale benchmarks (benchmarks/scale_bench.py, benchmarks/store_scale.py):
+how rows are split, which contenders may run in which order, what is deleted between them, how
+peaks are read from /proc and how ratios are taken. No Spark; never asserts timings."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import scale_bench as sb
+from benchmarks import store_scale as ss
+
+
+@pytest.mark.parametrize("rows", [8, 1_000_000, 10_000_000, 50_000_001])
+def test_split_rows_covers_every_row(rows):
+    n = sb.split_rows(rows)
+    assert n["nodes"] + n["edges"] == rows
+    assert 2.9 <= n["edges"] / n["nodes"] <= 3.2  # about 1:3 nodes:edges
+    assert 1 <= n["append_edges"] <= n["edges"] // 10 + 1
+
+
+def test_split_rows_refuses_too_few():
+    with pytest.raises(ValueError, match="at least 8"):
+        sb.split_rows(7)
+
+
+@pytest.mark.parametrize("rows,per,files", [(1, 10, 2), (10, 10, 2), (21, 10, 3), (37_500_000, 2_000_000, 19)])
+def test_input_files(rows, per, files):
+    assert sb.input_files(rows, per) == files
+
+
+def test_parse_contenders_keeps_order_and_checks_needs():
+    assert sb.parse_contenders(sb.DEFAULT_CONTENDERS) == list(sb.CONTENDERS)
+    assert sb.parse_contenders(" parquet , write_graph,append ") == ["parquet", "write_graph", "append"]
+    with pytest.raises(ValueError, match="needs 'write_graph'"):
+        sb.parse_contenders("append,write_graph")
+    with pytest.raises(ValueError, match="needs 'parquet'"):
+        sb.parse_contenders("parquet_append")
+    with pytest.raises(ValueError, match="unknown contender 'orc'"):
+        sb.parse_contenders("parquet,orc")
+    with pytest.raises(ValueError, match="twice"):
+        sb.parse_contenders("parquet,parquet")
+
+
+def test_drop_outputs_keeps_only_what_a_later_contender_reads(tmp_path):
+    for name in ("parquet", "delta", "write_graph", "format"):
+        (tmp_path / f"out-{name}").mkdir()
+    sb._drop_outputs(tmp_path, "write_graph", ["append", "parquet_append", "format"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out-parquet", "out-write_graph"]
+    sb._drop_outputs(tmp_path, "append", ["parquet_append"])
+    assert [p.name for p in tmp_path.iterdir()] == ["out-parquet"]
+    sb._drop_outputs(tmp_path, "parquet_append", [])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_status_kb():
+    text = "Name:\tpython\nVmPeak:\t  900 kB\nVmHWM:\t  1234 kB\nVmRSS:\t  1000 kB\n"
+    assert sb.status_kb(text, "VmHWM") == 1234
+    assert sb.status_kb(text, "VmRSS") == 1000
+    assert sb.status_kb(text, "VmSwap") == 0
+
+
+def test_descendants_walks_the_tree():
+    table = {1: (0, 0, "python"), 2: (1, 0, "java"), 3: (2, 0, "python3"), 4: (3, 0, "python3"), 9: (0, 0, "x")}
+    assert sorted(sb.descendants(table, 1)) == [2, 3, 4]
+    assert sb.descendants(table, 4) == []
+
+
+def test_tree_hwm_reads_this_process_and_its_children():
+    child = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(64 << 20); time.sleep(30)"])
+    try:
+        for _ in range(100):  # until the child has touched its 64 MB
+            if sb.status_kb(sb._read(f"/proc/{child.pid}/status"), "VmHWM") > 64 * 1024:
+                break
+            subprocess.run(["sleep", "0.05"])
+        h = sb.tree_hwm(os.getpid())
+        assert h["driver_python_hwm_mb"] > 0
+        # the child is a Python process under this one (as Spark's workers are under its JVM)
+        assert h["workers"] >= 1 and h["worker_max_hwm_mb"] >= 64
+        assert h["driver_jvm_hwm_mb"] == 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_ratios_against_the_baseline_of_the_same_run():
+    res = {"parquet": {"write_s": 10.0}, "write_graph": {"write_s": 20.0}, "delta": {"write_s": 8.0},
+           "parquet_append": {"write_s": 3.0}, "append": {"write_s": 2.0}}
+    r = sb.ratios(res)
+    assert r == {"write_graph_vs_parquet": 0.5, "delta_vs_parquet": 1.25, "append_vs_parquet_append": 1.5}
+    assert sb.ratios({"format": {"write_s": 5.0}}) == {"format_vs_parquet": None}
+
+
+def test_spread():
+    assert ss.spread(10_000, 10) == [1000] * 10
+    parts = ss.spread(20_003, 7)
+    assert sum(parts) == 20_003 and max(parts) - min(parts) <= 1
+    with pytest.raises(ValueError):
+        ss.spread(5, 0)
+
+
+def test_fit_line_recovers_a_line():
+    xs = [10, 100, 300, 1000]
+    f = ss.fit_line(xs, [0.5 + 0.002 * x for x in xs])
+    assert f["intercept"] == pytest.approx(0.5) and f["slope"] == pytest.approx(0.002)
+    with pytest.raises(ValueError):
+        ss.fit_line([1, 1], [2, 3])
+
+
+def test_history_touches_two_tables_in_turn():
+    seen = [ss.tables_touched(c, 10) for c in range(5)]
+    assert all(len(t) == 2 for t in seen)
+    assert sorted(i for t in seen for i in t) == list(range(10))
+
+
+def test_schema_of_compiles():
+    from omnigraph_spark.schema import compile_schema
+
+    cat = compile_schema(ss.schema_of(3)).catalog()
+    assert sorted(cat.nodes) == ["T0", "T1", "T2"]
