@@ -99,12 +99,21 @@ def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, w
     if positions is not None:
         pos = _combine(positions)
         rows = [pos[r].as_py() for r in rows]
+    raise unique_violation(typedef, columns, values, rows, dup.num_rows, what=what)
+
+
+def unique_violation(typedef: TypeDef, columns: Sequence[str], values: Sequence[object], rows: Sequence[int],
+                     duplicates: int, *, what: str) -> UniqueViolationError:
+    """The error of a uniqueness rule: ``values`` is the duplicated tuple whose first row comes
+    first in the load, ``rows`` its first two rows, ``duplicates`` how many tuples repeat. Every
+    uniqueness check (in memory or distributed) words its error here."""
+    columns, values, rows = list(columns), list(values), list(rows)
     label = f"{typedef.name}.{_fmt_tuple(columns)}"
-    raise UniqueViolationError(
+    return UniqueViolationError(
         f"{what} violation on {label}: value '{_fmt_tuple(values)}' appears in rows "
-        f"{rows[0]} and {rows[1]} ({dup.num_rows} duplicated value(s) in total)",
+        f"{rows[0]} and {rows[1]} ({duplicates} duplicated value(s) in total)",
         table=typedef.table_key, columns=columns, value=values, rows=rows,
-        duplicates=dup.num_rows)
+        duplicates=duplicates)
 
 
 #: probes longer than this run on two threads, each with its own hash set of the ids (building
@@ -143,18 +152,27 @@ def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_
         return
     pos = _combine(positions) if positions is not None else None
     rows = pc.indices_nonzero(pc.or_(bad_src, bad_dst)).to_pylist()[:limit]
+    offenders = [(pos[i].as_py() if pos is not None else i, src[i].as_py(), dst[i].as_py(),
+                  bool(bad_src[i].as_py()), bool(bad_dst[i].as_py())) for i in rows]
+    raise dangling_error(edge_typedef, offenders, n_src, n_dst)
+
+
+def dangling_error(edge_typedef: TypeDef, offenders: Sequence[Tuple[int, object, object, bool, bool]],
+                   n_src: int, n_dst: int) -> DanglingEdgeError:
+    """The error of an endpoint check: ``offenders`` are the first dangling rows in load order,
+    each ``(row, src, dst, src missing, dst missing)``; ``n_src``/``n_dst`` count every
+    missing end. Every endpoint check (in memory or distributed) words its error here."""
     lines = []
-    for i in rows:
-        r = pos[i].as_py() if pos is not None else i
-        if bad_src[i].as_py():
-            lines.append(f"edge {edge_typedef.name} row {r}: src '{src[i].as_py()}' not found "
+    for r, src, dst, bad_src, bad_dst in offenders:
+        if bad_src:
+            lines.append(f"edge {edge_typedef.name} row {r}: src '{src}' not found "
                          f"in {edge_typedef.from_type}")
-        if bad_dst[i].as_py():
-            lines.append(f"edge {edge_typedef.name} row {r}: dst '{dst[i].as_py()}' not found "
+        if bad_dst:
+            lines.append(f"edge {edge_typedef.name} row {r}: dst '{dst}' not found "
                          f"in {edge_typedef.to_type}")
     total = n_src + n_dst
     more = f" (and {total - len(lines)} more)" if total > len(lines) else ""
-    raise DanglingEdgeError(
+    return DanglingEdgeError(
         "; ".join(lines) + more + f" [{n_src} dangling src, {n_dst} dangling dst]",
         table=edge_typedef.table_key, dangling_src=n_src, dangling_dst=n_dst)
 
@@ -179,16 +197,24 @@ def check_fresh_ids(typedef: TypeDef, staged_ids: ArrayLike, committed_ids: Arra
     raise_key_conflict(typedef, found, f"already committed on branch '{branch}'", limit=limit)
 
 
-def raise_key_conflict(typedef: TypeDef, ids: ArrayLike, why: str, *, limit: int = 5) -> None:
-    """The KEY_CONFLICT error for ``ids`` (distinct values): type, the first ``limit`` ids, count."""
-    shown = sorted(str(v) for v in _combine(ids).to_pylist()[:10_000])[:limit]
-    more = f" (and {len(ids) - len(shown)} more)" if len(ids) > len(shown) else ""
+#: a KEY_CONFLICT names the smallest of the first this many conflicting ids (in load order)
+KEY_CONFLICT_SAMPLE = 10_000
+
+
+def raise_key_conflict(typedef: TypeDef, ids: ArrayLike, why: str, *, limit: int = 5,
+                       total: Optional[int] = None) -> None:
+    """The KEY_CONFLICT error for ``ids`` (distinct values, in the order they were found; at
+    least the first :data:`KEY_CONFLICT_SAMPLE` of them): type, the first ``limit`` ids, count
+    (``total``, or ``len(ids)``)."""
+    shown = sorted(str(v) for v in _combine(ids).to_pylist()[:KEY_CONFLICT_SAMPLE])[:limit]
+    n = len(ids) if total is None else total
+    more = f" (and {n - len(shown)} more)" if n > len(shown) else ""
     key = "" if typedef.is_edge or typedef.key_property is None else f" (@key {typedef.key_property})"
     raise KeyConflictError(
-        f"append to {typedef.kind} {typedef.name}: {len(ids)} id(s){key} {why}: "
+        f"append to {typedef.kind} {typedef.name}: {n} id(s){key} {why}: "
         + ", ".join(f"'{v}'" for v in shown) + more
         + "; append is a strict insert (use writeMode=merge to upsert); nothing was committed",
-        table=typedef.table_key, keys=shown, conflicts=len(ids))
+        table=typedef.table_key, keys=shown, conflicts=n)
 
 
 def src_counts(src: ArrayLike) -> pa.Table:
@@ -259,12 +285,22 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
     offenders = totals.filter(bad).sort_by("src")
     if offenders.num_rows == 0:
         return pc.max(totals["count_sum"]).as_py() or 0
+    first = list(zip(offenders["src"].to_pylist()[:limit], offenders["count_sum"].to_pylist()[:limit]))
+    raise card_violation(edge_typedef, first, offenders.num_rows)
+
+
+def card_violation(edge_typedef: TypeDef, offenders: Sequence[Tuple[str, int]], violations: int
+                   ) -> CardinalityViolationError:
+    """The error of an @card check: ``offenders`` are the first offending ``(src, edges)`` by
+    ``src``, ``violations`` how many sources break the bounds. Every @card check (in memory or
+    distributed) words its error here."""
+    card = edge_typedef.cardinality
     lines = []
-    for src, n in zip(offenders["src"].to_pylist()[:limit], offenders["count_sum"].to_pylist()[:limit]):
+    for src, n in offenders:
         bound = f"max {card.max}" if card.max is not None and n > card.max else f"min {card.min}"
         lines.append(f"source '{src}' has {n} edges ({bound})")
-    more = f" (and {offenders.num_rows - len(lines)} more)" if offenders.num_rows > len(lines) else ""
-    raise CardinalityViolationError(
+    more = f" (and {violations - len(lines)} more)" if violations > len(lines) else ""
+    return CardinalityViolationError(
         f"@card violation on edge {edge_typedef.name}: " + "; ".join(lines) + more,
-        table=edge_typedef.table_key, violations=offenders.num_rows,
-        first_source=offenders["src"][0].as_py())
+        table=edge_typedef.table_key, violations=violations,
+        first_source=offenders[0][0])
