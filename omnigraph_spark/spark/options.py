@@ -20,6 +20,7 @@ from ..store.layout import MAIN, normalize_branch
 from ..store.tables import DEFAULT_MAX_ROWS_PER_FILE
 
 WRITE_MODES = ("append", "merge", "overwrite", "delete")
+DEFAULT_DISTRIBUTED_CHECK_ROWS = 5_000_000
 STORAGE_PREFIX = "storage."
 DEFAULT_LEASE_TIMEOUT_S = 300.0
 
@@ -65,6 +66,13 @@ OPTIONS: Tuple[OptionSpec, ...] = (
     OptionSpec("maxBytesPerFile", "write", None, "Maximum bytes per staged Lance data file (Lance default)."),
     OptionSpec("commitLeaseTimeout", "write", str(int(DEFAULT_LEASE_TIMEOUT_S)),
                "Seconds to wait for the graph's commit lease (serialises concurrent writers)."),
+    OptionSpec("distributedCheckRows", "write", str(DEFAULT_DISTRIBUTED_CHECK_ROWS),
+               "A load-wide check (key/@unique uniqueness, the strict-append id check, endpoint existence, @card) "
+               "that reads at least this many staged + committed rows runs as Spark jobs on the executors, "
+               "before the commit lease; the driver holds only counts and the first offenders. Below it the "
+               "check reads its columns into the driver. 0: never distributed. Needs an active SparkSession in "
+               "the committing process: write_graph, write_table, load_jsonl; df.write.format('omnigraph') "
+               "commits in a Python worker without one, so its checks always run in that worker's memory."),
     OptionSpec("version", "read", None,
                "Read the branch at this manifest (graph) version. Excludes commit/timestampAsOf."),
     OptionSpec("commit", "read", None, "Read at this graph commit id. Excludes version/timestampAsOf."),
@@ -198,6 +206,8 @@ class WriteOptions:
     commit_lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
     cascade: bool = False
     rejected_rows_path: Optional[str] = None
+    #: checks reading at least this many rows run as Spark jobs (0: never); spark/dist_checks.py
+    distributed_check_rows: int = DEFAULT_DISTRIBUTED_CHECK_ROWS
     storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
@@ -235,6 +245,8 @@ class WriteOptions:
                    commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
                    cascade=_bool(plain, "cascade", False),
                    rejected_rows_path=_rejected_rows_path(plain, mode),
+                   distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)
+                   if _str(plain, "distributedCheckRows") is not None else DEFAULT_DISTRIBUTED_CHECK_ROWS,
                    storage=tuple(sorted(storage.items())))
 
     @property

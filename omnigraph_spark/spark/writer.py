@@ -43,7 +43,8 @@ from ..store import side_files
 from ..store import tables as _tables
 from ..ingest import integrity as _integrity
 from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget,
-                            abort, commit_load, prepare_target, stage)
+                            abort, commit_load, merge_by_key, prepare_target, stage)
+from .dist_checks import DistChecks, committed_pin
 from .bad_rows import (BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error,
                        split_bad_rows)
 from .options import WriteOptions
@@ -272,7 +273,8 @@ def spark_to_arrow_schema(schema: Optional[StructType]) -> Optional[pa.Schema]:
 
 # -- load-wide validation (driver, inside the commit lease) --------------------------------
 
-def make_validator(graph: Graph, cascade: bool = False) -> Callable[[Snapshot, Mapping[str, StagedTable]], object]:
+def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistChecks] = None
+                   ) -> Callable[..., object]:
     """A ``validate(snapshot, staged_by_key)`` callback for ``commit_load``.
 
     Runs on the driver, under the commit lease, against the fresh snapshot; it reads only the
@@ -293,11 +295,19 @@ def make_validator(graph: Graph, cascade: bool = False) -> Callable[[Snapshot, M
     incident to a deleted node, and with ``cascade`` every edge a node overwrite orphans, are
     returned as deletions for the same commit (a :class:`~..store.writes.Checked`); without
     ``cascade`` an orphaning overwrite is a DANGLING_EDGE naming each edge type and its count.
+
+    With ``dist`` (option distributedCheckRows), a check that reads at least its threshold of
+    staged + committed rows runs as Spark jobs instead (:mod:`.dist_checks`, invariant I21):
+    the same error, the driver holds only counts and offenders. ``validate(snap, staged,
+    distributed_only=True)`` runs only those, before the lease, memoising their outcomes under
+    the exact versions and files they read; the validator inside the lease reuses an outcome
+    only if its inputs did not move, else the check runs again.
     """
     catalog: Catalog = graph.catalog
     so = graph.storage_options
 
-    def validate(snap: Snapshot, staged: Mapping[str, StagedTable]) -> Dict[str, Dict[str, str]]:
+    def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
+                 distributed_only: bool = False) -> Dict[str, Dict[str, str]]:
         # Every read is lazy and shared (_Once): the checks below run concurrently and each
         # reads what it needs, so Lance reads overlap other checks' hashing instead of all
         # reads running first. Each column set is still read once.
@@ -306,7 +316,7 @@ def make_validator(graph: Graph, cascade: bool = False) -> Callable[[Snapshot, M
         def staged_cols(key: str, cols: Sequence[str]) -> pa.Table:
             def read() -> pa.Table:
                 s = staged[key]
-                t = _tables.read_staged_columns(s.stage_uri, s.fragments, list(cols), so) if s.fragments else None
+                t = _read_staged(s, cols, so) if s.fragments else None
                 if t is None:
                     schema = graph.open_table(key, snap).schema
                     t = pa.Table.from_batches([], schema=pa.schema([schema.field(c) for c in cols]))
@@ -314,8 +324,7 @@ def make_validator(graph: Graph, cascade: bool = False) -> Callable[[Snapshot, M
             return once(("staged", key, tuple(cols)), read)
 
         def committed(key: str, cols: Sequence[str]) -> pa.Table:
-            return once(("committed", key, tuple(cols)),
-                        lambda: graph.open_table(key, snap).to_table(columns=list(cols)))
+            return once(("committed", key, tuple(cols)), lambda: _read_committed(graph, snap, key, cols))
 
         def recorded_bound(key: str) -> Optional[int]:
             t = snap.table(key)
@@ -343,7 +352,33 @@ def make_validator(graph: Graph, cascade: bool = False) -> Callable[[Snapshot, M
             chunks = [c for p in parts for c in p.chunks]
             return pa.chunked_array(chunks, pa.string())
 
-        checks: List[Callable[[], None]] = []  # in the order a sequential run would raise
+        def schema_of(key: str) -> pa.Schema:
+            return once(("schema", key), lambda: graph.open_table(key, snap).schema)
+
+        def spread(rows: int, *keys_cols: Tuple[str, Sequence[str]]) -> bool:
+            """This check reads ``rows`` rows: run it as Spark jobs?"""
+            return (dist is not None and dist.wants(rows)
+                    and all(dist.supports(schema_of(k), cols) for k, cols in keys_cols))
+
+        def ids_rows(type_name: str) -> int:
+            nkey = f"node:{type_name}"
+            n = staged[nkey].rows if nkey in staged else 0
+            return n if nkey in staged and staged[nkey].mode == "overwrite" else n + snap.table(nkey).row_count
+
+        def card_dist(td: TypeDef, mode: str, proof: Optional[EndsProof], key: str) -> None:
+            card = td.cardinality
+            if proof is not None and mode != "merge" and card.max is not None and card.min <= 1:
+                most = 0 if mode == "overwrite" else recorded_bound(key)  # I15 + I16: no rows read
+                if most is not None and proof.src_bound + most <= card.max:
+                    facts[key] = {SRC_BOUND_PROP: str(proof.src_bound + most)}
+                    return
+            most = dist.card(td, mode, staged[key], schema_of(key),  # type: ignore[union-attr]
+                             None if mode == "overwrite" else committed_pin(snap, key))
+            if most is not None and card.max is not None:
+                facts[key] = {SRC_BOUND_PROP: str(most)}
+
+        # in the order a sequential run would raise; True: the check runs as Spark jobs
+        checks: List[Tuple[Callable[[], None], bool]] = []
         for key in sorted(staged):
             s = staged[key]
             td = catalog.by_table_key(key)
@@ -355,38 +390,76 @@ def make_validator(graph: Graph, cascade: bool = False) -> Callable[[Snapshot, M
             id_by_key = _id_is_checked_key(td, groups)
             for cols, what in groups:
                 conflict = strict and id_by_key and cols == (td.key_property,)
-                if s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
-                    checks.append(functools.partial(_unique_fingerprinted, td, s, staged_cols, key, cols, what,
-                                                    conflict=conflict, storage_options=so))
+                if spread(s.rows, (key, cols)):  # I21
+                    checks.append((functools.partial(dist.unique, td, s, schema_of(key), cols, what,  # type: ignore
+                                                     conflict=conflict), True))
+                elif s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
+                    checks.append((functools.partial(_unique_fingerprinted, td, s, staged_cols, key, cols, what,
+                                                     conflict=conflict, storage_options=so), False))
                 else:
-                    checks.append(functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict))
+                    checks.append((functools.partial(_unique_of, td, staged_cols, key, cols, what,
+                                                     conflict=conflict), False))
             id_cols = ["id", "src", "dst"] if td.is_edge else ["id"]
             if not id_by_key and not s.minted_ids:
-                # edges: read id, src and dst in one pass and check id on that table
-                checks.append(functools.partial(
-                    _unique_of, td, staged_cols, key, ["id"],
-                    "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id",
-                    read_cols=id_cols, conflict=strict))
-            if strict and snap.table(key).row_count and not _fresh_proven(td, s, snap):
-                checks.append(functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key, id_cols))
+                what = "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"
+                if spread(s.rows, (key, ["id"])):
+                    checks.append((functools.partial(dist.unique, td, s, schema_of(key), ["id"], what,  # type: ignore
+                                                     conflict=strict), True))
+                else:  # edges: read id, src and dst in one pass and check id on that table
+                    checks.append((functools.partial(_unique_of, td, staged_cols, key, ["id"], what,
+                                                     read_cols=id_cols, conflict=strict), False))
+            committed_rows = snap.table(key).row_count
+            if strict and committed_rows and not _fresh_proven(td, s, snap):
+                if spread(s.rows + committed_rows, (key, ["id"])):
+                    checks.append((functools.partial(dist.fresh, td, s, schema_of(key),  # type: ignore
+                                                     committed_pin(snap, key), committed_rows, snap.branch), True))
+                else:
+                    checks.append((functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key,
+                                                     id_cols), False))
             if not td.is_edge:
                 continue
             # minted ids are all new: nothing to shadow, nothing to collapse, so no id column,
             # and a merge of them only inserts: to the counts it is an append
             end_cols = ["src", "dst"] if s.minted_ids else ["id", "src", "dst"]
+            fkey, tkey = f"node:{td.from_type}", f"node:{td.to_type}"
             if not _ends_proven(td, s, snap, staged):
-                checks.append(functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids))
+                if spread(s.rows + ids_rows(td.from_type or "") + ids_rows(td.to_type or ""),
+                          (key, ["src", "dst"]), (fkey, ["id"]), (tkey, ["id"])):
+                    checks.append((functools.partial(
+                        dist.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),  # type: ignore
+                        id_source(snap, staged, tkey), schema_of(fkey), schema_of(tkey)), True))
+                else:
+                    checks.append((functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids), False))
             card = td.cardinality
             if card.min > 0 or card.max is not None:
                 mode = "append" if s.mode == "merge" and s.minted_ids else s.mode
-                checks.append(functools.partial(card_check, td, mode, s.ends, key, end_cols))
-        run_checks(checks)
+                read = s.rows + (0 if mode == "overwrite" else committed_rows)
+                if spread(read, (key, ["id", "src"] if mode == "merge" else ["src"])):
+                    checks.append((functools.partial(card_dist, td, mode, s.ends, key), True))
+                else:
+                    checks.append((functools.partial(card_check, td, mode, s.ends, key, end_cols), False))
+        if distributed_only:
+            if dist is not None:
+                dist.prove([c for c, spread_out in checks if spread_out])
+            return facts
+        run_checks([c for c, _ in checks])
         deletions, missing = _deletions(catalog, snap, staged, committed, staged_cols, cascade)
         if deletions or missing:
             return Checked(facts, deletions, missing)
         return facts
 
     return validate
+
+
+def _read_staged(s: StagedTable, cols: Sequence[str], storage_options) -> pa.Table:
+    """Driver: ``cols`` of every staged row of ``s`` (the in-memory checks' only staged read)."""
+    return _tables.read_staged_columns(s.stage_uri, s.fragments, list(cols), storage_options)
+
+
+def _read_committed(graph: Graph, snap: Snapshot, key: str, cols: Sequence[str]) -> pa.Table:
+    """Driver: ``cols`` of every committed row of ``key`` at the snapshot (the in-memory checks'
+    only committed read)."""
+    return graph.open_table(key, snap).to_table(columns=list(cols))
 
 
 def _deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], committed, staged_cols,
@@ -660,8 +733,26 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
                   quarantine: Optional[Quarantine] = None, rejected: Sequence[Rejected] = ()) -> LoadResult:
     """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure.
     ``rejected``: what the tasks quarantined into ``quarantine`` (its counts travel in the
-    commit's properties; its files are published after the commit, deleted on failure)."""
-    validate = make_validator(graph, cascade=opts.cascade)
+    commit's properties; its files are published after the commit, deleted on failure).
+
+    With an active SparkSession on this process, the checks above ``distributedCheckRows`` run
+    as Spark jobs first, outside the commit lease, on the branch's current snapshot (I21)."""
+    dist = DistChecks.for_load(opts.distributed_check_rows, graph.storage_options)
+    validate = make_validator(graph, cascade=opts.cascade, dist=dist)
+    if dist is not None:
+        try:
+            snap = graph.snapshot(branch)
+            by_key = merge_by_key(staged)
+            # no check can reach the threshold: nothing to run before the lease
+            if dist.wants(sum(s.rows for s in by_key.values())
+                          + sum(snap.table(t.table_key).row_count for t in graph.catalog.types())):
+                validate(snap, by_key, distributed_only=True)
+        except BaseException as e:
+            n = abort(staged, graph.storage_options)
+            if quarantine is not None:
+                settle_quarantine(graph, quarantine)
+            log.info("checks before the commit failed (%s); removed %d staged files", e, n)
+            raise tag_error(e)
     files = [r.file for r in rejected if r.file]
     if quarantine is not None and files:
         keys = {s.table_key for s in staged}

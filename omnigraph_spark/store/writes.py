@@ -455,9 +455,7 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Opt
     On a drift caused by another writer mid-commit it waits and retries from the already
     staged fragments (no data is rewritten). Overwrite is strict: a moved pin is a conflict.
     """
-    by_key: Dict[str, StagedTable] = {}
-    for s in staged:
-        by_key[s.table_key] = StagedTable.merge([by_key[s.table_key], s]) if s.table_key in by_key else s
+    by_key = merge_by_key(staged)
     attempts = 0
     with _lease.hold(graph.storage, graph.root, timeout_s=lease_timeout_s, owner=actor or ""):
         rec = already_applied(graph, txn) if txn is not None else None
@@ -484,6 +482,14 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Opt
                     _heal(graph)
                 log.info("commit attempt %d drifted (%s); retrying from staged fragments", attempts, e)
                 time.sleep(min(0.1 * 2 ** attempts, 2.0))
+
+
+def merge_by_key(staged: Sequence[StagedTable]) -> Dict[str, StagedTable]:
+    """The staged tables of a load, one per table key (the parts of a key merged, in order)."""
+    by_key: Dict[str, StagedTable] = {}
+    for s in staged:
+        by_key[s.table_key] = StagedTable.merge([by_key[s.table_key], s]) if s.table_key in by_key else s
+    return by_key
 
 
 def _op_marker(root: str, operation_id: str) -> str:

@@ -72,7 +72,8 @@ def test_options_table_documents_every_key():
     names = {o.name for o in OPTIONS}
     assert {"path", "type", "branch", "writeMode", "actor", "txnAppId", "txnVersion", "maxRowsPerFile",
             "maxBytesPerFile", "commitLeaseTimeout", "version", "commit", "timestampAsOf", "columns",
-            "maxRowsPerPartition", "minPartitions", "pushdown", "storage.<key>", "cascade", "rejectedRowsPath"} == names
+            "maxRowsPerPartition", "minPartitions", "pushdown", "storage.<key>", "cascade", "rejectedRowsPath",
+            "distributedCheckRows"} == names
     assert all(o.scope in ("read", "write", "read/write") and o.description for o in OPTIONS)
     for o in OPTIONS:  # every documented option parses in its scope
         if o.name.startswith("storage."):
@@ -97,3 +98,12 @@ def test_auto_registration_module_is_discoverable():
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "omnigraph"
+
+
+def test_distributed_check_rows_is_parsed_once():
+    assert WriteOptions.from_options({"path": "/g", "type": "P"}).distributed_check_rows == 5_000_000
+    assert WriteOptions.from_options({"path": "/g", "type": "P", "distributedCheckRows": "0"}).distributed_check_rows == 0
+    for bad in ("-1", "many"):
+        with pytest.raises(OptionError) as ei:
+            WriteOptions.from_options({"path": "/g", "type": "P", "distributedCheckRows": bad})
+        assert ei.value.context.get("option") == "distributedCheckRows"

@@ -1,0 +1,410 @@
+"""Load-wide checks as Spark jobs: the driver's memory stays bounded by tables and files, not rows.
+
+Driver. For a load above the option ``distributedCheckRows`` (the staged plus committed rows a
+check reads), :func:`~.writer.make_validator` hands each load-wide check here instead of reading
+the columns into the driver:
+
+* executors read only the columns a check needs: the staged Lance data files (one task per group
+  of files, :class:`lance.file.LanceFileReader`) and the committed fragments at the snapshot's
+  pinned version; every row carries its load-wide position (file ordinal and offset turned into
+  a global row number by prefix sums of the files' row counts, in the order the driver
+  concatenates them: :func:`~..store.tables.data_file_uris`);
+* Spark SQL groups and joins them (its planner picks broadcast or shuffle), and the driver
+  collects only counts and the first few offenders;
+* the error is worded by the same functions the in-memory checks use (``unique_violation``,
+  ``dangling_error``, ``raise_key_conflict``, ``card_violation`` in :mod:`..ingest.checks`), so
+  both paths raise the same error, row for row (invariant I21).
+
+Each outcome (pass, the bound it found, or the error) is memoised under the exact inputs it
+read: the staged files and the committed ``(base path, Lance branch, version)`` of every table.
+The writer runs the checks before it takes the commit lease (:meth:`DistChecks.prove`); inside
+the lease the validator asks again with the fresh snapshot's inputs and gets the memoised outcome
+only if nothing moved, else the check runs again there. A stale outcome is never used.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import pyarrow as pa
+
+from ..ingest.checks import KEY_CONFLICT_SAMPLE, card_violation, dangling_error, raise_key_conflict, unique_violation
+from ..schema.catalog import TypeDef
+from ..store import tables as _tables
+from ..store.writes import IdSource, StagedTable
+
+log = logging.getLogger(__name__)
+
+POS = "__omnigraph_pos"
+#: files (or committed fragments) one read task takes at most
+FILES_PER_TASK = 8
+
+
+@dataclass(frozen=True)
+class StagedFiles:
+    """A staged table's data files in the driver's concatenation order, with their row counts."""
+
+    uris: Tuple[str, ...]
+    rows: Tuple[int, ...]
+
+    @staticmethod
+    def of(s: StagedTable) -> "StagedFiles":
+        uris, rows = [], []
+        for frag in s.fragments:
+            for df in frag.files:
+                uris.append(f"{s.stage_uri.rstrip('/')}/data/{df.path}")
+                rows.append(int(frag.physical_rows))
+        return StagedFiles(tuple(uris), tuple(rows))
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows)
+
+    def bases(self) -> List[int]:
+        out, acc = [], 0
+        for n in self.rows:
+            out.append(acc)
+            acc += n
+        return out
+
+    def locate(self, pos: int) -> Tuple[str, int]:
+        """The file and offset of load-wide row ``pos``."""
+        bases = self.bases()
+        i = bisect.bisect_right(bases, pos) - 1
+        return self.uris[i], pos - bases[i]
+
+
+Pinned = Tuple[str, Optional[str], int]  # (base_path, lance_branch, version) of a committed table
+
+
+def _read_staged(storage_options, columns: Sequence[str], schema: pa.Schema):
+    """Executor: the rows of ``(uri, base)`` pairs' files, ``columns`` plus their position."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from lance.file import LanceFileReader
+
+        for b in batches:
+            for uri, base in zip(b.column("uri").to_pylist(), b.column("base").to_pylist()):
+                reader = LanceFileReader(uri, storage_options=storage_options, columns=list(columns))
+                offset = base
+                for part in reader.read_all(batch_size=65536).to_batches():
+                    yield _with_pos(part, columns, schema, offset)
+                    offset += part.num_rows
+
+    return run
+
+
+def _read_committed(pinned: Pinned, storage_options, columns: Sequence[str], schema: pa.Schema):
+    """Executor: the live rows of ``(fragment id, base)`` pairs of the pinned committed table."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ds = None
+        for b in batches:
+            for fid, base in zip(b.column("uri").to_pylist(), b.column("base").to_pylist()):
+                if ds is None:
+                    ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
+                                              storage_options=storage_options)
+                offset = base
+                for part in ds.get_fragment(int(fid)).to_batches(columns=list(columns), batch_size=65536):
+                    yield _with_pos(part, columns, schema, offset)
+                    offset += part.num_rows
+
+    return run
+
+
+def _with_pos(part: pa.RecordBatch, columns: Sequence[str], schema: pa.Schema, offset: int) -> pa.RecordBatch:
+    import numpy as np
+
+    arrays = [part.column(c).cast(schema.field(c).type) for c in columns]
+    arrays.append(pa.array(np.arange(offset, offset + part.num_rows, dtype=np.int64)))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+class _Unsupported(Exception):
+    """A column type Spark cannot carry: the check stays on the driver."""
+
+
+class DistChecks:
+    """The distributed form of every load-wide check, memoised by the inputs it read.
+
+    Driver only (it launches Spark jobs). ``threshold``: the rows a check reads at which it
+    runs here instead of in the driver's memory (option ``distributedCheckRows``)."""
+
+    def __init__(self, spark, threshold: int, storage_options: Optional[Dict[str, str]] = None) -> None:
+        self.spark = spark
+        self.threshold = threshold
+        self.storage_options = storage_options
+        self._lock = threading.Lock()
+        self._memo: Dict[tuple, Future] = {}
+        self.runs: List[tuple] = []  # keys of the checks actually run (tests: proofs reused or not)
+
+    @classmethod
+    def for_load(cls, threshold: Optional[int], storage_options) -> Optional["DistChecks"]:
+        """The runner of a load on this driver, or None when no SparkSession is active here
+        (checks then run in memory) or the option is 0 (never distributed)."""
+        if not threshold:
+            return None
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            log.info("no active SparkSession on this driver process: load-wide checks run in memory")
+            return None
+        return cls(spark, threshold, storage_options)
+
+    def wants(self, rows: int) -> bool:
+        return rows >= self.threshold
+
+    def supports(self, schema: pa.Schema, columns: Sequence[str]) -> bool:
+        try:
+            self._spark_schema(schema, columns)
+        except _Unsupported:
+            return False
+        return True
+
+    # -- memo -------------------------------------------------------------------------------
+
+    def _once(self, key: tuple, compute: Callable[[], object]):
+        with self._lock:
+            fut = self._memo.get(key)
+            mine = fut is None
+            if mine:
+                fut = self._memo[key] = Future()
+                self.runs.append(key)
+        if mine:
+            try:
+                fut.set_result(compute())
+            except BaseException as e:
+                fut.set_exception(e)
+        return fut.result()
+
+    # -- frames -----------------------------------------------------------------------------
+
+    def _spark_schema(self, schema: pa.Schema, columns: Sequence[str]):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        fields = [schema.field(c) for c in columns] + [pa.field(POS, pa.int64(), nullable=False)]
+        try:
+            return pa.schema(fields), from_arrow_schema(pa.schema(fields))
+        except Exception as e:  # e.g. unsigned integers
+            raise _Unsupported(f"columns {list(columns)}: {e}") from e
+
+    def _frame(self, rows: List[Tuple[str, int]], reader, schema: pa.Schema, columns: Sequence[str]):
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+        arrow, spark_schema = self._spark_schema(schema, columns)
+        sc = self.spark.sparkContext
+        tasks = max(1, min(-(-len(rows) // FILES_PER_TASK), 4 * sc.defaultParallelism)) if rows else 1
+        meta = StructType([StructField("uri", StringType()), StructField("base", LongType())])
+        files = self.spark.createDataFrame(sc.parallelize(rows, tasks), meta)  # no shuffle: slices of the list
+        return files.mapInArrow(reader(arrow), spark_schema)
+
+    def staged(self, s: StagedFiles, schema: pa.Schema, columns: Sequence[str]):
+        """A DataFrame of the staged rows' ``columns`` plus POS (the load-wide row number)."""
+        rows = list(zip(s.uris, s.bases()))
+        return self._frame(rows, lambda arrow: _read_staged(self.storage_options, columns, arrow), schema, columns)
+
+    def committed(self, pinned: Pinned, schema: pa.Schema, columns: Sequence[str]):
+        """A DataFrame of the committed table's live rows at the pinned version, with POS (the
+        row number in the table's fragment order)."""
+        ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2], storage_options=self.storage_options)
+        rows, acc = [], 0
+        for frag in ds.get_fragments():  # metadata only: one entry per fragment
+            rows.append((str(frag.fragment_id), acc))
+            acc += int(frag.metadata.num_rows)
+        return self._frame(rows, lambda arrow: _read_committed(pinned, self.storage_options, columns, arrow),
+                           schema, columns)
+
+    def _ids(self, src: IdSource, schema: pa.Schema):
+        """The ids a node type offers an endpoint check (committed unless overwritten + staged)."""
+        from pyspark.sql import functions as F
+
+        parts = []
+        if src.files:
+            rows = [(u, 0) for u in src.files]
+            parts.append(self._frame(rows, lambda arrow: _read_staged(self.storage_options, ["id"], arrow),
+                                     schema, ["id"]))
+        if src.table is not None:
+            parts.append(self.committed(src.table, schema, ["id"]))
+        if not parts:
+            return self.spark.createDataFrame([], "id string")
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.unionByName(p)
+        return out.select(F.col("id"))
+
+    # -- the checks -------------------------------------------------------------------------
+
+    def unique(self, td: TypeDef, s: StagedTable, schema: pa.Schema, cols: Sequence[str], what: str,
+               conflict: bool = False) -> None:
+        """UNIQUE_VIOLATION (or, for an append's ids, KEY_CONFLICT) over the staged rows,
+        exactly as :func:`~..ingest.checks.check_unique` words it."""
+        files = StagedFiles.of(s)
+        key = ("unique", td.table_key, tuple(cols), what, conflict, files.uris)
+        self._once(key, lambda: self._unique(td, files, schema, list(cols), what, conflict))
+
+    def _unique(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, cols: List[str], what: str,
+                conflict: bool) -> None:
+        from pyspark.sql import functions as F
+
+        if files.total < 2:
+            return
+        df = self.staged(files, schema, cols)
+        for c in cols:
+            df = df.where(F.col(c).isNotNull())
+        groups = df.groupBy(*cols).agg(F.count(F.lit(1)).alias("n"), F.min(POS).alias("p1")).where(F.col("n") > 1)
+        if conflict:  # the repeated ids in order of first appearance (value_counts' order)
+            first = groups.orderBy("p1").limit(KEY_CONFLICT_SAMPLE).select(cols[0]).collect()
+            if not first:
+                return
+            total = groups.count()
+            raise_key_conflict(td, pa.array([str(r[0]) for r in first], pa.string()),
+                               "given more than once in this load", total=total)
+        got = groups.agg(F.count(F.lit(1)).alias("dups"), F.min("p1").alias("p1"),
+                         F.min_by(F.struct(*cols), F.col("p1")).alias("v")).collect()[0]
+        if not got["dups"]:
+            return
+        p1, v = got["p1"], got["v"]
+        match = F.lit(True)
+        for c in cols:
+            match = match & (F.col(c) == F.lit(v[c]))
+        p2 = df.where(match & (F.col(POS) > p1)).agg(F.min(POS)).collect()[0][0]
+        uri, offset = files.locate(p1)  # the value as Arrow has it (one row read on the driver)
+        from lance.file import LanceFileReader
+
+        row = LanceFileReader(uri, storage_options=self.storage_options, columns=cols).take_rows([offset]).to_table()
+        values = [row.column(c)[0].as_py() for c in cols]
+        raise unique_violation(td, cols, values, [p1, p2], got["dups"], what=what)
+
+    def fresh(self, td: TypeDef, s: StagedTable, schema: pa.Schema, pinned: Pinned, committed_rows: int,
+              branch: str) -> None:
+        """KEY_CONFLICT for an append's ids already committed, as :func:`~..ingest.checks.check_fresh_ids`."""
+        files = StagedFiles.of(s)
+        key = ("fresh", td.table_key, files.uris, pinned)
+        self._once(key, lambda: self._fresh(td, files, schema, pinned, committed_rows, branch))
+
+    def _fresh(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, pinned: Pinned, committed_rows: int,
+               branch: str) -> None:
+        from pyspark.sql import functions as F
+
+        if not files.total or not committed_rows:
+            return
+        new = self.staged(files, schema, ["id"])
+        old = self.committed(pinned, schema, ["id"])
+        # the ids in order of first appearance on the probed side (as check_fresh_ids finds them)
+        probed, other = (old, new) if files.total <= committed_rows else (new, old)
+        found = (probed.join(other.select("id"), on="id", how="left_semi")
+                 .groupBy("id").agg(F.min(POS).alias("p1")))
+        first = found.orderBy("p1").limit(KEY_CONFLICT_SAMPLE).select("id").collect()
+        if not first:
+            return
+        raise_key_conflict(td, pa.array([r[0] for r in first], pa.string()),
+                           f"already committed on branch '{branch}'", total=found.count())
+
+    def endpoints(self, td: TypeDef, s: StagedTable, edge_schema: pa.Schema, from_src: IdSource,
+                  to_src: IdSource, from_schema: pa.Schema, to_schema: pa.Schema, limit: int = 5) -> None:
+        """DANGLING_EDGE for staged edges whose src/dst is not an id of its node type, as
+        :func:`~..ingest.checks.check_endpoints`."""
+        files = StagedFiles.of(s)
+        key = ("endpoints", td.table_key, files.uris, from_src, to_src)
+        self._once(key, lambda: self._endpoints(td, files, edge_schema, from_src, to_src, from_schema, to_schema,
+                                                limit))
+
+    def _endpoints(self, td, files: StagedFiles, edge_schema, from_src, to_src, from_schema, to_schema,
+                   limit: int) -> None:
+        from pyspark.sql import functions as F
+
+        if not files.total:
+            return
+        edges = self.staged(files, edge_schema, ["src", "dst"])
+        from_ids = self._ids(from_src, from_schema)
+        to_ids = from_ids if to_src == from_src else self._ids(to_src, to_schema)
+        bad_src = edges.join(from_ids.withColumnRenamed("id", "src"), on="src", how="left_anti")
+        bad_dst = edges.join(to_ids.withColumnRenamed("id", "dst"), on="dst", how="left_anti")
+        cols = [F.col(POS), F.col("src"), F.col("dst")]
+        flagged = (bad_src.select(*cols, F.lit(1).alias("s"), F.lit(0).alias("d"))
+                   .unionByName(bad_dst.select(*cols, F.lit(0).alias("s"), F.lit(1).alias("d"))))
+        per_row = flagged.groupBy(POS, "src", "dst").agg(F.max("s").alias("s"), F.max("d").alias("d"))
+        counts = per_row.agg(F.coalesce(F.sum("s"), F.lit(0)), F.coalesce(F.sum("d"), F.lit(0))).collect()[0]
+        n_src, n_dst = int(counts[0]), int(counts[1])
+        if not n_src and not n_dst:
+            return
+        first = per_row.orderBy(POS).limit(limit).collect()
+        raise dangling_error(td, [(r[POS], r["src"], r["dst"], bool(r["s"]), bool(r["d"])) for r in first],
+                             n_src, n_dst)
+
+    def card(self, td: TypeDef, mode: str, s: StagedTable, schema: pa.Schema, pinned: Optional[Pinned],
+             limit: int = 5) -> Optional[int]:
+        """@card over committed + pending edges per source, as :func:`~..ingest.checks.check_cardinality`
+        (merge collapses pending rows sharing an id to the last and shadows committed rows whose id
+        is pending; overwrite counts pending only): the most edges any source has, or the error."""
+        files = StagedFiles.of(s)
+        key = ("card", td.table_key, mode, files.uris, None if mode == "overwrite" else pinned)
+        return self._once(key, lambda: self._card(td, mode, files, schema, pinned, limit))
+
+    def _card(self, td: TypeDef, mode: str, files: StagedFiles, schema, pinned, limit: int) -> Optional[int]:
+        from pyspark.sql import functions as F
+
+        card = td.cardinality
+        if card.min == 0 and card.max is None:
+            return None
+        merge = mode == "merge"
+        pending = self.staged(files, schema, ["id", "src"] if merge else ["src"])
+        if merge:  # pending rows sharing an id collapse to the last; null ids all count
+            last = pending.where(F.col("id").isNotNull()).groupBy("id").agg(F.max(POS).alias(POS)).select(POS)
+            kept = pending.where(F.col("id").isNull()).unionByName(
+                pending.join(last, on=POS, how="left_semi"))
+        else:
+            kept = pending
+        parts = [kept.where(F.col("src").isNotNull()).groupBy("src").agg(F.count(F.lit(1)).alias("n"))]
+        if mode != "overwrite" and pinned is not None:
+            old = self.committed(pinned, schema, ["id", "src"] if merge else ["src"])
+            parts.append(old.where(F.col("src").isNotNull()).groupBy("src").agg(F.count(F.lit(1)).alias("n")))
+            if merge:
+                shadow = old.join(pending.select("id").where(F.col("id").isNotNull()).distinct(), on="id",
+                                  how="left_semi")
+                parts.append(shadow.where(F.col("src").isNotNull()).groupBy("src")
+                             .agg((-F.count(F.lit(1))).alias("n")))
+        totals = parts[0]
+        for p in parts[1:]:
+            totals = totals.unionByName(p)
+        totals = totals.groupBy("src").agg(F.sum("n").alias("n")).where(F.col("n") >= 1)
+        bad = F.col("n") < card.min
+        if card.max is not None:
+            bad = bad | (F.col("n") > card.max)
+        summary = totals.agg(F.max("n").alias("most"), F.sum(bad.cast("long")).alias("bad")).collect()[0]
+        violations = int(summary["bad"] or 0)
+        if not violations:
+            return int(summary["most"] or 0)
+        first = totals.where(bad).orderBy("src").limit(limit).collect()
+        raise card_violation(td, [(r["src"], int(r["n"])) for r in first], violations)
+
+    # -- before the lease -------------------------------------------------------------------
+
+    def prove(self, checks: Sequence[Callable[[], object]]) -> None:
+        """Run ``checks`` (distributed ones, bound to a snapshot) so that their outcomes are
+        memoised before the commit lease is taken; their errors are kept for the validator,
+        which raises them in its own order (inside the lease, if the inputs did not move)."""
+        from .writer import run_checks
+
+        def quiet(check: Callable[[], object]) -> Callable[[], None]:
+            def run() -> None:
+                try:
+                    check()
+                except Exception as e:  # memoised: the validator raises it in its order
+                    log.info("distributed check failed before the lease: %s", str(e).splitlines()[0][:300])
+            return run
+
+        run_checks([quiet(c) for c in checks])
+
+
+def committed_pin(snap, key: str) -> Pinned:
+    t = snap.table(key)
+    return (t.base_path, t.lance_branch, t.version)
+
+
+__all__ = ["DistChecks", "StagedFiles", "committed_pin", "POS"]

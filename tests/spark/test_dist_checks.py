@@ -1,0 +1,284 @@
+"""Load-wide checks as Spark jobs (invariant I21): with option distributedCheckRows at 1 every
+check of these small loads runs on the executors; each scenario runs once with the checks in the
+driver's memory (the option at 0) and once distributed, on a fresh graph each, and both must
+raise the same error, message for message, or commit the same rows. On the distributed path the
+driver's column readers are made to fail, so a check that gathered rows there would show."""
+from __future__ import annotations
+
+import pytest
+
+from omnigraph_spark import Graph, read_table, write_graph, write_table
+from omnigraph_spark.errors import (CardinalityViolationError, DanglingEdgeError, KeyConflictError,
+                                    OmnigraphError, UniqueViolationError)
+from omnigraph_spark.spark import dist_checks, writer
+
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+
+SCHEMA = """
+node Person {
+    name: String @key
+    email: String? @unique
+    nick: String?
+    age: I32?
+    @unique(nick, age)
+}
+node City {
+    name: String @key
+}
+edge Knows: Person -> Person @card(0..2) {
+    since: I64?
+}
+edge Likes: Person -> City @card(2..3)
+"""
+
+PATHS = {"driver": 0, "distributed": 1}
+
+
+@pytest.fixture
+def no_driver_reads(monkeypatch):
+    """Fail any driver-side read of staged or committed columns by the validator."""
+    def refuse(*a, **kw):
+        raise AssertionError("the driver read rows on the distributed path")
+
+    def arm():
+        monkeypatch.setattr(writer, "_read_staged", refuse)
+        monkeypatch.setattr(writer, "_read_committed", refuse)
+    return arm
+
+
+def people(spark, rows, parts=3):
+    return spark.createDataFrame(rows, "name string, email string, nick string, age int").repartition(parts)
+
+
+def names(spark, ns):
+    return people(spark, [(n, None, None, None) for n in ns], parts=2)
+
+
+def edges(spark, pairs, parts=3, with_id=False):
+    if with_id:
+        return spark.createDataFrame(pairs, "id string, src string, dst string").repartition(parts)
+    return spark.createDataFrame(pairs, "src string, dst string").repartition(parts)
+
+
+def run(tmp_path, path: str, scenario, no_driver_reads):
+    """``scenario(root, opts)`` on a fresh graph: its error (or None) and the graph's rows."""
+    g = Graph.init(str(tmp_path / path), SCHEMA)
+    opts = {"distributedCheckRows": str(PATHS[path])}
+    err = None
+    try:
+        scenario(g.root, opts, (no_driver_reads if path == "distributed" else lambda: None))
+    except OmnigraphError as e:
+        err = e
+    return err, g
+
+
+def same_error(tmp_path, spark, scenario, no_driver_reads, cls):
+    got = {p: run(tmp_path, p, scenario, no_driver_reads) for p in PATHS}
+    (e1, g1), (e2, g2) = got["driver"], got["distributed"]
+    assert isinstance(e1, cls), e1
+    assert type(e2) is type(e1) and str(e2) == str(e1)
+    assert e2.code == e1.code
+    for t in ("Person", "Knows", "Likes"):
+        assert rows(spark, g1.root, t) == rows(spark, g2.root, t)
+    return str(e1)
+
+
+def rows(spark, root, t):
+    cols = ["src", "dst"] if t in ("Knows", "Likes") else ["name", "email", "nick", "age"]
+    return sorted((tuple(r) for r in read_table(spark, root, t).select(*cols).collect()), key=repr)
+
+
+def w(spark, root, frames, opts, mode="append"):
+    return write_graph(root, frames, mode=mode, engine="python", options=opts)
+
+
+def test_unique_violation_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    """I21: @unique over one column, across several staged files: the first duplicated value in
+    load order, its first two rows and the count of duplicated values."""
+    data = [(f"p{i}", f"e{i % 7}" if i % 3 else None, None, None) for i in range(30)]
+
+    def scenario(root, opts, arm):
+        arm()
+        w(spark, root, {"Person": people(spark, data)}, opts, mode="merge")
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, UniqueViolationError)
+    assert "@unique violation on Person.email" in msg
+
+
+@pytest.mark.slow
+def test_multi_column_unique_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    data = [("a", None, "x", 1), ("b", None, "x", 2), ("c", None, "y", 1), ("d", None, "x", 2),
+            ("e", None, None, 2), ("f", None, None, 2), ("g", None, "y", 1)]
+
+    def scenario(root, opts, arm):
+        arm()
+        w(spark, root, {"Person": people(spark, data)}, opts)
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, UniqueViolationError)
+    assert "Person.(age, nick)" in msg and "2 duplicated value(s)" in msg
+
+
+@pytest.mark.slow
+def test_repeated_key_in_an_append_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    def scenario(root, opts, arm):
+        arm()
+        w(spark, root, {"Person": names(spark, ["a", "b", "c", "b", "a", "d", "a"])}, opts)
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, KeyConflictError)
+    assert "given more than once" in msg
+
+
+def test_committed_key_in_an_append_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    def scenario(root, opts, arm):
+        w(spark, root, {"Person": names(spark, [f"p{i}" for i in range(20)])}, opts)
+        arm()
+        w(spark, root, {"Person": names(spark, ["p3", "new", "p17", "p0"])}, opts)
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, KeyConflictError)
+    assert "already committed" in msg and "3 id(s)" in msg
+
+
+def test_dangling_endpoints_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    """Edges onto committed and staged nodes, several missing on either end (more than the
+    five rows the message names)."""
+    def scenario(root, opts, arm):
+        w(spark, root, {"Person": names(spark, ["a", "b", "c"])}, opts)
+        arm()
+        pairs = [("a", "b"), ("x1", "a"), ("a", "y1"), ("d", "a"), ("x2", "y2"), ("b", "c"), ("x3", "d"),
+                 ("c", "y3"), ("x4", "a")]
+        w(spark, root, {"Person": names(spark, ["d"]), "Knows": edges(spark, pairs)}, opts)
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, DanglingEdgeError)
+    assert "and" in msg and "dangling src" in msg
+
+
+@pytest.mark.slow
+def test_card_max_over_committed_and_pending_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    def scenario(root, opts, arm):
+        w(spark, root, {"Person": names(spark, list("abcdef"))}, opts)
+        w(spark, root, {"Knows": edges(spark, [("a", "b"), ("b", "c"), ("c", "a"), ("c", "b")])}, opts)
+        arm()
+        w(spark, root, {"Knows": edges(spark, [("a", "c"), ("a", "d"), ("b", "d"), ("c", "d"), ("e", "a")])}, opts)
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, CardinalityViolationError)
+    assert "source 'a' has 3 edges (max 2)" in msg and "source 'c' has 3 edges" in msg
+
+
+@pytest.mark.slow
+def test_card_min_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    def scenario(root, opts, arm):
+        arm()
+        w(spark, root, {"Person": names(spark, list("abc")), "City": spark.createDataFrame([("x",), ("y",)], "name string"),
+                        "Likes": edges(spark, [("a", "x"), ("a", "y"), ("b", "x"), ("c", "y")])}, opts)
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, CardinalityViolationError)
+    assert "source 'b' has 1 edges (min 2)" in msg
+
+
+@pytest.mark.parametrize("new,ok", [
+    pytest.param([("e1", "a", "d"), ("e2", "a", "e"), ("e9", "b", "e")], True, marks=pytest.mark.slow, id="replaces"),
+    pytest.param([("e1", "a", "d"), ("e8", "a", "e"), ("e9", "b", "e")], False, id="adds")])
+def test_card_merge_shadowing_same_on_both_paths(spark, tmp_path, no_driver_reads, new, ok):
+    """A merge replaces committed edges with the same id (shadowing): a source at its max stays
+    there when the merge replaces its edges, and goes over when it adds one."""
+    def scenario(root, opts, arm):
+        w(spark, root, {"Person": names(spark, list("abcdef"))}, opts)
+        w(spark, root, {"Knows": edges(spark, [("e1", "a", "b"), ("e2", "a", "c")], with_id=True)}, opts)
+        arm()
+        w(spark, root, {"Knows": edges(spark, new, with_id=True)}, opts, mode="merge")
+    if ok:
+        got = {p: run(tmp_path, p, scenario, no_driver_reads) for p in PATHS}
+        assert got["driver"][0] is None and got["distributed"][0] is None
+        assert rows(spark, got["driver"][1].root, "Knows") == rows(spark, got["distributed"][1].root, "Knows")
+    else:
+        msg = same_error(tmp_path, spark, scenario, no_driver_reads, CardinalityViolationError)
+        assert "source 'a' has 3 edges (max 2)" in msg
+
+
+@pytest.mark.slow
+def test_card_overwrite_counts_pending_only_same_on_both_paths(spark, tmp_path, no_driver_reads):
+    def scenario(root, opts, arm):
+        w(spark, root, {"Person": names(spark, list("abcd"))}, opts)
+        w(spark, root, {"Knows": edges(spark, [("a", "b"), ("a", "c")])}, opts)
+        arm()
+        w(spark, root, {"Knows": edges(spark, [("b", "a"), ("b", "c"), ("b", "d"), ("a", "d")])}, opts,
+          mode="overwrite")
+    msg = same_error(tmp_path, spark, scenario, no_driver_reads, CardinalityViolationError)
+    assert "source 'b' has 3 edges (max 2)" in msg
+
+
+def test_passing_load_commits_the_same_rows_and_reads_no_rows_on_the_driver(spark, tmp_path, no_driver_reads):
+    """I21: a valid load through every check (unique, fresh, endpoints, @card with a committed
+    part) commits the same rows on both paths, with no staged or committed column read on the
+    driver on the distributed path."""
+    def scenario(root, opts, arm):
+        w(spark, root, {"Person": people(spark, [("a", "a@x", "n", 1), ("b", None, "n", 2), ("c", None, None, 1)]),
+                        "City": spark.createDataFrame([("x",), ("y",)], "name string")}, opts)
+        arm()
+        w(spark, root, {"Person": names(spark, ["d", "e"]),
+                        "Knows": edges(spark, [("a", "b"), ("b", "d"), ("d", "e"), ("e", "a")]),
+                        "Likes": edges(spark, [("a", "x"), ("a", "y"), ("d", "x"), ("d", "y")])}, opts)
+        w(spark, root, {"Knows": edges(spark, [("a", "c"), ("c", "d")])}, opts)
+    got = {p: run(tmp_path, p, scenario, no_driver_reads) for p in PATHS}
+    assert got["driver"][0] is None and got["distributed"][0] is None, got
+    for t in ("Person", "City", "Knows", "Likes"):
+        cols = ["name"] if t == "City" else None
+        a = read_table(spark, got["driver"][1].root, t)
+        b = read_table(spark, got["distributed"][1].root, t)
+        if cols:
+            a, b = a.select(*cols), b.select(*cols)
+        elif t != "Person":
+            a, b = a.select("src", "dst"), b.select("src", "dst")
+        else:
+            a, b = a.drop("id"), b.drop("id")
+        assert sorted(map(tuple, a.collect()), key=repr) == sorted(map(tuple, b.collect()), key=repr)
+    assert len(read_table(spark, got["distributed"][1].root, "Knows").collect()) == 6
+
+
+def test_a_proof_whose_table_moved_is_not_accepted(spark, tmp_path, monkeypatch):
+    """I21: the checks run before the commit lease are pinned to the versions they read. Another
+    writer deletes a node between them and the commit: the endpoint check that passed before is
+    run again on the fresh snapshot inside the lease and refuses the edge (a stale pass would
+    have committed a dangling edge)."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    opts = {"distributedCheckRows": "1"}
+    w(spark, g.root, {"Person": names(spark, list("abc"))}, opts)
+    runs = []
+    real_for_load = dist_checks.DistChecks.for_load
+    real_commit = writer.commit_load
+    moved = []
+
+    def for_load(*a, **kw):
+        d = real_for_load(*a, **kw)
+        runs.append(d)
+        return d
+
+    def commit_load(graph, branch, staged, **kw):
+        if not moved:  # once: the concurrent writer, between the checks and the lease
+            moved.append(True)
+            write_table(spark.createDataFrame([("b",)], "name string"), g.root, "Person", mode="delete",
+                        engine="python")
+        return real_commit(graph, branch, staged, **kw)
+
+    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
+    monkeypatch.setattr(writer, "commit_load", commit_load)
+    with pytest.raises(DanglingEdgeError) as e:
+        w(spark, g.root, {"Knows": edges(spark, [("a", "b"), ("c", "a")])}, opts)
+    assert "dst 'b' not found in Person" in str(e.value)
+    ends = [k for k in runs[0].runs if k[0] == "endpoints"]
+    assert len(ends) == 2 and ends[0][3] != ends[1][3]  # pinned to two Person versions: run twice
+    assert sorted(r.name for r in read_table(spark, g.root, "Person").collect()) == ["a", "c"]
+    assert read_table(spark, g.root, "Knows").count() == 0
+
+
+def test_an_unmoved_proof_is_reused_inside_the_lease(spark, tmp_path, monkeypatch):
+    """I21: nothing moved between the checks and the lease: every check ran once (before it)."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    opts = {"distributedCheckRows": "1"}
+    w(spark, g.root, {"Person": names(spark, list("abc"))}, opts)
+    runs = []
+    real_for_load = dist_checks.DistChecks.for_load
+
+    def for_load(*a, **kw):
+        d = real_for_load(*a, **kw)
+        runs.append(d)
+        return d
+
+    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
+    w(spark, g.root, {"Knows": edges(spark, [("a", "b"), ("c", "a")])}, opts)
+    kinds = sorted(k[0] for k in runs[0].runs)
+    assert kinds == ["card", "endpoints"] and len(set(runs[0].runs)) == len(runs[0].runs)
+    assert read_table(spark, g.root, "Knows").count() == 2
