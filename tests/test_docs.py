@@ -12,7 +12,7 @@ from omnigraph_spark import errors
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 USER_DOCS = ["README.md", "docs/quickstart.md", "docs/cli.md", "docs/databricks.md", "docs/troubleshooting.md",
-             "docs/options.md"]
+             "docs/options.md", "docs/object_storage.md"]
 
 
 def _all_error_classes():

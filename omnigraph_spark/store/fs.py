@@ -41,8 +41,12 @@ class RootStorage:
                     kw["session_token"] = opts["aws_session_token"]
                 if "aws_region" in opts or "region" in opts:
                     kw["region"] = opts.get("aws_region") or opts.get("region")
-                if "aws_endpoint" in opts or "endpoint" in opts:
-                    ep = opts.get("aws_endpoint") or opts.get("endpoint")
+                # Lance reads an endpoint from the environment (AWS_ENDPOINT_URL / AWS_ENDPOINT);
+                # pyarrow does not, so the small files would go to AWS while the tables go to
+                # the S3-compatible server the environment names
+                ep = (opts.get("aws_endpoint") or opts.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+                      or os.environ.get("AWS_ENDPOINT"))
+                if ep:
                     kw["endpoint_override"] = ep
                     if ep.startswith("http://"):
                         kw["scheme"] = "http"
