@@ -48,7 +48,8 @@ demo: $(VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m omnigraph_spark.demo
 
 # The test command: every test except the ones marked slow (real Spark applications started as
-# subprocesses: examples, the Spark crash matrix, multi-application concurrency, task faults).
+# subprocesses: examples, the Spark crash matrix, multi-application concurrency, task faults, a
+# Spark standalone master with two workers on this machine).
 test: $(VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 

@@ -1,7 +1,8 @@
 """One Spark application against a standalone cluster, for tests/spark/test_standalone_cluster.py
 (never imported by pytest): what a ``spark-submit`` of a user's Python job does, started as
 ``python cluster_app.py '<json spec>'`` with the session built the way docs/api.md says, one
-``omnigraph_spark.configure_spark(builder)`` line on a ``spark://`` master.
+``omnigraph_spark.configure_spark(builder)`` line on a ``spark://`` master, or (``configure``
+false) run by ``spark-submit`` with the shim's settings on its command line.
 
 The spec's ``kind`` picks the job:
 
@@ -65,7 +66,9 @@ def session(master: str, conf: dict):
          .config("spark.ui.showConsoleProgress", "false"))
     for k, v in conf.items():
         b = b.config(k, v)
-    s = omnigraph_spark.configure_spark(b).getOrCreate()  # the one line docs/api.md gives
+    if SPEC.get("configure", True):  # else spark-submit was given the shim's settings
+        b = omnigraph_spark.configure_spark(b)  # the one line docs/api.md gives
+    s = b.getOrCreate()
     s.sparkContext.setLogLevel("ERROR")
     return s
 
@@ -81,15 +84,27 @@ def job_roundtrip(spark) -> dict:
     from omnigraph_spark import read_table, write_table
 
     root, n = SPEC["root"], SPEC["n"]
+    steps, t = {}, time.monotonic()
+
+    def step(name: str) -> None:
+        nonlocal t
+        steps[name] = round(time.monotonic() - t, 1)
+        t = time.monotonic()
+
     write_table(people(spark, "j", 0, n, 4), root, "Person", engine="jvm")
+    step("write_table")
     jvm = read_table(spark, root, "Person", engine="jvm")
     jvm_rows = sorted(tuple(r) for r in jvm.select("name", "age").collect())
+    step("read_table")
     (people(spark, "d", 0, n, 4).write.format("omnigraph").option("type", "Person").mode("append").save(root))
+    step("format_write")
     fmt = spark.read.format("omnigraph").option("type", "Person").load(root)
     fmt_rows = sorted(tuple(r) for r in fmt.select("name", "age").collect())
+    step("format_read")
     filtered = (spark.read.format("omnigraph").option("type", "Person").load(root)
                 .where(F.col("name") >= "j").agg(F.count("*")).first()[0])
-    return {"jvm_rows": jvm_rows, "format_rows": fmt_rows, "format_filtered": filtered}
+    step("format_read_filtered")
+    return {"jvm_rows": jvm_rows, "format_rows": fmt_rows, "format_filtered": filtered, "steps": steps}
 
 
 def job_load(spark) -> dict:
@@ -133,7 +148,11 @@ def main() -> int:
         spark = session(SPEC["master"], SPEC.get("conf") or {})
         print(f"STARTED {time.monotonic() - t0:.1f}s", flush=True)
         result = JOBS[SPEC["kind"]](spark)
+        # how the shim reached the executors: shipped (spark.jars) or found at the same path
+        result["conf"] = {k: spark.conf.get(k, None) for k in ("spark.jars", "spark.jars.packages",
+                                                               "spark.executor.extraClassPath")}
         result["log"] = collect.lines
+        result["app_id"] = spark.sparkContext.applicationId
         result["seconds"] = round(time.monotonic() - t0, 1)
         print("RESULT " + json.dumps(result), flush=True)
         return 0

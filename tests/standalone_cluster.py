@@ -88,14 +88,15 @@ class Cluster:
         return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
 
     def wait_workers(self, n: int, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Until the master has ``n`` ALIVE workers (registered), else raise with the logs."""
+        """Until the master has ``n`` ALIVE workers (registered; a killed one may still be listed
+        until the master notices), else raise with the logs."""
         deadline = time.monotonic() + timeout_s
         while True:
             for name, p in self.workers.items():
                 if p.poll() is not None:
                     raise RuntimeError(f"worker {name} exited ({p.returncode}):\n{self.log(name)[-3000:]}")
             try:
-                if self.alive_workers() == n:
+                if self.alive_workers() >= n:
                     return
             except OSError:  # the master's UI is not up yet
                 pass
@@ -125,9 +126,9 @@ class Cluster:
         self._gone.append(p)
         log.info("killed worker %s (pid %d)", name, p.pid)
 
-    def executor_dirs(self, name: str) -> List[Path]:
-        """The executor directories (``<app id>/<executor id>``) a worker launched."""
-        return sorted((self.workdir / name).glob("app-*/*"))
+    def executor_dirs(self, name: str, app_id: str = "app-*") -> List[Path]:
+        """The executor directories (``<app id>/<executor id>``) a worker launched (for one application)."""
+        return sorted((self.workdir / name).glob(f"{app_id}/*"))
 
     def stop(self) -> None:
         for p in list(self.workers.values()) + self._gone:
@@ -156,8 +157,8 @@ def cluster(workdir: Path, workers: int = 2, cores: int = 1, memory: str = "1g")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
     # SPARK_SCALA_VERSION: a worker builds its executors' class path with Spark's launcher, which
     # asks for it when SPARK_HOME is a pip install (no RELEASE file); bin/load-spark-env.sh sets it
-    env.update(SPARK_HOME=home, SPARK_SCALA_VERSION="2.13", SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_HOSTNAME="127.0.0.1",
-               PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable))
+    env.update(SPARK_HOME=home, SPARK_SCALA_VERSION="2.13", SPARK_LOCAL_IP="127.0.0.1",
+               SPARK_LOCAL_HOSTNAME="127.0.0.1", PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable))
     port, ui = _free_port(), _free_port()
     c = Cluster(f"spark://127.0.0.1:{port}", workdir, f"http://127.0.0.1:{ui}", env, cores, memory)
     try:
