@@ -16,6 +16,10 @@ Sections (``--sections``, default all):
   ``_graph_commits.lance``; then one ``optimize`` and the same again.
 * ``tables``: ``Graph.open`` + ``snapshot()`` and opening every table, for graphs of
   ``--table-counts`` tables.
+* ``rows``: ``Graph.open`` + ``snapshot()`` against the rows of a compacted ``__manifest``
+  (``--manifest-rows``, e.g. the 20,000 version rows of 10,000 two-table commits): the rows are
+  published at once, as one fragment, as version rows of ``--tables`` tables (the Lance versions
+  they name are not written: a snapshot open reads only the manifest).
 
     .venv/bin/python -m benchmarks.store_scale --out benchmarks/out/store-scale.json
     .venv/bin/python -m benchmarks.store_scale --sections publish --fragments 10000,20000 --tables 10
@@ -277,6 +281,35 @@ def bench_tables(work: Path, counts: Sequence[int], repeats: int) -> List[Dict[s
     return out
 
 
+def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> List[Dict[str, Any]]:
+    import lance
+
+    from omnigraph_spark import Graph
+    from omnigraph_spark.store import manifest
+
+    out = []
+    for n in counts:
+        root = work / f"rows-{n}"
+        g = Graph.init(str(root), schema_of(tables))
+        rows = lance.dataset(str(root / "__manifest")).to_table().to_pylist()
+        meta = {r["table_key"]: r["metadata"] for r in rows if r["object_type"] == manifest.OBJ_VERSION}
+        have = len(rows)
+        updates = [manifest.TableUpdate(f"node:T{i % tables}", 2 + i // tables, None, 10, meta[f"node:T{i % tables}"])
+                   for i in range(max(0, n - have))]
+        t0 = time.perf_counter()
+        manifest.publish(str(root), "main", updates, {})
+        pub_s = time.perf_counter() - t0
+        st = _manifest_stats(root)
+        row = {"manifest_rows": st["manifest_rows"], "manifest_fragments": st["manifest_fragments"],
+               "publish_s": round(pub_s, 3), "manifest_data_bytes": st["manifest_data_bytes"],
+               "data_bytes_per_row": round(st["manifest_data_bytes"] / st["manifest_rows"], 1),
+               "open_snapshot_s": round(_median_time(lambda: Graph.open(str(root)).snapshot(), repeats), 4)}
+        out.append(row)
+        log.info("rows %d: %s", n, row)
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
 def markdown(r: Dict[str, Any]) -> str:
     lines = [f"# Store scale constants ({r['date']})", "", f"`{r['command']}`", "",
              f"Machine: {r['machine']}; load average {r['load_start']} at start, {r['load_end']} at end.", ""]
@@ -310,18 +343,25 @@ def markdown(r: Dict[str, Any]) -> str:
                   "|---|---|---|"]
         for p in r["tables"]:
             lines.append(f"| {p['tables']} | {p['open_snapshot_s']} | {p['open_snapshot_and_list_fragments_s']} |")
+    if r.get("rows"):
+        lines += ["", "## Snapshot open vs rows of a compacted __manifest", "",
+                  "| __manifest rows | fragments | data bytes per row | open snapshot (s) |", "|---|---|---|---|"]
+        for p in r["rows"]:
+            lines.append(f"| {p['manifest_rows']:,} | {p['manifest_fragments']} | {p['data_bytes_per_row']} "
+                         f"| {p['open_snapshot_s']} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sections", default="publish,history,tables")
+    p.add_argument("--sections", default="publish,history,tables,rows")
     p.add_argument("--fragments", default="10000,20000", help="publish: staged fragments per commit")
     p.add_argument("--tables", type=int, default=10, help="publish and history: tables in the graph")
     p.add_argument("--rows-per-fragment", type=int, default=10)
     p.add_argument("--commits", type=int, default=1000, help="history: commits")
     p.add_argument("--checkpoints", default="10,100,300,1000", help="history: measure after these commits")
     p.add_argument("--table-counts", default="1,10,100", help="tables: graphs of these many tables")
+    p.add_argument("--manifest-rows", default="1000,10000,100000", help="rows: compacted __manifest sizes")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     p.add_argument("--out", default=None)
@@ -346,6 +386,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                 res["publish"] = bench_publish(work, ints(a.fragments), a.tables, a.rows_per_fragment, a.repeats)
             elif s == "history":
                 res["history"] = bench_history(work, a.commits, ints(a.checkpoints), a.tables, a.repeats)
+            elif s == "rows":
+                res["rows"] = bench_rows(work, ints(a.manifest_rows), a.tables, a.repeats)
             elif s == "tables":
                 res["tables"] = bench_tables(work, ints(a.table_counts), a.repeats)
             else:
