@@ -35,7 +35,7 @@ class S3Endpoint:
 
     def env(self) -> Dict[str, str]:
         """The same, as the environment variables a user sets instead of options."""
-        return {"AWS_ENDPOINT": self.url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": REGION,
+        return {"AWS_ENDPOINT": self.url, "AWS_ENDPOINT_URL": self.url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": REGION,
                 "AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                 "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 
