@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,10 +36,9 @@ DAEMON_JAVA_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                     "-Dspark.master.rest.enabled=false"]  # no submission server (a fixed port, 6066)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+#: the master's log lines that say where it listens (it picks its own free ports: --port 0)
+MASTER_URL_RE = re.compile(r"Starting Spark master at (spark://127\.0\.0\.1:\d+)")
+MASTER_UI_RE = re.compile(r"Bound MasterWebUI to 127\.0\.0\.1, and started at (http://[^\s]+)")
 
 
 def _spark_home() -> str:
@@ -69,9 +68,9 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float = 20)
 class Cluster:
     """A running master and its workers (name -> process)."""
 
-    url: str  # spark://127.0.0.1:<port>
+    url: str  # spark://127.0.0.1:<port>, from the master's log
     workdir: Path
-    webui: str  # http://127.0.0.1:<port>: the master's JSON state at /json/
+    webui: str  # http://127.0.0.1:<port>: the master's JSON state at /json/, from its log
     env: Dict[str, str]
     cores: int
     memory: str
@@ -113,7 +112,7 @@ class Cluster:
         work = self.workdir / name
         work.mkdir(parents=True, exist_ok=True)
         cmd = self._java(WORKER_CLASS) + [self.url, "--host", "127.0.0.1", "--port", "0",
-                                          "--webui-port", str(_free_port()), "--cores", str(self.cores),
+                                          "--webui-port", "0", "--cores", str(self.cores),
                                           "--memory", self.memory, "--work-dir", str(work)]
         self.workers[name] = self._spawn(name, cmd)
         return self.workers[name]
@@ -143,7 +142,7 @@ class Cluster:
                                                                   os.path.join(home, "jars", "*")]), main]
 
     def _spawn(self, name: str, cmd: Sequence[str]) -> subprocess.Popen:
-        with open(self.workdir / f"{name}.log", "ab") as out:
+        with open(self.workdir / f"{name}.log", "wb") as out:
             return subprocess.Popen(list(cmd), cwd=self.workdir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
 
@@ -159,12 +158,19 @@ def cluster(workdir: Path, workers: int = 2, cores: int = 1, memory: str = "1g")
     # asks for it when SPARK_HOME is a pip install (no RELEASE file); bin/load-spark-env.sh sets it
     env.update(SPARK_HOME=home, SPARK_SCALA_VERSION="2.13", SPARK_LOCAL_IP="127.0.0.1",
                SPARK_LOCAL_HOSTNAME="127.0.0.1", PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable))
-    port, ui = _free_port(), _free_port()
-    c = Cluster(f"spark://127.0.0.1:{port}", workdir, f"http://127.0.0.1:{ui}", env, cores, memory)
+    c = Cluster("", workdir, "", env, cores, memory)
     try:
-        c.master = c._spawn("master", c._java(MASTER_CLASS) + ["--host", "127.0.0.1", "--port", str(port),
-                                                                "--webui-port", str(ui)])
-        for i in range(workers):  # at once: a worker retries until the master is up
+        c.master = c._spawn("master", c._java(MASTER_CLASS) + ["--host", "127.0.0.1", "--port", "0",
+                                                                "--webui-port", "0"])
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (c.url and c.webui):  # the ports it bound, from its log
+            text = c.log("master")
+            url, ui = MASTER_URL_RE.search(text), MASTER_UI_RE.search(text)
+            c.url, c.webui = (url.group(1) if url else ""), (ui.group(1).rstrip("/") if ui else "")
+            if c.master.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the master did not start ({c.master.poll()}):\n{text[-3000:]}")
+            time.sleep(0.2)
+        for i in range(workers):
             c.start_worker(f"worker{i + 1}")
         c.wait_workers(workers)
         log.info("standalone cluster %s: %d workers", c.url, workers)
