@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 log = logging.getLogger("benchmarks.check_shuffle")
 
@@ -90,7 +90,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     from benchmarks.scale_bench import split_rows
 
     spark = (SparkSession.builder.master("local[2]").appName("check-shuffle")
-             .config("spark.ui.enabled", "true").config("spark.ui.port", "0").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.ui.enabled", "true").config("spark.ui.port", "0")  # the REST API reads the stages
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.autoBroadcastJoinThreshold", "-1").config("spark.sql.adaptive.enabled", "false")
              .config("spark.sql.shuffle.partitions", "8").config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

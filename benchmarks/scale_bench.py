@@ -24,7 +24,8 @@ Python workers (the executors' Python side: the largest one's VmHWM and the sum)
 ``/proc`` by the contender before its session stops and cross-checked by the parent's 0.5 s
 RSS samples of the contender's process tree. Each output is deleted once measured (the graph of
 ``write_graph`` after ``append``), so the disk holds the input plus one or two outputs: about
-0.2 KB per input row at the peak (10 GB at 50M rows).
+80 bytes per input row at the peak (input Parquet ~20, Parquet output ~20, the graph ~36,
+measured at 10M and 30M rows: ~4 GB at 50M rows).
 
     .venv/bin/python -m benchmarks.scale_bench --rows 1000000 --out benchmarks/out/scale-1m.json
     PYSPARK_PYTHON=$PWD/.venv-spark40/bin/python .venv-spark40/bin/python -m benchmarks.scale_bench \\

@@ -246,7 +246,8 @@ def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: 
     t0 = time.perf_counter()
     Graph.open(str(root)).optimize()
     opt_s = time.perf_counter() - t0
-    after = {"commits": commits, "optimize_s": round(opt_s, 2), **_manifest_stats(root), **_open_cost(str(root), repeats),
+    after = {"commits": commits, "optimize_s": round(opt_s, 2), **_manifest_stats(root),
+             **_open_cost(str(root), repeats),
              "log_s": round(_median_time(lambda: Graph.open(str(root)).log(), repeats), 4)}
     staged = [_stage(g, f"node:T{i}", 10 ** 9, 1, 10) for i in tables_touched(0, tables)]
     t0 = time.perf_counter()
@@ -258,7 +259,8 @@ def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: 
         xs = [p["manifest_rows"] for p in points]
         for k in ("open_snapshot_s", "commit_s_median_last_10", "manifest_bytes", "manifest_data_bytes"):
             fits[f"{k}_per_manifest_row"] = fit_line(xs, [p[k] for p in points])
-        fits["commit_bytes_per_commit"] = fit_line([p["commit_rows"] for p in points], [p["commit_bytes"] for p in points])
+        fits["commit_bytes_per_commit"] = fit_line([p["commit_rows"] for p in points],
+                                                   [p["commit_bytes"] for p in points])
         fits["log_s_per_commit"] = fit_line([p["commit_rows"] for p in points], [p["log_s"] for p in points])
     shutil.rmtree(root, ignore_errors=True)
     return {"tables": tables, "tables_per_commit": 2, "points": points, "after_optimize": after, "fits": fits}
@@ -290,7 +292,7 @@ def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> 
     out = []
     for n in counts:
         root = work / f"rows-{n}"
-        g = Graph.init(str(root), schema_of(tables))
+        Graph.init(str(root), schema_of(tables))
         rows = lance.dataset(str(root / "__manifest")).to_table().to_pylist()
         meta = {r["table_key"]: r["metadata"] for r in rows if r["object_type"] == manifest.OBJ_VERSION}
         have = len(rows)
