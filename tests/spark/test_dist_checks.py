@@ -11,6 +11,7 @@ from omnigraph_spark import Graph, read_table, write_graph, write_table
 from omnigraph_spark.errors import (CardinalityViolationError, DanglingEdgeError, KeyConflictError,
                                     OmnigraphError, UniqueViolationError)
 from omnigraph_spark.spark import dist_checks, writer
+from tests.spark.test_jvm_read import jvm  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
@@ -88,8 +89,8 @@ def rows(spark, root, t):
     return sorted((tuple(r) for r in read_table(spark, root, t).select(*cols).collect()), key=repr)
 
 
-def w(spark, root, frames, opts, mode="append"):
-    return write_graph(root, frames, mode=mode, engine="python", options=opts)
+def w(spark, root, frames, opts, mode="append", engine="python"):
+    return write_graph(root, frames, mode=mode, engine=engine, options=opts)
 
 
 def test_unique_violation_same_on_both_paths(spark, tmp_path, no_driver_reads):
@@ -282,3 +283,23 @@ def test_an_unmoved_proof_is_reused_inside_the_lease(spark, tmp_path, monkeypatc
     kinds = sorted(k[0] for k in runs[0].runs)
     assert kinds == ["card", "endpoints"] and len(set(runs[0].runs)) == len(runs[0].runs)
     assert read_table(spark, g.root, "Knows").count() == 2
+
+
+def test_jvm_staged_repeated_key_same_on_both_paths(jvm, tmp_path, no_driver_reads):
+    """I21 on the JVM write path: a repeated key (the tasks' fingerprints find it, then the exact
+    pass words it) gets the same error distributed."""
+    def keys(root, opts, arm):
+        arm()
+        w(jvm, root, {"Person": names(jvm, ["a", "b", "a", "c", "b"])}, opts, engine="jvm")
+    assert "given more than once" in same_error(tmp_path, jvm, keys, no_driver_reads, KeyConflictError)
+
+
+@pytest.mark.slow
+def test_jvm_staged_dangling_edges_same_on_both_paths(jvm, tmp_path, no_driver_reads):
+    """I21 on the JVM write path: dangling edges (the tasks' probe found them, so no proof) get
+    the same error distributed."""
+    def ends(root, opts, arm):
+        w(jvm, root, {"Person": names(jvm, list("abc"))}, opts, engine="jvm")
+        arm()
+        w(jvm, root, {"Knows": edges(jvm, [("a", "b"), ("x", "a"), ("b", "y")])}, opts, engine="jvm")
+    assert "src 'x' not found" in same_error(tmp_path, jvm, ends, no_driver_reads, DanglingEdgeError)
