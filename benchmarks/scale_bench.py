@@ -166,9 +166,13 @@ def tree_hwm(root: int) -> Dict[str, Any]:
     jvms = [p for p in under if table[p][2] == "java"]
     workers = [p for p in under if _is_python(table[p][2])]
     hwm = {p: status_kb(_read(f"/proc/{p}/status"), "VmHWM") for p in [root] + under}
+    top = max(workers, key=lambda p: hwm[p], default=None)
     return {"driver_python_hwm_mb": round(hwm[root] * mb), "driver_jvm_hwm_mb": round(sum(hwm[p] for p in jvms) * mb),
             "worker_max_hwm_mb": round(max((hwm[p] for p in workers), default=0) * mb),
-            "workers_sum_hwm_mb": round(sum(hwm[p] for p in workers) * mb), "workers": len(workers)}
+            "workers_sum_hwm_mb": round(sum(hwm[p] for p in workers) * mb), "workers": len(workers),
+            # which worker: e.g. "pyspark.daemon pyspark.sql.worker.commit_data_source_write" (the driver's
+            # DataSource commit) vs the executors' task workers
+            "worker_max_cmd": " ".join(_read(f"/proc/{top}/cmdline").split("\0")[1:4]).strip() if top else None}
 
 
 class TreeSampler:
@@ -430,6 +434,9 @@ def markdown(r: Mapping[str, Any]) -> str:
     if shim:
         lines.append(f"- JVM shim loaded in the omnigraph contenders' sessions: {sorted(shim)} (write_graph and "
                      "append use engine=\"auto\": the JVM sink when it is loaded)")
+    for name, c in r["contenders"].items():
+        if c["memory_hwm"].get("worker_max_cmd"):
+            lines.append(f"- {name}: the largest Python worker ran `{c['memory_hwm']['worker_max_cmd']}`")
     a = r["contenders"].get("append")
     if a:
         lines.append(f"- append: {a['rows']:,} edges onto a graph of {a['committed_rows_before']:,} rows, "
