@@ -120,3 +120,22 @@ def test_schema_of_compiles():
 
     cat = compile_schema(ss.schema_of(3)).catalog()
     assert sorted(cat.nodes) == ["T0", "T1", "T2"]
+
+
+def test_markdown_has_a_row_per_contender_and_the_ratios():
+    hwm = {"driver_python_hwm_mb": 300, "driver_jvm_hwm_mb": 2000, "worker_max_hwm_mb": 60, "workers_sum_hwm_mb": 60,
+           "workers": 1, "worker_max_cmd": "pyspark.daemon"}
+    contenders = {"parquet": {"rows": 100, "write_s": 2.0, "rows_per_s": 50, "memory_hwm": hwm, "files": 2,
+                              "bytes": 2 ** 20},
+                  "write_graph": {"rows": 100, "write_s": 1.0, "rows_per_s": 100, "memory_hwm": hwm, "files": 4,
+                                  "bytes": 3 * 2 ** 20, "shim_loaded": True}}
+    r = {"rows": 100, "date": "d", "command": "c", "driver_memory": "8g", "load_start": [1], "load_end": [2],
+         "machine": {"cores": 2, "python": "3", "pyspark": "4"}, "generate_s": 1.0, "contenders": contenders,
+         "input": {"nodes": 25, "edges": 75, "append_edges": 7, "nodes_input": {"files": 2, "bytes": 10},
+                   "edges_input": {"files": 2, "bytes": 30}}}
+    r["ratios"] = sb.ratios(contenders)
+    text = sb.markdown(r)
+    rows = [line for line in text.splitlines() if line.startswith("| parquet") or line.startswith("| write_graph")]
+    assert len(rows) == 2
+    assert "| baseline |" in rows[0] and f"| {r['ratios']['write_graph_vs_parquet']}x parquet |" in rows[1]
+    assert "largest Python worker ran `pyspark.daemon`" in text
