@@ -60,6 +60,10 @@ def gen(d: str, nodes: int, edges: int, files: int = 8) -> None:
 
 
 def one(d: str, threshold: int, engine: str) -> dict:
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("omnigraph_spark.spark.dist_checks").setLevel(logging.INFO)  # each check's time
     from omnigraph_spark import Graph, write_graph
     from omnigraph_spark.demo import local_builder
 

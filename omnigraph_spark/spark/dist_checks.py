@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -176,10 +177,13 @@ class DistChecks:
                 fut = self._memo[key] = Future()
                 self.runs.append(key)
         if mine:
+            t0 = time.monotonic()
             try:
                 fut.set_result(compute())
             except BaseException as e:
                 fut.set_exception(e)
+            log.info("distributed %s check of %s: %s in %.1f s", key[0], key[1],
+                     "failed" if fut.exception() else "passed", time.monotonic() - t0)
         return fut.result()
 
     # -- frames -----------------------------------------------------------------------------
@@ -321,18 +325,26 @@ class DistChecks:
         if not files.total:
             return
         edges = self.staged(files, edge_schema, ["src", "dst"])
-        from_ids = self._ids(from_src, from_schema)
-        to_ids = from_ids if to_src == from_src else self._ids(to_src, to_schema)
-        bad_src = edges.join(from_ids.withColumnRenamed("id", "src"), on="src", how="left_anti")
-        bad_dst = edges.join(to_ids.withColumnRenamed("id", "dst"), on="dst", how="left_anti")
-        cols = [F.col(POS), F.col("src"), F.col("dst")]
-        flagged = (bad_src.select(*cols, F.lit(1).alias("s"), F.lit(0).alias("d"))
-                   .unionByName(bad_dst.select(*cols, F.lit(0).alias("s"), F.lit(1).alias("d"))))
-        per_row = flagged.groupBy(POS, "src", "dst").agg(F.max("s").alias("s"), F.max("d").alias("d"))
-        counts = per_row.agg(F.coalesce(F.sum("s"), F.lit(0)), F.coalesce(F.sum("d"), F.lit(0))).collect()[0]
-        n_src, n_dst = int(counts[0]), int(counts[1])
+        # one scan of the edges: each row's two ends as (side, value); one anti-join against the
+        # ids (tagged with the side they serve unless both ends have the same id source)
+        same = to_src == from_src
+        ends = edges.select(F.col(POS), F.col("src"), F.col("dst"), F.explode(F.array(
+            F.struct(F.lit(0).alias("side"), F.col("src").alias("v")),
+            F.struct(F.lit(1).alias("side"), F.col("dst").alias("v")))).alias("e")).select(
+            POS, "src", "dst", F.col("e.side").alias("side"), F.col("e.v").alias("v"))
+        if same:
+            ids = self._ids(from_src, from_schema).withColumnRenamed("id", "v")
+            bad = ends.join(ids, on="v", how="left_anti")
+        else:
+            ids = (self._ids(from_src, from_schema).select(F.lit(0).alias("side"), F.col("id").alias("v"))
+                   .unionByName(self._ids(to_src, to_schema).select(F.lit(1).alias("side"), F.col("id").alias("v"))))
+            bad = ends.join(ids, on=["side", "v"], how="left_anti")
+        counts = bad.agg(F.sum((F.col("side") == 0).cast("long")), F.sum((F.col("side") == 1).cast("long"))).collect()[0]
+        n_src, n_dst = int(counts[0] or 0), int(counts[1] or 0)
         if not n_src and not n_dst:
             return
+        per_row = bad.groupBy(POS, "src", "dst").agg(F.max((F.col("side") == 0).cast("int")).alias("s"),
+                                                      F.max((F.col("side") == 1).cast("int")).alias("d"))
         first = per_row.orderBy(POS).limit(limit).collect()
         raise dangling_error(td, [(r[POS], r["src"], r["dst"], bool(r["s"]), bool(r["d"])) for r in first],
                              n_src, n_dst)
