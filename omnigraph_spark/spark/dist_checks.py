@@ -29,7 +29,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
@@ -339,7 +339,8 @@ class DistChecks:
             ids = (self._ids(from_src, from_schema).select(F.lit(0).alias("side"), F.col("id").alias("v"))
                    .unionByName(self._ids(to_src, to_schema).select(F.lit(1).alias("side"), F.col("id").alias("v"))))
             bad = ends.join(ids, on=["side", "v"], how="left_anti")
-        counts = bad.agg(F.sum((F.col("side") == 0).cast("long")), F.sum((F.col("side") == 1).cast("long"))).collect()[0]
+        counts = bad.agg(F.sum((F.col("side") == 0).cast("long")),
+                         F.sum((F.col("side") == 1).cast("long"))).collect()[0]
         n_src, n_dst = int(counts[0] or 0), int(counts[1] or 0)
         if not n_src and not n_dst:
             return

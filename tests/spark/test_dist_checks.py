@@ -163,7 +163,8 @@ def test_card_max_over_committed_and_pending_same_on_both_paths(spark, tmp_path,
 def test_card_min_same_on_both_paths(spark, tmp_path, no_driver_reads):
     def scenario(root, opts, arm):
         arm()
-        w(spark, root, {"Person": names(spark, list("abc")), "City": spark.createDataFrame([("x",), ("y",)], "name string"),
+        cities = spark.createDataFrame([("x",), ("y",)], "name string")
+        w(spark, root, {"Person": names(spark, list("abc")), "City": cities,
                         "Likes": edges(spark, [("a", "x"), ("a", "y"), ("b", "x"), ("c", "y")])}, opts)
     msg = same_error(tmp_path, spark, scenario, no_driver_reads, CardinalityViolationError)
     assert "source 'b' has 1 edges (min 2)" in msg
