@@ -16,7 +16,9 @@ from omnigraph_spark.ingest.integrity import delete_keys
 from omnigraph_spark.spark.writer import make_validator
 from omnigraph_spark.store import writes
 
-from .helpers import QUERY_PARAMS, read_records, recovery_audits, store_load_jsonl
+from .helpers import (QUERY_PARAMS, export_rows, read_records, recovery_audits, store_load_jsonl,
+                      without_edge_ids)
+from .test_engine_to_ours import check_branch
 from .test_ours_to_engine import assert_engine_open_is_clean, assert_export_equals_ours, compare_queries
 
 
@@ -96,3 +98,52 @@ def test_engine_reads_our_cascading_overwrite_and_strict_append(engine, fixtures
     with pytest.raises(KeyConflictError):
         _commit(g, [writes.stage(target, pa.Table.from_pylist(people[:1], schema=target.schema).to_batches())])
     assert_engine_open_is_clean(engine, ours, g)
+
+
+ENGINE_DELETES = """
+query remove_person($name: String) {
+    delete Person where name = $name
+}
+
+query remove_friendships($from: String) {
+    delete Knows where from = $from
+}
+"""
+
+
+def test_we_read_a_graph_the_engine_deleted_from(engine, fixtures_dir, tmp_path):  # I18
+    """The engine's own deletes (its node delete cascades to every incident edge; an edge
+    delete by endpoint) read back in ours row for row, with its versions and commits; our
+    reads, our strict append and our own delete then work on top of its deletion files."""
+    root = str(tmp_path / "eng")
+    engine.init(root, fixtures_dir / "test.pg")
+    engine.load(root, fixtures_dir / "test.jsonl", "append")
+    mutations = tmp_path / "deletes.gq"
+    mutations.write_text(ENGINE_DELETES)
+    engine.run("mutate", "--store", root, "--query", mutations, "remove_person",
+               "--params", json.dumps({"name": "Bob"}))
+    engine.run("mutate", "--store", root, "--query", mutations, "remove_friendships",
+               "--params", json.dumps({"from": "Alice"}))
+
+    g = Graph.open(root)
+    seen = check_branch(engine, root, g, "main")
+    people = {r["name"] for r in seen["rows"]["node:Person"]}
+    assert "Bob" not in people and "Alice" in people
+    edges = [r for t in ("edge:Knows", "edge:WorksAt") for r in seen["rows"].get(t, [])]
+    assert edges and all("Bob" not in (r["src"], r["dst"]) for r in edges)
+    assert all(r["src"] != "Alice" for r in seen["rows"].get("edge:Knows", []))
+    ref = _reference(engine, fixtures_dir, tmp_path,
+                     lambda r: _without("Bob")(r) and not (r.get("edge") == "Knows" and r["from"] == "Alice"))
+    assert without_edge_ids(export_rows(engine.export(root))) == without_edge_ids(export_rows(engine.export(ref)))
+
+    # strict append on top of the engine's deletes: the deleted key is free, a live one is not
+    target = writes.prepare_target(g, "main", "node:Person", "append")
+    bob = [{"id": "Bob", "name": "Bob", "age": 41}]
+    _commit(g, [writes.stage(target, pa.Table.from_pylist(bob, schema=target.schema).to_batches())])
+    target = writes.prepare_target(g, "main", "node:Person", "append")
+    with pytest.raises(KeyConflictError):
+        _commit(g, [writes.stage(target, pa.Table.from_pylist(bob, schema=target.schema).to_batches())])
+    _delete(g, "node:Person", [{"name": "Charlie"}])
+    assert_engine_open_is_clean(engine, root, g)
+    assert_export_equals_ours(engine, root, g)
+    assert recovery_audits(root) == []
