@@ -38,6 +38,7 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from benchmarks.common import read_text
 
 SCHEMA = """
 node Item {
@@ -80,12 +81,6 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def machine_info() -> Dict[str, Any]:
@@ -94,11 +89,11 @@ def machine_info() -> Dict[str, Any]:
     import pyspark
 
     mem_kb = 0
-    for line in _read("/proc/meminfo").splitlines():
+    for line in read_text("/proc/meminfo").splitlines():
         if line.startswith("MemTotal:"):
             mem_kb = int(line.split()[1])
     cpu = ""
-    for line in _read("/proc/cpuinfo").splitlines():
+    for line in read_text("/proc/cpuinfo").splitlines():
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
@@ -139,7 +134,7 @@ def _proc_table() -> Dict[int, tuple]:
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
-        stat = _read(f"/proc/{d}/stat")
+        stat = read_text(f"/proc/{d}/stat")
         if not stat:
             continue
         try:
@@ -147,7 +142,7 @@ def _proc_table() -> Dict[int, tuple]:
             ppid, rss_pages = int(rest[1]), int(rest[21])
         except (ValueError, IndexError):
             continue
-        cmd = _read(f"/proc/{d}/cmdline").split("\0")[0]
+        cmd = read_text(f"/proc/{d}/cmdline").split("\0")[0]
         out[int(d)] = (ppid, rss_pages * page, os.path.basename(cmd))
     return out
 

@@ -48,6 +48,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
+from benchmarks.common import read_text, with_delta as add_delta
 
 log = logging.getLogger("benchmarks.scale_bench")
 
@@ -129,12 +130,6 @@ def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float
 
 # -- /proc -------------------------------------------------------------------------------------
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def proc_table() -> Dict[int, tuple]:
@@ -144,7 +139,7 @@ def proc_table() -> Dict[int, tuple]:
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
-        stat = _read(f"/proc/{d}/stat")
+        stat = read_text(f"/proc/{d}/stat")
         try:
             comm = stat[stat.index("(") + 1:stat.rindex(")")]
             rest = stat[stat.rindex(")") + 2:].split()
@@ -165,14 +160,14 @@ def tree_hwm(root: int) -> Dict[str, Any]:
     under = descendants(table, root)
     jvms = [p for p in under if table[p][2] == "java"]
     workers = [p for p in under if _is_python(table[p][2])]
-    hwm = {p: status_kb(_read(f"/proc/{p}/status"), "VmHWM") for p in [root] + under}
+    hwm = {p: status_kb(read_text(f"/proc/{p}/status"), "VmHWM") for p in [root] + under}
     top = max(workers, key=lambda p: hwm[p], default=None)
     return {"driver_python_hwm_mb": round(hwm[root] * mb), "driver_jvm_hwm_mb": round(sum(hwm[p] for p in jvms) * mb),
             "worker_max_hwm_mb": round(max((hwm[p] for p in workers), default=0) * mb),
             "workers_sum_hwm_mb": round(sum(hwm[p] for p in workers) * mb), "workers": len(workers),
             # which worker: e.g. "pyspark.daemon pyspark.sql.worker.commit_data_source_write" (the driver's
             # DataSource commit) vs the executors' task workers
-            "worker_max_cmd": " ".join(_read(f"/proc/{top}/cmdline").split("\0")[1:4]).strip() if top else None}
+            "worker_max_cmd": " ".join(read_text(f"/proc/{top}/cmdline").split("\0")[1:4]).strip() if top else None}
 
 
 class TreeSampler:
@@ -220,11 +215,7 @@ def session(driver_memory: str, with_delta: bool):
 
     b = local_builder("omnigraph-scale-bench", "local[2]", conf={"spark.driver.memory": driver_memory})
     if with_delta:
-        from delta import configure_spark_with_delta_pip
-
-        b = configure_spark_with_delta_pip(
-            b.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+        b = add_delta(b)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from omnigraph_spark import register
@@ -344,7 +335,7 @@ def _machine() -> Dict[str, Any]:
     info: Dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(),
                             "interpreter": sys.executable, "pyspark": pyspark.__version__,
                             "platform": platform.platform(),
-                            "ram_gib": round(status_kb(_read("/proc/meminfo"), "MemTotal") / 2 ** 20, 1)}
+                            "ram_gib": round(status_kb(read_text("/proc/meminfo"), "MemTotal") / 2 ** 20, 1)}
     from importlib.metadata import version
 
     for dist in ("pylance", "delta-spark"):

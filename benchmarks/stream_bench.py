@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
+from benchmarks.common import with_delta as add_delta
 
 log = logging.getLogger("benchmarks.stream_bench")
 
@@ -222,11 +223,7 @@ def session(with_delta: bool):
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
          .config("spark.python.worker.reuse", "true").config("spark.ui.showConsoleProgress", "false"))
     if with_delta:  # every contender gets the same session, Delta's jars included
-        from delta import configure_spark_with_delta_pip
-
-        b = configure_spark_with_delta_pip(
-            b.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+        b = add_delta(b)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from omnigraph_spark.spark import register
