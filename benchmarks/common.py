@@ -1,6 +1,9 @@
 """Small pieces the benchmark scripts share."""
 from __future__ import annotations
 
+import os
+from typing import Dict, List, Mapping
+
 
 def read_text(path: str) -> str:
     """A /proc (or any) file's text; "" when it is gone (a process that just exited)."""
@@ -18,3 +21,33 @@ def with_delta(builder):
     return configure_spark_with_delta_pip(
         builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+
+
+def proc_table() -> Dict[int, tuple]:
+    """pid -> (ppid, rss bytes, comm) of every process."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    out: Dict[int, tuple] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        stat = read_text(f"/proc/{d}/stat")
+        try:
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            rest = stat[stat.rindex(")") + 2:].split()
+            out[int(d)] = (int(rest[1]), int(rest[21]) * page, comm)
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+def descendants(table: Mapping[int, tuple], root: int) -> List[int]:
+    """pids under ``root`` in a ``pid -> (ppid, ...)`` table, depth first."""
+    children: Dict[int, List[int]] = {}
+    for pid, row in table.items():
+        children.setdefault(row[0], []).append(pid)
+    out, stack = [], [root]
+    while stack:
+        for c in sorted(children.get(stack.pop(), [])):
+            out.append(c)
+            stack.append(c)
+    return out

@@ -38,7 +38,7 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
-from benchmarks.common import read_text
+from benchmarks.common import descendants, proc_table, read_text
 
 SCHEMA = """
 node Item {
@@ -127,26 +127,6 @@ def other_load(self_pids: set) -> Dict[str, Any]:
 
 # -- memory sampler --------------------------------------------------------------------------
 
-def _proc_table() -> Dict[int, tuple]:
-    """pid -> (ppid, rss bytes, argv0/comm)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    out: Dict[int, tuple] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        stat = read_text(f"/proc/{d}/stat")
-        if not stat:
-            continue
-        try:
-            rest = stat[stat.rindex(")") + 2:].split()
-            ppid, rss_pages = int(rest[1]), int(rest[21])
-        except (ValueError, IndexError):
-            continue
-        cmd = read_text(f"/proc/{d}/cmdline").split("\0")[0]
-        out[int(d)] = (ppid, rss_pages * page, os.path.basename(cmd))
-    return out
-
-
 class MemorySampler:
     """Samples RSS of this process (the driver), the JVM and Spark's Python workers
     (python descendants of the JVM) every ``interval`` seconds; peaks are kept per phase."""
@@ -183,17 +163,9 @@ class MemorySampler:
         name = self.phase
         if name is None:
             return
-        table = _proc_table()
+        table = proc_table()
         me = os.getpid()
-        children: Dict[int, List[int]] = {}
-        for pid, (ppid, _, _) in table.items():
-            children.setdefault(ppid, []).append(pid)
-        desc, stack = [], [me]
-        while stack:
-            p = stack.pop()
-            for c in children.get(p, []):
-                desc.append(c)
-                stack.append(c)
+        desc = descendants(table, me)
         jvm = sum(table[p][1] for p in desc if table[p][2] == "java")
         workers = [table[p][1] for p in desc if "python" in table[p][2]]
         self.pids_seen.update(desc)

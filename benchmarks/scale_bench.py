@@ -48,7 +48,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
-from benchmarks.common import read_text, with_delta as add_delta
+from benchmarks.common import descendants, proc_table, read_text, with_delta as add_delta
 
 log = logging.getLogger("benchmarks.scale_bench")
 
@@ -102,19 +102,6 @@ def status_kb(text: str, field: str) -> int:
     return 0
 
 
-def descendants(table: Mapping[int, tuple], root: int) -> List[int]:
-    """pids under ``root`` in a ``pid -> (ppid, ...)`` table, depth first."""
-    children: Dict[int, List[int]] = {}
-    for pid, row in table.items():
-        children.setdefault(row[0], []).append(pid)
-    out, stack = [], [root]
-    while stack:
-        for c in sorted(children.get(stack.pop(), [])):
-            out.append(c)
-            stack.append(c)
-    return out
-
-
 def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float]]:
     """Each contender's throughput over its baseline's (rows/s; > 1 = faster than the baseline),
     both measured in the same run; None when the baseline did not run."""
@@ -129,25 +116,6 @@ def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float
 
 
 # -- /proc -------------------------------------------------------------------------------------
-
-
-
-def proc_table() -> Dict[int, tuple]:
-    """pid -> (ppid, rss bytes, comm) of every process."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    out: Dict[int, tuple] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        stat = read_text(f"/proc/{d}/stat")
-        try:
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            rest = stat[stat.rindex(")") + 2:].split()
-            out[int(d)] = (int(rest[1]), int(rest[21]) * page, comm)
-        except (ValueError, IndexError):
-            continue
-    return out
-
 
 def _is_python(comm: str) -> bool:
     return comm.startswith("python")
