@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..errors import DanglingEdgeError, OmnigraphError, OptionError, UniqueViolationError
+from ..errors import DanglingEdgeError, OmnigraphError, UniqueViolationError
 from ..graph import Graph, Snapshot
 from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_fresh_ids, check_unique,
                       raise_key_conflict, shadowed_src_counts, src_counts, unique_groups)
@@ -748,11 +748,7 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
                           + sum(snap.table(t.table_key).row_count for t in graph.catalog.types())):
                 validate(snap, by_key, distributed_only=True)
         except BaseException as e:
-            n = abort(staged, graph.storage_options)
-            if quarantine is not None:
-                settle_quarantine(graph, quarantine)
-            log.info("checks before the commit failed (%s); removed %d staged files", e, n)
-            raise tag_error(e)
+            raise _failed(graph, staged, quarantine, "checks before the commit", e)
     files = [r.file for r in rejected if r.file]
     if quarantine is not None and files:
         keys = {s.table_key for s in staged}
@@ -763,11 +759,7 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
         result = commit_load(graph, branch, staged, actor=opts.actor, validate=validate, txn=opts.txn,
                              lease_timeout_s=opts.commit_lease_timeout)
     except BaseException as e:
-        n = abort(staged, graph.storage_options)
-        if quarantine is not None:
-            settle_quarantine(graph, quarantine)
-        log.info("commit failed (%s); removed %d staged files", e, n)
-        raise tag_error(e)
+        raise _failed(graph, staged, quarantine, "commit", e)
     if result.skipped:
         n = abort(staged, graph.storage_options)
         if quarantine is not None:
@@ -785,6 +777,17 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
             result = dataclasses.replace(result, rejected_rows=n_rejected, rejected_path=where if n_rejected else None)
             log.info("omnigraph write quarantined %d rejected rows in %s", n_rejected, where)
     return result
+
+
+def _failed(graph: Graph, staged: Sequence[StagedTable], quarantine: Optional[Quarantine], what: str,
+            e: BaseException) -> BaseException:
+    """A load failed at ``what``: delete its staged files, settle its quarantine, and return
+    the error to raise (tagged with its code)."""
+    n = abort(staged, graph.storage_options)
+    if quarantine is not None:
+        settle_quarantine(graph, quarantine)
+    log.info("%s failed (%s); removed %d staged files", what, e, n)
+    return tag_error(e)
 
 
 def settle_quarantine(graph: Graph, quarantine: Quarantine) -> None:
