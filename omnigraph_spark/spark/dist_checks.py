@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -37,6 +35,7 @@ from ..ingest.checks import KEY_CONFLICT_SAMPLE, card_violation, dangling_error,
 from ..schema.catalog import TypeDef
 from ..store import tables as _tables
 from ..store.writes import IdSource, StagedTable
+from .memo import Once
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +138,7 @@ class DistChecks:
         self.spark = spark
         self.threshold = threshold
         self.storage_options = storage_options
-        self._lock = threading.Lock()
-        self._memo: Dict[tuple, Future] = {}
+        self._memo = Once()
         self.runs: List[tuple] = []  # keys of the checks actually run (tests: proofs reused or not)
 
     @classmethod
@@ -170,21 +168,18 @@ class DistChecks:
     # -- memo -------------------------------------------------------------------------------
 
     def _once(self, key: tuple, compute: Callable[[], object]):
-        with self._lock:
-            fut = self._memo.get(key)
-            mine = fut is None
-            if mine:
-                fut = self._memo[key] = Future()
-                self.runs.append(key)
-        if mine:
+        def run() -> object:
+            self.runs.append(key)
             t0 = time.monotonic()
+            outcome = "failed"
             try:
-                fut.set_result(compute())
-            except BaseException as e:
-                fut.set_exception(e)
-            log.info("distributed %s check of %s: %s in %.1f s", key[0], key[1],
-                     "failed" if fut.exception() else "passed", time.monotonic() - t0)
-        return fut.result()
+                result = compute()
+                outcome = "passed"
+                return result
+            finally:
+                log.info("distributed %s check of %s: %s in %.1f s", key[0], key[1], outcome,
+                         time.monotonic() - t0)
+        return self._memo(key, run)
 
     # -- frames -----------------------------------------------------------------------------
 

@@ -23,8 +23,7 @@ import functools
 import logging
 import os
 import re
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -44,6 +43,7 @@ from ..store import tables as _tables
 from ..ingest import integrity as _integrity
 from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget,
                             abort, commit_load, merge_by_key, prepare_target, stage)
+from .memo import Once
 from .dist_checks import DistChecks, committed_pin
 from .bad_rows import (BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error,
                        split_bad_rows)
@@ -308,10 +308,10 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
 
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
                  distributed_only: bool = False) -> Dict[str, Dict[str, str]]:
-        # Every read is lazy and shared (_Once): the checks below run concurrently and each
+        # Every read is lazy and shared (Once): the checks below run concurrently and each
         # reads what it needs, so Lance reads overlap other checks' hashing instead of all
         # reads running first. Each column set is still read once.
-        once = _Once()
+        once = Once()
 
         def staged_cols(key: str, cols: Sequence[str]) -> pa.Table:
             def read() -> pa.Table:
@@ -556,28 +556,6 @@ def _id_is_checked_key(td: TypeDef, groups: Sequence[Tuple[Tuple[str, ...], str]
         return False
     prop = next((p for p in td.properties if p.name == key), None)
     return prop is not None and not prop.type.list and prop.type.scalar in _INJECTIVE_KEY_TYPES
-
-
-class _Once:
-    """A thread-safe memo: the first caller of a key computes it, concurrent callers wait for
-    that result (or its error) instead of computing it again."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._futures: Dict[object, Future] = {}
-
-    def __call__(self, key: object, compute: Callable[[], object]):
-        with self._lock:
-            fut = self._futures.get(key)
-            mine = fut is None
-            if mine:
-                fut = self._futures[key] = Future()
-        if mine:
-            try:
-                fut.set_result(compute())
-            except BaseException as e:
-                fut.set_exception(e)
-        return fut.result()
 
 
 def id_source(snap: Snapshot, staged: Mapping[str, StagedTable], node_key: str) -> IdSource:
