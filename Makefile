@@ -27,13 +27,15 @@ install: $(VENV)/.installed
 # the shim compiled against the installed pyspark's own Spark jars. Needs javac and mvn.
 SHIM := jvm-shim/target/omnigraph-spark-shim.jar
 SHIM_SRC := $(wildcard jvm-shim/src/main/java/io/omnigraph/spark/*.java)
-$(SHIM): $(VENV)/.installed jvm-shim/pom.xml $(SHIM_SRC)
+# the service file registering format("omnigraph")'s JVM provider (OmnigraphProvider)
+SHIM_RES := jvm-shim/src/main/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister
+$(SHIM): $(VENV)/.installed jvm-shim/pom.xml $(SHIM_SRC) $(SHIM_RES)
 	rm -rf jvm-shim/target/classes jvm-shim/target/lib
 	mvn -q -B -f jvm-shim/pom.xml dependency:copy-dependencies -DoutputDirectory=target/lib
 	mkdir -p jvm-shim/target/classes
 	javac -nowarn --release 17 -d jvm-shim/target/classes \
 	  -cp "$$($(PY) -c 'import pyspark,os;print(os.path.join(os.path.dirname(pyspark.__file__),"jars"))')/*:jvm-shim/target/lib/*" $(SHIM_SRC)
-	jar cf $@ -C jvm-shim/target/classes .
+	jar cf $@ -C jvm-shim/target/classes . -C jvm-shim/src/main/resources .
 
 jvm-shim: $(SHIM)
 

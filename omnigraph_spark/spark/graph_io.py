@@ -147,7 +147,7 @@ def _write_options(uri: str, mode: str, branch: str, actor: Optional[str],
     base: Dict[str, Any] = {"path": uri, "branch": branch, "writeMode": mode}
     if actor is not None:
         base["actor"] = actor
-    reserved = {k.lower() for k in base} | {"type", "path", "branch", "writemode", "actor"}
+    reserved = {k.lower() for k in base} | {"type", "path", "branch", "writemode", "actor", "engine"}
     for k, v in (options or {}).items():
         if str(k).lower() in reserved:
             raise OptionError(f"option '{k}' is a parameter of this call (or meaningless for a multi-type load); "

@@ -38,6 +38,7 @@ from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
 from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, column_kinds, fragment_rows, plan_partitions
+from .options import ENGINES
 from .shim_conf import SHIM_DIR_ENV, SHIM_JAR, configure_spark, shim_jars, shim_spark_conf  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 SHIM_CLASS = "io.omnigraph.spark.LanceSnapshotSource"
 #: a class of the shim's libraries (the Lance Java SDK): a shim jar alone would fail its first job
 LANCE_CLASS = "org.lance.Dataset"
-ENGINES = ("auto", "python", "jvm")
 #: rows per Arrow batch of the JVM scan: 4x 65,536 cut a 1M-row scan by 13 % (bounded by the batch)
 JVM_BATCH_SIZE = 262_144
 
@@ -191,7 +191,8 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
             raise JvmReadUnavailableError(f"cannot read '{typedef.name}' through the JVM path: {why}",
                                           type=typedef.name)
         log.info("reading %s through the Python source: %s", typedef.table_key, why)
-    r = (spark.read.format("omnigraph").option("type", typedef.name).option("branch", snap.branch)
+    r = (spark.read.format("omnigraph").option("engine", "python")  # this IS the fallback: no second planning
+         .option("type", typedef.name).option("branch", snap.branch)
          .option("version", str(snap.version)))
     if columns is not None:
         r = r.option("columns", ",".join(columns))
@@ -207,6 +208,19 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
 def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds,
                parallelism: int, max_rows_per_partition: Optional[int],
                storage_options: Optional[Dict[str, str]]) -> DataFrame:
+    r = spark.read.format(SHIM_CLASS).schema(schema)
+    for k, v in scan_options(snap, typedef, schema, ds, parallelism, max_rows_per_partition).items():
+        r = r.option(k, v)
+    if storage_options:  # one option whose key names a secret: Spark redacts its value in plans
+        r = r.option("storageSecrets", json.dumps(storage_options))
+    return r.load()
+
+
+def scan_options(snap: Snapshot, typedef: TypeDef, schema, ds, parallelism: int,
+                 max_rows_per_partition: Optional[int], pushdown: bool = True) -> Dict[str, str]:
+    """The JVM scan's options (``LanceSnapshotSource``) for one table of ``snap``: the pinned
+    table version and the tasks (the Python reader's fragment groups and row ranges), no
+    credentials. ``pushdown`` False: no column is offered to Lance's filters."""
     table = snap.table(typedef.table_key)
     read_columns = set(schema.fieldNames())
     frags = fragment_rows(ds)
@@ -217,18 +231,14 @@ def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds
             tasks.append({"fragments": list(ids), "filter": _range_filter(ids[0], rng) if rng else None})
     log.info("omnigraph JVM read %s on %s: manifest v%d (commit %s), table version %d, %d fragments, %d tasks",
              typedef.table_key, snap.branch, snap.version, snap.commit_id, table.version, len(frags), len(tasks))
-    r = (spark.read.format(SHIM_CLASS).schema(schema)
-         .option("path", table.base_path).option("version", str(table.version))
-         .option("partitions", json.dumps(tasks)).option("table", typedef.table_key)
-         .option("batchSize", str(JVM_BATCH_SIZE))
-         # the columns Lance may filter on (their kinds decide what translates exactly, see FilterSql)
-         .option("pushable", json.dumps({c: k.scalar for c, k in column_kinds(typedef).items()
-                                         if k.pushable and c in read_columns})))
+    out = {"path": table.base_path, "version": str(table.version), "partitions": json.dumps(tasks),
+           "table": typedef.table_key, "batchSize": str(JVM_BATCH_SIZE),
+           # the columns Lance may filter on (their kinds decide what translates exactly, see FilterSql)
+           "pushable": json.dumps({c: k.scalar for c, k in column_kinds(typedef).items()
+                                   if pushdown and k.pushable and c in read_columns})}
     if table.lance_branch:
-        r = r.option("branch", table.lance_branch)
-    if storage_options:  # one option whose key names a secret: Spark redacts its value in plans
-        r = r.option("storageSecrets", json.dumps(storage_options))
-    return r.load()
+        out["branch"] = table.lance_branch
+    return out
 
 
 def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main", version: Optional[int] = None,
@@ -257,4 +267,4 @@ def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main"
 
 
 __all__ = ["read_table", "load_table", "shim_jars", "shim_spark_conf", "configure_spark", "shim_loaded", "shim_blocker", "ShimSession",
-           "default_parallelism", "is_connect", "column_blockers", "ENGINES", "SHIM_CLASS"]
+           "default_parallelism", "is_connect", "scan_options", "column_blockers", "ENGINES", "SHIM_CLASS"]

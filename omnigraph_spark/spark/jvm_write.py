@@ -267,6 +267,23 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     credentials from the environment (no storage options) are the executors' own."""
     handoff = side_files.location(journal_dir, f"handoff-{uuid.uuid4().hex}", ".staged")
     so = target.storage_options
+    spec = sink_spec(typedef, target, plan, journal_dir, handoff, ends, fresh)
+    # one option (the sink unpacks it): a py4j call per option cost ~5 ms a load
+    w = projected(df, plan).write.format(SINK_CLASS).mode("append").option("spec", json.dumps(spec))
+    if so:  # its own option, whose key names a secret: Spark redacts its value in plans and the event log
+        w = w.option("storageSecrets", json.dumps(so))
+    try:
+        w.save()
+        tasks = read_handoff(handoff, so)
+    finally:
+        delete_handoff(handoff, journal_dir, so)
+    return staged_from_tasks(typedef, target, plan, tasks, ends, fresh)
+
+
+def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal_dir: str, handoff: str,
+              ends: Optional[Tuple[IdSource, IdSource]] = None,
+              fresh: Optional[IdSource] = None) -> Dict[str, str]:
+    """The sink's ``spec`` option (the JVM unpacks it): everything a task needs, no credentials."""
     spec = {"datasetUri": target.stage_uri, "tableKey": target.table_key,
             "label": f"{typedef.kind} {typedef.name}", "typeName": typedef.name,
             "where": f"{typedef.name} partition",
@@ -284,18 +301,27 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
         spec["endpoints"] = json.dumps({"load": journal_dir, "src": ends[0].to_json(), "dst": ends[1].to_json()})
     if fresh is not None:
         spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json()})
-    # one option (the sink unpacks it): a py4j call per option cost ~5 ms a load
-    w = projected(df, plan).write.format(SINK_CLASS).mode("append").option("spec", json.dumps(spec))
-    if so:  # its own option, whose key names a secret: Spark redacts its value in plans and the event log
-        w = w.option("storageSecrets", json.dumps(so))
+    return spec
+
+
+def read_handoff(handoff: str, storage_options: Optional[Dict[str, str]]) -> List[Dict[str, Any]]:
+    """The tasks' results the sink's driver side handed over (one entry per committed partition)."""
+    return json.loads(side_files.read_text(handoff, storage_options))["tasks"]
+
+
+def delete_handoff(handoff: str, journal_dir: str, storage_options: Optional[Dict[str, str]]) -> None:
     try:
-        w.save()
-        tasks = json.loads(side_files.read_text(handoff, so))["tasks"]
-    finally:
-        try:
-            RootStorage(journal_dir, so).delete(handoff)  # False: the job failed before its commit
-        except StorageError as e:  # the journal's clean-up deletes it with the rest
-            log.warning("cannot delete the hand-off file %s: %s", handoff, e)
+        RootStorage(journal_dir, storage_options).delete(handoff)  # False: the job failed before its commit
+    except StorageError as e:  # the journal's clean-up deletes it with the rest
+        log.warning("cannot delete the hand-off file %s: %s", handoff, e)
+
+
+def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, tasks: Sequence[Dict[str, Any]],
+                      ends: Optional[Tuple[IdSource, IdSource]] = None,
+                      fresh: Optional[IdSource] = None) -> List[StagedTable]:
+    """The staged tables of the sink's tasks, one per task; raises the ONE typed error of the
+    tasks that refused their rows (nothing staged then: the caller's journal clean-up deletes
+    what the others staged)."""
     # a task whose rows broke a rule staged nothing and handed over the error (bad_rows.py)
     raise_refused([Refusal.from_json(t["error"]) for t in sorted(tasks, key=lambda t: t["partition"])
                    if t.get("error")])
@@ -365,4 +391,4 @@ def endpoint_sources(typedef: TypeDef, snap: Snapshot,
     return out[0], out[1]
 
 
-__all__ = ["SINK_CLASS", "endpoint_sources", "fresh_source", "provable_unique_column", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]
+__all__ = ["SINK_CLASS", "delete_handoff", "read_handoff", "sink_spec", "staged_from_tasks", "endpoint_sources", "fresh_source", "provable_unique_column", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]

@@ -85,6 +85,11 @@ OPTIONS: Tuple[OptionSpec, ...] = (
                "Spread the read over at least this many tasks when each keeps >= 65,536 rows "
                "(default: the driver's CPU count; on a cluster, the executor cores)."),
     OptionSpec("pushdown", "read", "true", "Push filters down to Lance (true/false)."),
+    OptionSpec("engine", "read/write", "auto",
+               "Which path format('omnigraph') takes: auto (the JVM provider when the shim jar is on the class "
+               "path and the read or write qualifies, else this package's Python source, the reason logged), "
+               "jvm (the JVM path or JVM_READ_UNAVAILABLE / JVM_WRITE_UNAVAILABLE naming every reason), "
+               "python (the Python source). docs/api.md, 'format(\"omnigraph\") and the JVM paths'."),
     OptionSpec("storage.<key>", "read/write", None,
                "Passed through to Lance/object-store storage options as <key> (e.g. storage.aws_region)."),
 )
@@ -182,6 +187,17 @@ def _branch(plain: Mapping[str, str]) -> str:
         raise OptionError(f"option 'branch' is invalid: {e}", option="branch", value=raw) from e
 
 
+ENGINES = ("auto", "python", "jvm")
+
+
+def _engine(plain: Mapping[str, str]) -> str:
+    v = (_str(plain, "engine") or "auto").lower()
+    if v not in ENGINES:
+        raise OptionError(f"option 'engine' must be one of {', '.join(ENGINES)}, got {plain.get('engine')!r}",
+                          option="engine", value=plain.get("engine"))
+    return v
+
+
 def _rejected_rows_path(plain: Mapping[str, str], mode: str) -> Optional[str]:
     path = _str(plain, "rejectedRowsPath")
     if path is not None and mode == "delete":
@@ -208,6 +224,7 @@ class WriteOptions:
     rejected_rows_path: Optional[str] = None
     #: checks reading at least this many rows run as Spark jobs (0: never); spark/dist_checks.py
     distributed_check_rows: int = DEFAULT_DISTRIBUTED_CHECK_ROWS
+    engine: str = "auto"  # the path format('omnigraph') takes (the JVM provider reads it; see ENGINES)
     storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
@@ -247,7 +264,7 @@ class WriteOptions:
                    rejected_rows_path=_rejected_rows_path(plain, mode),
                    distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)
                    if _str(plain, "distributedCheckRows") is not None else DEFAULT_DISTRIBUTED_CHECK_ROWS,
-                   storage=tuple(sorted(storage.items())))
+                   engine=_engine(plain), storage=tuple(sorted(storage.items())))
 
     @property
     def storage_options(self) -> Optional[Dict[str, str]]:
@@ -278,6 +295,7 @@ class ReadOptions:
     max_rows_per_partition: Optional[int] = None
     min_partitions: Optional[int] = None
     pushdown: bool = True
+    engine: str = "auto"  # the path format('omnigraph') takes (the JVM provider reads it; see ENGINES)
     storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
@@ -310,11 +328,11 @@ class ReadOptions:
                    version=version, commit=commit, timestamp_as_of=ts, columns=columns,
                    max_rows_per_partition=_int(plain, "maxRowsPerPartition", minimum=1),
                    min_partitions=_int(plain, "minPartitions", minimum=1),
-                   pushdown=_bool(plain, "pushdown", True), storage=tuple(sorted(storage.items())))
+                   pushdown=_bool(plain, "pushdown", True), engine=_engine(plain), storage=tuple(sorted(storage.items())))
 
     @property
     def storage_options(self) -> Optional[Dict[str, str]]:
         return dict(self.storage) or None
 
 
-__all__ = ["OPTIONS", "OptionSpec", "WriteOptions", "ReadOptions", "WRITE_MODES"]
+__all__ = ["ENGINES", "OPTIONS", "OptionSpec", "WriteOptions", "ReadOptions", "WRITE_MODES"]

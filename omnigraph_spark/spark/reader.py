@@ -42,7 +42,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
-from ..errors import OmnigraphError, OptionError, UnknownColumnError
+from ..errors import JvmReadUnavailableError, OmnigraphError, OptionError, UnknownColumnError
 from ..schema.catalog import TypeDef
 from . import filters as _filters
 from . import types as _types
@@ -112,6 +112,10 @@ def read_schema(options: Any) -> StructType:
     """
     with _tagged():
         opts = _read_options(options)
+        if opts.engine == "jvm":  # the JVM provider would have taken it: the shim is not loaded
+            raise JvmReadUnavailableError(
+                "option engine=jvm: format('omnigraph') resolved to the Python source, so the shim jar is not on "
+                "this session's class path (omnigraph_spark.configure_spark, docs/api.md)", option="engine")
         graph = _open_graph(opts)
         typedef = graph.catalog.resolve(opts.type)
         return _types.spark_schema(typedef, opts.columns)

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..errors import DanglingEdgeError, OmnigraphError, UniqueViolationError
+from ..errors import DanglingEdgeError, JvmWriteUnavailableError, OmnigraphError, UniqueViolationError
 from ..graph import Graph, Snapshot
 from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_fresh_ids, check_unique,
                       raise_key_conflict, shadowed_src_counts, src_counts, unique_groups)
@@ -813,6 +813,10 @@ class OmnigraphWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: Optional[StructType], overwrite: bool) -> None:
         try:
             self.opts = WriteOptions.from_options(options, overwrite=overwrite)
+            if self.opts.engine == "jvm":  # the JVM provider would have taken it: the shim is not loaded
+                raise JvmWriteUnavailableError(
+                    "option engine=jvm: format('omnigraph') resolved to the Python source, so the shim jar is not "
+                    "on this session's class path (omnigraph_spark.configure_spark, docs/api.md)", option="engine")
             graph = Graph.open(self.opts.path, self.opts.storage_options)
             self.typedef = graph.catalog.resolve(self.opts.type or "")
             self.target = prepare_target(graph, self.opts.branch, self.typedef.table_key, self.opts.write_mode,

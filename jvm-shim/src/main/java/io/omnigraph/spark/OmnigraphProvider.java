@@ -1,0 +1,348 @@
+package io.omnigraph.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Set;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * {@code format("omnigraph")} on the JVM paths: the provider Spark resolves the short name to
+ * when the shim jar is on the class path (a JVM short name is matched before a Python data
+ * source's). A shell around two things that exist already:
+ *
+ * <ul>
+ *   <li>the planning and the commit, in this package's Python code on the driver
+ *       ({@link PythonBridge}, {@code omnigraph_spark.spark.bridge}): the same option parsing,
+ *       snapshot resolution, column checks, validation and single graph commit as the Python
+ *       source and {@code write_table};
+ *   <li>the JVM scan ({@link LanceSnapshotSource}) and the JVM staging sink
+ *       ({@link LanceFragmentSink}), with no Python worker between Spark and Lance.
+ * </ul>
+ *
+ * <p>Whatever the JVM paths do not cover (columns needing the Python reader's conversions,
+ * {@code @range}/{@code @check}, quarantine, deletes, streams, a user-given read schema, option
+ * {@code engine=python}) goes to the Python source itself, through Spark's own
+ * {@link PythonDataSourceV2} under the same name: the session's Python data source registry
+ * still holds {@code omnigraph}. So the short name stays complete with the jar on the class path.
+ */
+public final class OmnigraphProvider implements TableProvider, DataSourceRegister {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OmnigraphProvider.class);
+
+  static final String NAME = "omnigraph";
+
+  private JsonNode readPlan; // the JVM scan inferSchema planned (null: the Python source reads)
+  private PythonDataSourceV2 python;
+
+  @Override
+  public String shortName() {
+    return NAME;
+  }
+
+  /** The Python source under the same name (Spark's own wrapper of a registered Python data source). */
+  PythonDataSourceV2 python() {
+    if (python == null) {
+      python = new PythonDataSourceV2();
+      python.setShortName(NAME);
+    }
+    return python;
+  }
+
+  @Override
+  public boolean supportsExternalMetadata() {
+    return true;
+  }
+
+  /** Reads: plan in Python; the JVM scan's schema, or the Python source's when it must read. */
+  @Override
+  public StructType inferSchema(CaseInsensitiveStringMap options) {
+    JsonNode answer;
+    try (PythonBridge bridge = PythonBridge.start()) {
+      ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+      request.put("op", "plan_read");
+      request.set("options", LanceSnapshotSource.JSON.valueToTree(options.asCaseSensitiveMap()));
+      request.put("parallelism", defaultParallelism());
+      answer = bridge.call(request);
+    }
+    if (answer.has("jvm")) {
+      readPlan = answer.get("jvm");
+      return (StructType) DataType.fromJson(readPlan.get("schema").asText());
+    }
+    LOG.info("omnigraph read through the Python source: {}", answer.get("python").asText());
+    return python().inferSchema(options);
+  }
+
+  private static int defaultParallelism() {
+    try {
+      return SparkSession.active().sparkContext().defaultParallelism();
+    } catch (RuntimeException e) {
+      return Runtime.getRuntime().availableProcessors();
+    }
+  }
+
+  @Override
+  public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+    return new OmnigraphTable(schema, partitioning, properties);
+  }
+
+  /** One read or write of {@code format("omnigraph")}. */
+  final class OmnigraphTable implements SupportsRead, SupportsWrite {
+    private final StructType schema;
+    private final Transform[] partitioning;
+    private final Map<String, String> properties;
+    private Table pythonTable;
+
+    OmnigraphTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+      this.schema = schema;
+      this.partitioning = partitioning;
+      this.properties = properties;
+    }
+
+    private Table pythonTable() {
+      if (pythonTable == null) {
+        pythonTable = python().getTable(schema, partitioning, properties);
+      }
+      return pythonTable;
+    }
+
+    @Override
+    public String name() {
+      return NAME;
+    }
+
+    @Override
+    public StructType schema() {
+      return schema;
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+      Set<TableCapability> all = EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
+          TableCapability.TRUNCATE);
+      all.addAll(pythonTable().capabilities());
+      return all;
+    }
+
+    @Override
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+      if (readPlan == null) { // inferSchema chose the Python source, or the caller gave a schema
+        return ((SupportsRead) pythonTable()).newScanBuilder(options);
+      }
+      Map<String, String> scan = new HashMap<>();
+      readPlan.get("options").fields().forEachRemaining(e -> scan.put(e.getKey(), e.getValue().asText()));
+      if (readPlan.hasNonNull("storageSecrets")) { // its own option: Spark redacts a key naming a secret
+        scan.put("storageSecrets", readPlan.get("storageSecrets").asText());
+      }
+      Table lance = new LanceSnapshotSource().getTable(schema, new Transform[0], scan);
+      return ((SupportsRead) lance).newScanBuilder(new CaseInsensitiveStringMap(scan));
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+      return new Builder(info);
+    }
+
+    /** A write: planned in Python when Spark asks for the batch write (at execution, not analysis). */
+    final class Builder implements WriteBuilder, SupportsTruncate {
+      private final LogicalWriteInfo info;
+      private boolean truncate; // Spark's mode("overwrite")
+
+      Builder(LogicalWriteInfo info) {
+        this.info = info;
+      }
+
+      @Override
+      public WriteBuilder truncate() {
+        truncate = true;
+        return this;
+      }
+
+      private Write pythonWrite() {
+        WriteBuilder b = ((SupportsWrite) pythonTable()).newWriteBuilder(info);
+        if (truncate) {
+          b = ((SupportsTruncate) b).truncate();
+        }
+        return b.build();
+      }
+
+      @Override
+      public Write build() {
+        return new Write() {
+          @Override
+          public String description() {
+            return NAME;
+          }
+
+          @Override
+          public BatchWrite toBatch() {
+            return planBatch();
+          }
+
+          @Override
+          public StreamingWrite toStreaming() { // one graph commit per micro-batch: the Python source
+            return pythonWrite().toStreaming();
+          }
+        };
+      }
+
+      private BatchWrite planBatch() {
+        PythonBridge bridge = PythonBridge.start();
+        JsonNode answer;
+        try {
+          ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+          request.put("op", "plan_write");
+          request.set("options", LanceSnapshotSource.JSON.valueToTree(info.options().asCaseSensitiveMap()));
+          request.put("overwrite", truncate);
+          request.put("schema", info.schema().json());
+          answer = bridge.call(request);
+        } catch (RuntimeException e) {
+          bridge.close();
+          throw e;
+        }
+        if (answer.has("python")) {
+          bridge.close();
+          LOG.info("omnigraph write through the Python source: {}", answer.get("python").asText());
+          return pythonWrite().toBatch();
+        }
+        JsonNode jvm = answer.get("jvm");
+        Map<String, String> sink = new HashMap<>();
+        sink.put("spec", jvm.get("spec").toString());
+        if (jvm.hasNonNull("storageSecrets")) {
+          sink.put("storageSecrets", jvm.get("storageSecrets").asText());
+        }
+        ProjectedRow.Mapping mapping = new ProjectedRow.Mapping(jvm.get("projection"), info.schema());
+        boolean identity = mapping.identity(info.schema().size());
+        LOG.info("omnigraph write of {} on the JVM sink ({})", jvm.get("table").asText(),
+            identity ? "rows as given" : "rows projected per task");
+        return new ProviderBatchWrite(bridge,
+            new LanceFragmentSink.StagingBatchWrite(LanceFragmentSink.WriteSpec.parse(sink)),
+            identity ? null : mapping);
+      }
+    }
+  }
+
+  /**
+   * The sink's tasks, then ONE graph commit in Python. {@link #commit} gets exactly the messages
+   * of the task attempts Spark committed (one per partition): the sink hands them to Python in
+   * its hand-off file, and the bridge validates and publishes them as {@code write_table} does.
+   */
+  static final class ProviderBatchWrite implements BatchWrite {
+    private final PythonBridge bridge;
+    private final LanceFragmentSink.StagingBatchWrite staging;
+    private final ProjectedRow.Mapping mapping; // null: the input rows are the sink's rows
+
+    ProviderBatchWrite(PythonBridge bridge, LanceFragmentSink.StagingBatchWrite staging,
+        ProjectedRow.Mapping mapping) {
+      this.bridge = bridge;
+      this.staging = staging;
+      this.mapping = mapping;
+    }
+
+    @Override
+    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+      DataWriterFactory inner = staging.createBatchWriterFactory(info);
+      return mapping == null ? inner : new ProjectingFactory(inner, mapping);
+    }
+
+    @Override
+    public void commit(WriterCommitMessage[] messages) {
+      try {
+        staging.commit(messages); // the hand-off file
+        ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+        request.put("op", "commit");
+        JsonNode done = bridge.call(request);
+        LOG.info("omnigraph write committed: manifest version {}{}", done.get("manifest_version").asText(),
+            done.get("skipped").asBoolean() ? " (an applied txn token: skipped)" : "");
+      } catch (RuntimeException e) {
+        if (!(e instanceof PythonBridge.OmnigraphException)) { // the hand-off failed: nothing was committed
+          abortQuietly();
+        }
+        throw e;
+      } finally {
+        bridge.close();
+      }
+    }
+
+    @Override
+    public void abort(WriterCommitMessage[] messages) {
+      if (!bridge.isClosed()) { // after a failed commit the bridge has cleaned up already
+        abortQuietly();
+        bridge.close();
+      }
+    }
+
+    private void abortQuietly() {
+      try {
+        ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+        request.put("op", "abort");
+        bridge.call(request);
+      } catch (RuntimeException e) {
+        LOG.warn("omnigraph write abort: {} (the next open's recovery and cleanup remove what stays)",
+            e.getMessage());
+      }
+    }
+  }
+
+  /** The sink's writers, each fed the task's rows through one {@link ProjectedRow}. */
+  static final class ProjectingFactory implements DataWriterFactory {
+    private final DataWriterFactory inner;
+    private final ProjectedRow.Mapping mapping;
+
+    ProjectingFactory(DataWriterFactory inner, ProjectedRow.Mapping mapping) {
+      this.inner = inner;
+      this.mapping = mapping;
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+      DataWriter<InternalRow> writer = inner.createWriter(partitionId, taskId);
+      ProjectedRow view = new ProjectedRow(mapping);
+      return new DataWriter<InternalRow>() {
+        @Override
+        public void write(InternalRow row) throws java.io.IOException {
+          writer.write(view.of(row));
+        }
+
+        @Override
+        public WriterCommitMessage commit() throws java.io.IOException {
+          return writer.commit();
+        }
+
+        @Override
+        public void abort() throws java.io.IOException {
+          writer.abort();
+        }
+
+        @Override
+        public void close() throws java.io.IOException {
+          writer.close();
+        }
+      };
+    }
+  }
+}

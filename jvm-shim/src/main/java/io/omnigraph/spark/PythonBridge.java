@@ -1,0 +1,160 @@
+package io.omnigraph.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.SparkEnv;
+
+/**
+ * The driver's conversation with this package's Python code ({@code omnigraph_spark.spark.bridge}):
+ * a process started with the interpreter Spark's Python workers use, one JSON request per line on
+ * its stdin, one answer per line on its stdout. The graph format, validation and the commit run
+ * there, once, in Python; no py4j, so Spark Connect takes the same path.
+ *
+ * <p>An answer is {@code {"ok": ...}} or {@code {"error": {"code", "class", "message"}}}; an error
+ * is thrown as {@link OmnigraphException} whose message reads {@code Class: [CODE] message}, the
+ * form {@code omnigraph_spark.unwrap_error} turns back into the typed Python error.
+ */
+final class PythonBridge implements AutoCloseable {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(PythonBridge.class);
+
+  /** The module the process runs. */
+  static final String MODULE = "omnigraph_spark.spark.bridge";
+
+  private final String python;
+  private final Process process;
+  private final BufferedWriter requests;
+  private final BufferedReader answers;
+  private boolean closed;
+
+  private PythonBridge(String python, Process process) {
+    this.python = python;
+    this.process = process;
+    this.requests = new BufferedWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8));
+    this.answers = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+  }
+
+  /** A typed error of the Python side, or the bridge itself failing. */
+  static final class OmnigraphException extends RuntimeException {
+    final String code; // the connector's stable error code; null for a failure that is not one
+
+    OmnigraphException(String code, String message) {
+      super(message);
+      this.code = code;
+    }
+  }
+
+  /**
+   * The interpreter Spark's Python workers use on this driver: {@code spark.pyspark.driver.python},
+   * {@code spark.pyspark.python}, then the environment's {@code PYSPARK_DRIVER_PYTHON} and
+   * {@code PYSPARK_PYTHON}, else {@code python3}. omnigraph-spark must be installed in it.
+   */
+  static String pythonExec() {
+    SparkEnv env = SparkEnv.get();
+    if (env != null) {
+      for (String key : new String[] {"spark.pyspark.driver.python", "spark.pyspark.python"}) {
+        String v = env.conf().get(key, null);
+        if (v != null && !v.isBlank()) {
+          return v;
+        }
+      }
+    }
+    for (String key : new String[] {"PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"}) {
+      String v = System.getenv(key);
+      if (v != null && !v.isBlank()) {
+        return v;
+      }
+    }
+    return "python3";
+  }
+
+  static PythonBridge start() {
+    String python = pythonExec();
+    ProcessBuilder pb = new ProcessBuilder(python, "-m", MODULE);
+    pb.redirectError(ProcessBuilder.Redirect.INHERIT); // its log lines go where the driver's go
+    pb.environment().put("PYTHONUNBUFFERED", "1");
+    try {
+      return new PythonBridge(python, pb.start());
+    } catch (IOException e) {
+      throw new OmnigraphException(null, "format(\"omnigraph\") cannot start its planner, `" + python + " -m "
+          + MODULE + "`: " + e.getMessage() + " (set spark.pyspark.python or PYSPARK_PYTHON to an interpreter "
+          + "with omnigraph-spark installed)");
+    }
+  }
+
+  /** Send one request and return its {@code ok} answer; a Python error is thrown as OmnigraphException. */
+  JsonNode call(ObjectNode request) {
+    String line;
+    try {
+      requests.write(request.toString());
+      requests.write('\n');
+      requests.flush();
+      line = answers.readLine();
+    } catch (IOException e) {
+      line = null;
+    }
+    if (line == null) {
+      throw new OmnigraphException(null, "format(\"omnigraph\")'s planner `" + python + " -m " + MODULE
+          + "` exited before answering (" + exitStatus() + "); its error is in the driver's log. Is "
+          + "omnigraph-spark installed in that interpreter (spark.pyspark.python / PYSPARK_PYTHON)?");
+    }
+    JsonNode answer;
+    try {
+      answer = LanceSnapshotSource.JSON.readTree(line);
+    } catch (IOException e) {
+      throw new OmnigraphException(null, "format(\"omnigraph\")'s planner answered with no JSON: " + line);
+    }
+    JsonNode error = answer.get("error");
+    if (error != null) {
+      String code = error.hasNonNull("code") ? error.get("code").asText() : null;
+      String message = error.get("message").asText();
+      String cls = error.get("class").asText();
+      throw new OmnigraphException(code, message.startsWith(cls + ":") ? message : cls + ": " + message);
+    }
+    return answer.get("ok");
+  }
+
+  private String exitStatus() {
+    try {
+      if (process.waitFor(5, TimeUnit.SECONDS)) {
+        return "exit code " + process.exitValue();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    return "still running";
+  }
+
+  /** Close its stdin (the process exits when it has answered everything) and reap it. */
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    try {
+      requests.close();
+    } catch (IOException e) {
+      LOG.debug("closing the planner's stdin: {}", e.toString());
+    }
+    try {
+      if (!process.waitFor(60, TimeUnit.SECONDS)) {
+        LOG.warn("omnigraph planner {} did not exit within 60 s of its last request: killed", process.pid());
+        process.destroyForcibly();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      process.destroyForcibly();
+    }
+  }
+
+  boolean isClosed() {
+    return closed;
+  }
+}

@@ -1,0 +1,282 @@
+"""The Python half of the JVM ``omnigraph`` provider: planning and the commit, once, in Python.
+
+With the shim jar on a JVM's class path, ``format("omnigraph")`` resolves to the shim's provider
+(``io.omnigraph.spark.OmnigraphProvider``: Spark matches a JVM short name before a Python data
+source's). The provider is a shell. On the driver it starts this module as a process
+(``python -m omnigraph_spark.spark.bridge``, with the interpreter Spark's own Python workers use)
+and asks it, one JSON object per line on stdin, one answer per line on stdout:
+
+==============  =====================================================================================
+request         answer
+==============  =====================================================================================
+``plan_read``   the JVM scan's options (``LanceSnapshotSource``) and the Spark schema; or
+                ``python`` and why, and the provider hands the read to the Python source
+``plan_write``  the sink's spec (``LanceFragmentSink``) and the row projection; or ``python`` and
+                why. The process keeps the load (graph, target, journal) for the next request
+``commit``      after the Spark job: the fragments the tasks staged (the sink's hand-off file)
+                validated and published as ONE graph commit, exactly as ``write_table`` does it
+``abort``       the job failed: every file it staged deleted
+==============  =====================================================================================
+
+An answer is ``{"ok": {...}}`` or ``{"error": {"code", "class", "message"}}``; the message
+starts with ``[CODE]``, so :func:`~.writer.unwrap_error` finds the typed error in the JVM
+exception that carries it. Nothing here goes through py4j, so Spark Connect takes the same path.
+The process has no SparkSession: a load's checks run in its memory, as the Python source's
+commit runs them in its Python worker (option ``distributedCheckRows`` needs ``write_table``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import traceback
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, IO, List, Mapping, Optional, Tuple
+
+from ..errors import JvmReadUnavailableError, JvmWriteUnavailableError, OmnigraphError
+from ..graph import Graph
+from ..store import side_files
+from ..store.writes import LoadResult, StagedTable, WriteTarget, prepare_target
+from .options import ReadOptions, WriteOptions
+
+log = logging.getLogger(__name__)
+
+#: the names the projection gives Spark's input types (what the JVM reads an input column as)
+_INPUT_KINDS = {"ByteType": "byte", "ShortType": "short", "IntegerType": "int", "LongType": "long",
+                "FloatType": "float", "DoubleType": "double", "StringType": "string", "BooleanType": "bool",
+                "DateType": "date", "TimestampType": "timestamp", "ArrayType": "array", "NullType": "null"}
+#: widening casts the JVM makes per value: target Spark type -> the input kinds it accepts
+_WIDENING = {"IntegerType": ("int", ("byte", "short", "int")),
+             "LongType": ("long", ("byte", "short", "int", "long")),
+             "FloatType": ("float", ("byte", "short", "float")),
+             "DoubleType": ("double", ("byte", "short", "int", "float", "double"))}
+
+
+def _python(why: List[str], engine: str, error) -> Dict[str, Any]:
+    """The answer "the Python source does this", or ``error`` when the caller asked for the JVM."""
+    if engine == "jvm":
+        raise error("; ".join(why))
+    return {"python": "; ".join(why)}
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+def plan_read(options: Mapping[str, str], parallelism: int) -> Dict[str, Any]:
+    """The JVM scan of one read of ``format("omnigraph")``: the same snapshot, columns, Spark
+    types and tasks as the Python source (:mod:`.reader`), or why the Python source must read it."""
+    from . import types as _types
+    from .jvm_read import column_blockers, scan_options
+    from .reader import _resolve_snapshot
+
+    opts = ReadOptions.from_options(options)
+    if opts.engine == "python":
+        return {"python": "option engine=python"}
+    graph = Graph.open(opts.path, opts.storage_options)
+    for path in graph.pending_sidecars():
+        log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only "
+                    "(reads never recover; run graph.recover() or `omnigraph-spark recover`)", graph.root, path)
+    typedef = graph.catalog.resolve(opts.type)
+    snap = _resolve_snapshot(graph, opts)
+    schema = _types.spark_schema(typedef, opts.columns)
+    ds = graph.open_table(typedef.table_key, snap)
+    why = column_blockers(ds.schema, _types.arrow_target_schema(schema))
+    if why:
+        return _python(why, opts.engine, lambda m: JvmReadUnavailableError(
+            f"cannot read '{typedef.name}' through the JVM path: {m}", type=typedef.name))
+    scan = scan_options(snap, typedef, schema, ds, opts.min_partitions or parallelism, opts.max_rows_per_partition,
+                        pushdown=opts.pushdown)
+    answer = {"jvm": {"options": scan, "schema": schema.json()}}
+    if opts.storage_options:  # the scan's own option, whose key Spark redacts in plans and the event log
+        answer["jvm"]["storageSecrets"] = json.dumps(opts.storage_options)
+    return answer
+
+
+# -- writes ------------------------------------------------------------------------------------
+
+def projection(plan, input_schema) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """How the JVM maps an input row to the sink's row (``plan.columns``, in table order): per
+    column, the input ordinal (-1: none) and what the JVM reads it as and turns it into; or the
+    reasons it cannot (a cast only Spark's planner makes, e.g. of array elements)."""
+    ordinals = {f.name: i for i, f in enumerate(input_schema.fields)}
+    out: List[Dict[str, Any]] = []
+    why: List[str] = []
+    for name, src, spark_type, how in plan.columns:
+        src_type = input_schema[src].dataType if src is not None else None
+        src_kind = _INPUT_KINDS.get(type(src_type).__name__, "other") if src_type is not None else "null"
+        if src is None or src_kind == "null":
+            out.append({"column": name, "ordinal": -1, "from": "null", "to": "null"})
+        elif how in ("micros_date", "micros_ts"):
+            out.append({"column": name, "ordinal": ordinals[src], "from": src_kind, "to": how})
+        elif how == "as_is":
+            out.append({"column": name, "ordinal": ordinals[src], "from": src_kind, "to": "same"})
+        else:
+            to, accepted = _WIDENING.get(type(spark_type).__name__, (None, ()))
+            if src_kind not in accepted:
+                why.append(f"column '{name}': {src_type.simpleString()} -> {spark_type.simpleString()} is cast by "
+                           "Spark's planner (the Python source)")
+                continue
+            out.append({"column": name, "ordinal": ordinals[src], "from": src_kind, "to": to})
+    return out, why
+
+
+@dataclass
+class _Load:
+    """The write ``plan_write`` planned, kept for its ``commit`` or ``abort``."""
+
+    graph: Graph
+    opts: WriteOptions
+    typedef: Any
+    target: WriteTarget
+    plan: Any
+    journal: Any
+    handoff: str
+    ends: Any
+    fresh: Any
+
+
+def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) -> Tuple[Dict[str, Any], Optional[_Load]]:
+    """One ``df.write.format("omnigraph")`` job: the sink's spec and projection, or why the
+    Python source must write it. Planning errors (options, unknown type or column, a column
+    that cannot hold the input) are the Python source's, word for word."""
+    from pyspark.sql.types import StructType
+
+    from . import jvm_write as _jvm_write
+    from .graph_io import _Journal
+    from .writer import precheck_columns, spark_to_arrow_schema
+
+    opts = WriteOptions.from_options(options, overwrite=overwrite)
+    if opts.engine == "python":
+        return {"python": "option engine=python"}, None
+    graph = Graph.open(opts.path, opts.storage_options)
+    typedef = graph.catalog.resolve(opts.type or "")
+    unavailable = (lambda m: JvmWriteUnavailableError(
+        f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}", type=typedef.name))
+    if opts.write_mode == "delete":
+        return _python(["writeMode=delete collects its keys on the driver (the Python source)"], opts.engine,
+                       unavailable), None
+    if opts.rejected_rows_path:
+        return _python(["rejectedRowsPath is set: bad rows are quarantined by the Python path only"], opts.engine,
+                       unavailable), None
+    target = prepare_target(graph, opts.branch, typedef.table_key, opts.write_mode,
+                            max_rows_per_file=opts.max_rows_per_file, max_bytes_per_file=opts.max_bytes_per_file)
+    schema = StructType.fromJson(json.loads(schema_json))
+    precheck_columns(typedef, target.schema, spark_to_arrow_schema(schema))
+    plan, why = _jvm_write.plan_stage(typedef, target, schema)
+    columns: List[Dict[str, Any]] = []
+    if plan is not None:
+        columns, why = projection(plan, schema)
+    if why:
+        return _python(why, opts.engine, unavailable), None
+    snap = graph.snapshot(opts.branch)
+    ends = _jvm_write.endpoint_sources(typedef, snap, []) if typedef.is_edge else None
+    fresh = _jvm_write.fresh_source(typedef, target, plan, snap)
+    journal = _Journal.new(graph)
+    handoff = side_files.location(journal.directory, f"handoff-{uuid.uuid4().hex}", ".staged")
+    spec = _jvm_write.sink_spec(typedef, target, plan, journal.directory, handoff, ends, fresh)
+    log.info("omnigraph write planned for the JVM sink: %s on %s (%s), base version %d", typedef.table_key,
+             opts.branch, opts.write_mode, target.base_version)
+    answer = {"jvm": {"spec": spec, "projection": columns, "table": typedef.table_key}}
+    if opts.storage_options:
+        answer["jvm"]["storageSecrets"] = json.dumps(opts.storage_options)
+    return answer, _Load(graph, opts, typedef, target, plan, journal, handoff, ends, fresh)
+
+
+def commit(load: _Load) -> LoadResult:
+    """After the job: ONE graph commit of what its tasks staged (or nothing, and every staged
+    file deleted, with the typed error)."""
+    from . import jvm_write as _jvm_write
+    from .graph_io import _finish
+
+    def run() -> List[StagedTable]:
+        so = load.opts.storage_options
+        try:
+            tasks = _jvm_write.read_handoff(load.handoff, so)
+        finally:
+            _jvm_write.delete_handoff(load.handoff, load.journal.directory, so)
+        got = _jvm_write.staged_from_tasks(load.typedef, load.target, load.plan, tasks, load.ends, load.fresh)
+        if not got:  # no partitions: still one (empty) commit, so an overwrite empties the table
+            t = load.target
+            got = [StagedTable(t.table_key, t.mode, t.stage_uri, t.base_version, (), 0, 0)]
+        log.info("staged %s (jvm provider): %d rows in %d fragments from %d tasks", load.typedef.table_key,
+                 sum(s.rows for s in got), sum(len(s.fragments) for s in got), len(got))
+        return got
+
+    return _finish(load.graph, load.opts, load.journal, run)
+
+
+def abort(load: _Load) -> int:
+    """The job failed: delete every file its tasks journaled. Returns the files removed."""
+    n = load.journal.clean(keep=())
+    log.info("omnigraph write of %s aborted: removed %d staged files", load.typedef.table_key, n)
+    return n
+
+
+# -- the process -------------------------------------------------------------------------------
+
+def _error(e: BaseException) -> Dict[str, Any]:
+    from .writer import tag_error, unwrap_error
+
+    typed = unwrap_error(e) if not isinstance(e, OmnigraphError) else e
+    if typed is None:
+        log.error("omnigraph bridge: %s", "".join(traceback.format_exception(e)).rstrip())
+        return {"error": {"code": None, "class": type(e).__name__, "message": f"{type(e).__name__}: {e}"}}
+    tag_error(typed)
+    return {"error": {"code": typed.code, "class": type(typed).__name__, "message": str(typed)}}
+
+
+class Bridge:
+    """One provider's conversation: reads requests until stdin closes (the JVM side closes it
+    after a read's plan, a write's commit or abort; a dead JVM closes it too)."""
+
+    def __init__(self, inp: IO[str], out: IO[str]) -> None:
+        self.inp = inp
+        self.out = out
+        self.load: Optional[_Load] = None
+
+    def answer(self, request: Mapping[str, Any]) -> Dict[str, Any]:
+        op = request.get("op")
+        if op == "plan_read":
+            return {"ok": plan_read(request["options"], int(request.get("parallelism") or 1))}
+        if op == "plan_write":
+            got, self.load = plan_write(request["options"], bool(request.get("overwrite")), request["schema"])
+            return {"ok": got}
+        if op in ("commit", "abort") and self.load is None:
+            raise RuntimeError(f"'{op}' without a planned write")
+        if op == "commit":
+            result = commit(self.load)
+            self.load = None
+            return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
+                           "skipped": bool(result.skipped)}}
+        if op == "abort":
+            removed = abort(self.load)
+            self.load = None
+            return {"ok": {"removed": removed}}
+        raise RuntimeError(f"unknown request {op!r}")
+
+    def serve(self) -> None:
+        for line in self.inp:
+            if not line.strip():
+                continue
+            try:
+                reply = self.answer(json.loads(line))
+            except BaseException as e:  # every failure is an answer: the JVM raises it
+                reply = _error(e)
+            self.out.write(json.dumps(reply) + "\n")
+            self.out.flush()
+        if self.load is not None:  # the JVM went away mid-load: nothing of it may stay
+            abort(self.load)
+
+
+def main() -> None:
+    # the protocol owns stdout: anything else printed (a library's warning) goes to stderr
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    logging.basicConfig(level=os.environ.get("OMNIGRAPH_SPARK_BRIDGE_LOG", "WARNING"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    Bridge(sys.stdin, protocol).serve()
+
+
+if __name__ == "__main__":
+    main()
