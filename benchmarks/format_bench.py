@@ -30,6 +30,9 @@ read from ``/proc`` before the session stops, and the parent's 0.5 s RSS samples
 contender's tree and, in Connect mode, of the server's tree (its JVM, its Python workers and the
 provider's bridge process, ``omnigraph_spark.spark.bridge``, reported apart).
 
+The built shim (``jvm-shim/target``) is copied into the work directory first and every JVM of
+the run loads the copy (``OMNIGRAPH_SPARK_SHIM_DIR``), so a rebuild during the run changes nothing.
+
 Each write is followed by a ONE-row write through the same path into a fresh target
 (``probe_write_s``): the fixed cost per write (the bridge's start, planning, the commit), as
 against Parquet's. Each read contender also times the read's planning alone (``plan_s``:
@@ -462,6 +465,37 @@ class ConnectServer:
 
 # -- the parent ------------------------------------------------------------------------------------
 
+def freeze_shim(dest: Path) -> None:
+    """Copy the built shim (jar and libraries) to ``dest`` and point this process and every child
+    (contenders, the Connect server) at the copy: a rebuild of jvm-shim/target during the run
+    then changes nothing the run loads."""
+    from omnigraph_spark.spark.shim_conf import SHIM_DIR_ENV, built_shim_jars
+
+    jars = built_shim_jars()
+    if not jars:
+        return  # a wheel install: its packaged jar does not change under the run
+    (dest / "lib").mkdir(parents=True)
+    shutil.copy2(jars[0], dest / os.path.basename(jars[0]))
+    for j in jars[1:]:
+        shutil.copy2(j, dest / "lib" / os.path.basename(j))
+    os.environ[SHIM_DIR_ENV] = str(dest)
+
+
+def shim_jar_state() -> Dict[str, Any]:
+    """The shim jar this run's JVMs load: path, sha256 and mtime (a rebuild mid-run shows as a change)."""
+    import hashlib
+
+    from omnigraph_spark.spark.shim_conf import shim_jars
+
+    jars = shim_jars()
+    if not jars:
+        return {"jar": None}
+    with open(jars[0], "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return {"jar": jars[0], "sha256": digest,
+            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(jars[0])))}
+
+
 def _load() -> List[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -523,6 +557,8 @@ def markdown(r: Mapping[str, Any]) -> str:
              f"pyspark {m['pyspark']}, pylance {m.get('pylance')}; commit {str(m.get('commit'))[:10]}; "
              f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
              f"{r['load_end']} at end.", "",
+             f"Shim jar sha256 {str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
+             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end.", "",
              f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
              f"generated in {r['generate_s']} s. Reads: {r['read_repeats']} repeats per query in the contender's "
              "process, median (cold = the first).", ""]
@@ -610,14 +646,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     work = Path(args.work) if args.work else ROOT / "benchmarks" / "out" / f"format-work-{args.rows}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    freeze_shim(work / "shim")
     command = " ".join(["format_bench"] + list(argv if argv is not None else sys.argv[1:]))
     results: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
                                "rows": args.rows, "driver_memory": args.driver_memory, "modes": modes,
                                "contenders": names, "read_repeats": args.read_repeats, "load_start": _load(),
-                               "results": {}, "ratios": {}}
+                               "results": {}, "ratios": {}, "shim_start": shim_jar_state()}
 
     def save() -> None:
         results["load_end"] = _load()
+        results["shim_end"] = shim_jar_state()
         if args.out:  # after every contender: a run cut short keeps what it measured
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(results, indent=2))
