@@ -8,12 +8,12 @@ The spec's ``kind`` picks the job:
 
 * ``roundtrip`` — ``write_table`` and ``read_table`` with ``engine="jvm"`` (they raise unless the
   JVM paths run), then ``df.write.format("omnigraph")`` and ``spark.read.format("omnigraph")``
-  on the same graph; reports what each read returned.
+  on the same graph, also with ``engine=jvm`` (the shim's provider); reports what each read returned.
 * ``load`` — one load of ``n`` rows in ``parts`` partitions (``spark.range``: no shuffle), each
   task's input slowed by ``sleep_s`` per Arrow batch and marked in ``marks``
   (``p<partition>-a<attempt>``, holding the executor's work directory) when it starts and
   renamed ``.done`` when its input is consumed, through ``write_table`` (``api`` "jvm",
-  ``engine="jvm"``) or ``df.write.format("omnigraph")`` (``api`` "df"). The test kills a worker
+  ``engine="jvm"``) or ``df.write.format("omnigraph")`` with option ``engine=jvm`` (``api`` "df"). The test kills a worker
   while it runs.
 
 Protocol: the last stdout line is ``RESULT <json>`` (with the ``omnigraph_spark`` log lines the
@@ -96,9 +96,10 @@ def job_roundtrip(spark) -> dict:
     jvm = read_table(spark, root, "Person", engine="jvm")
     jvm_rows = sorted(tuple(r) for r in jvm.select("name", "age").collect())
     step("read_table")
-    (people(spark, "d", 0, n, 4).write.format("omnigraph").option("type", "Person").mode("append").save(root))
+    (people(spark, "d", 0, n, 4).write.format("omnigraph").option("type", "Person").option("engine", "jvm")
+     .mode("append").save(root))
     step("format_write")
-    fmt = spark.read.format("omnigraph").option("type", "Person").load(root)
+    fmt = spark.read.format("omnigraph").option("type", "Person").option("engine", "jvm").load(root)
     fmt_rows = sorted(tuple(r) for r in fmt.select("name", "age").collect())
     step("format_read")
     filtered = (spark.read.format("omnigraph").option("type", "Person").load(root)
@@ -130,7 +131,7 @@ def job_load(spark) -> dict:
     if SPEC["api"] == "jvm":
         write_table(df, root, "Person", engine="jvm")
     else:
-        df.write.format("omnigraph").option("type", "Person").mode("append").save(root)
+        df.write.format("omnigraph").option("type", "Person").option("engine", "jvm").mode("append").save(root)
     return {"ids": [f"k{i:06d}" for i in range(n)], "attempts": sorted(os.listdir(marks))}
 
 

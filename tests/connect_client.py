@@ -40,8 +40,9 @@ def _rows(df, drop=()) -> List[List[Any]]:
 
 def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
     """The same loads and reads on any session: a JSONL load (Python workers), a write_table and
-    a multi-type write_graph (the JVM sink when the shim answers), a Python-source append, then
-    read_table, read_graph (the JVM scan) and format("omnigraph") reads. Edge ids are minted
+    a multi-type write_graph (the JVM sink when the shim answers), a format("omnigraph") append,
+    then read_table, read_graph (the JVM scan) and format("omnigraph") reads, the last two
+    with engine=jvm (the shim's provider, or an error). Edge ids are minted
     ULIDs, so edge rows are compared without them."""
     from omnigraph_spark import load_jsonl, read_graph, read_table, register, write_graph, write_table
 
@@ -54,14 +55,15 @@ def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
         "Knows": spark.createDataFrame([("Eve", "Gina", dt.date(2024, 5, 1))], "src string, dst string, since date"),
         "WorksAt": spark.createDataFrame([("Gina", "Acme")], "`from` string, `to` string"),
     })
+    # engine=jvm: the shim's provider or an error (the Python source refuses it), no py4j involved
     (spark.createDataFrame([("Initech",)], "name string").write.format("omnigraph").option("type", "Company")
-     .mode("append").save(root))
+     .option("engine", "jvm").mode("append").save(root))
     g = read_graph(spark, root)
     return {
         "read_table": _rows(read_table(spark, root, "Person")),
         "read_graph": {name: _rows(df, drop=("id",) if name in g.edges else ())
                        for name, df in {**g.nodes, **g.edges}.items()},
-        "format": {t: _rows(spark.read.format("omnigraph").option("type", t).load(root),
+        "format": {t: _rows(spark.read.format("omnigraph").option("type", t).option("engine", "jvm").load(root),
                             drop=("id",) if t in ("Knows", "WorksAt") else ())
                    for t in ("Person", "Company", "Knows", "WorksAt")},
     }

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import sys
 import traceback
 import uuid
@@ -87,7 +88,8 @@ def plan_read(options: Mapping[str, str], parallelism: int) -> Dict[str, Any]:
             f"cannot read '{typedef.name}' through the JVM path: {m}", type=typedef.name))
     scan = scan_options(snap, typedef, schema, ds, opts.min_partitions or parallelism, opts.max_rows_per_partition,
                         pushdown=opts.pushdown)
-    answer = {"jvm": {"options": scan, "schema": schema.json()}}
+    head = opts.version is None and opts.commit is None and opts.timestamp_as_of is None
+    answer = {"jvm": {"options": scan, "schema": schema.json(), "head": head}}
     if opts.storage_options:  # the scan's own option, whose key Spark redacts in plans and the event log
         answer["jvm"]["storageSecrets"] = json.dumps(opts.storage_options)
     return answer
@@ -226,14 +228,31 @@ def _error(e: BaseException) -> Dict[str, Any]:
     return {"error": {"code": typed.code, "class": type(typed).__name__, "message": str(typed)}}
 
 
+#: seconds a planner with no load in progress waits for its next request (a read of the head
+#: keeps its planner for the first query's scan); then it exits and the JVM starts another
+IDLE_SECONDS = 120.0
+
+
 class Bridge:
     """One provider's conversation: reads requests until stdin closes (the JVM side closes it
-    after a read's plan, a write's commit or abort; a dead JVM closes it too)."""
+    after a read's plan, a write's commit or abort; a dead JVM closes it too), or until
+    ``idle_s`` pass with no request while no write is in progress."""
 
-    def __init__(self, inp: IO[str], out: IO[str]) -> None:
+    def __init__(self, inp: IO[str], out: IO[str], idle_s: Optional[float] = None) -> None:
         self.inp = inp
         self.out = out
+        self.idle_s = idle_s
         self.load: Optional[_Load] = None
+
+    def _idle(self) -> bool:
+        """Whether no request came within ``idle_s`` (never while a write is in progress)."""
+        if not self.idle_s or self.load is not None:
+            return False
+        try:
+            fd = self.inp.fileno()
+        except (AttributeError, OSError, ValueError):
+            return False
+        return not select.select([fd], [], [], self.idle_s)[0]
 
     def answer(self, request: Mapping[str, Any]) -> Dict[str, Any]:
         op = request.get("op")
@@ -256,7 +275,13 @@ class Bridge:
         raise RuntimeError(f"unknown request {op!r}")
 
     def serve(self) -> None:
-        for line in self.inp:
+        while True:
+            if self._idle():
+                log.info("omnigraph bridge: no request for %.0f s, exiting", self.idle_s)
+                break
+            line = self.inp.readline()
+            if not line:
+                break
             if not line.strip():
                 continue
             try:
@@ -275,7 +300,7 @@ def main() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     logging.basicConfig(level=os.environ.get("OMNIGRAPH_SPARK_BRIDGE_LOG", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    Bridge(sys.stdin, protocol).serve()
+    Bridge(sys.stdin, protocol, float(os.environ.get("OMNIGRAPH_SPARK_BRIDGE_IDLE_S", IDLE_SECONDS))).serve()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ shim on its class path, driven by a client in its own Python process (tests/conn
 write_table / write_graph stage through the JVM sink and read_table / read_graph scan through
 the JVM source with no py4j (the shim's probe, the hand-off file in the load's staging journal,
 the parallelism from the server), and give the same rows as the same loads and reads on the
-classic session; ``df.write.format("omnigraph")``, ``spark.read.format("omnigraph")`` and
-``load_jsonl`` (Python workers in the server) work through Connect too.
+classic session; ``df.write.format("omnigraph")`` and ``spark.read.format("omnigraph")`` take the
+JVM paths through the shim's provider (option engine=jvm, which only the provider can satisfy),
+and ``load_jsonl`` (Python workers in the server) works through Connect too.
 """
 from __future__ import annotations
 

@@ -73,17 +73,18 @@ def test_options_table_documents_every_key():
     assert {"path", "type", "branch", "writeMode", "actor", "txnAppId", "txnVersion", "maxRowsPerFile",
             "maxBytesPerFile", "commitLeaseTimeout", "version", "commit", "timestampAsOf", "columns",
             "maxRowsPerPartition", "minPartitions", "pushdown", "storage.<key>", "cascade", "rejectedRowsPath",
-            "distributedCheckRows"} == names
+            "distributedCheckRows", "engine"} == names
     assert all(o.scope in ("read", "write", "read/write") and o.description for o in OPTIONS)
     for o in OPTIONS:  # every documented option parses in its scope
         if o.name.startswith("storage."):
             continue
         if "write" in o.scope and o.name not in ("path", "type"):
-            val = {"writeMode": "append", "txnAppId": "a", "txnVersion": "1"}.get(o.name, "1")
+            val = {"writeMode": "append", "txnAppId": "a", "txnVersion": "1", "engine": "jvm"}.get(o.name, "1")
             extra = {"txnAppId": "a", "txnVersion": "1"} if o.name.startswith("txn") else {}
             WriteOptions.from_options({"path": "/g", "type": "P", **extra, o.name: val})
         if "read" in o.scope and o.name not in ("path", "type"):
-            val = {"timestampAsOf": "2026-01-01T00:00:00", "pushdown": "true", "columns": "id"}.get(o.name, "1")
+            val = {"timestampAsOf": "2026-01-01T00:00:00", "pushdown": "true", "columns": "id",
+                   "engine": "python"}.get(o.name, "1")
             ReadOptions.from_options({"path": "/g", "type": "P", o.name: val})
 
 

@@ -20,6 +20,7 @@ from pyspark.sql.datasource import (EqualNullSafe, EqualTo, GreaterThan, Greater
                                     StringStartsWith)
 
 from omnigraph_spark.spark.filters import ColumnKind, escape_like, split_filters, translate
+from omnigraph_spark.spark.jvm_read import shim_loaded
 from tests.store.helpers import write_rows
 
 HOSTILE = ["O'Brien", "'; DROP TABLE x; --", "%_\\", "a%b", "a_b", "axb", "back\\slash", "Zoë 😀 名前", "",
@@ -98,8 +99,10 @@ def has_filter_node(plan: str) -> bool:
     return re.search(r"\bFilter\b", plan) is not None
 
 
-def _people(spark, root, pushdown=None):
+def _people(spark, root, pushdown=None, engine=None):
     r = spark.read.format("omnigraph").option("type", "Person")
+    if engine is not None:
+        r = r.option("engine", engine)
     if pushdown is not None:
         r = r.option("pushdown", pushdown)
     return r.load(root)
@@ -133,18 +136,23 @@ def test_pushdown_on_and_off_return_identical_rows(spark, test_graph):
         try:
             for label, cond in cases.items():
                 # one load per filtered query: the explicit opt-in on Spark <= 4.2 (see reader doc)
-                q = _people(spark, test_graph.root, pushdown="true").filter(cond)
+                q = _people(spark, test_graph.root, pushdown="true", engine="python").filter(cond)
                 results[(mode, label)] = sorted(r["name"] for r in q.select("name").collect())
-            plan = _plan(_people(spark, test_graph.root, pushdown="true").filter(name == "O'Brien"))
+            plan = _plan(_people(spark, test_graph.root, pushdown="true", engine="python").filter(name == "O'Brien"))
             assert has_filter_node(plan) == (mode == "false"), plan
         finally:
             spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    if shim_loaded(spark):  # the JVM scan (FilterSql) pushes the same filters: the same rows
+        for label, cond in cases.items():
+            q = _people(spark, test_graph.root, engine="jvm").filter(cond)
+            results[("jvm", label)] = sorted(r["name"] for r in q.select("name").collect())
+            assert results[("jvm", label)] == results[("true", label)], label
     for label in cases:
         assert results[("true", label)] == results[("false", label)], label
     for label, names in expected.items():
         assert results[("true", label)] == sorted(names), label
     # the pushdown option turns it off per read, even with the conf on
-    q = _people(spark, test_graph.root, pushdown="false").filter(name == "O'Brien")
+    q = _people(spark, test_graph.root, pushdown="false", engine="python").filter(name == "O'Brien")
     assert has_filter_node(_plan(q))
     assert [r["name"] for r in q.collect()] == ["O'Brien"]
 

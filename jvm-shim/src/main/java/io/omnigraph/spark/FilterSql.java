@@ -188,7 +188,19 @@ final class FilterSql {
     return Long.toString(n);
   }
 
+  /**
+   * A single-quoted SQL string. Refuses U+0000 and characters outside the Basic Multilingual
+   * Plane (emoji, rarer CJK): the Lance SDK hands the filter to its native side as JNI's modified
+   * UTF-8, which encodes those differently from UTF-8, and the native SQL parser rejects the
+   * bytes ("invalid utf-8 sequence"). Such a filter stays with Spark, which evaluates it anyway.
+   */
   static String quote(String s) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == 0 || Character.isSurrogate(c)) {
+        throw new IllegalArgumentException("a literal with U+0000 or a supplementary character");
+      }
+    }
     return "'" + s.replace("'", "''") + "'";
   }
 

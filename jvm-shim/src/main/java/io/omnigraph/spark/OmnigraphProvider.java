@@ -57,6 +57,8 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
   static final String NAME = "omnigraph";
 
   private JsonNode readPlan; // the JVM scan inferSchema planned (null: the Python source reads)
+  private CaseInsensitiveStringMap readOptions;
+  private PythonBridge readBridge; // a head read's planner, kept for the first query's scan
   private PythonDataSourceV2 python;
 
   @Override
@@ -78,23 +80,69 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
     return true;
   }
 
-  /** Reads: plan in Python; the JVM scan's schema, or the Python source's when it must read. */
+  /**
+   * Reads: plan in Python; the JVM scan's schema, or the Python source's when it must read. A
+   * read of the branch head keeps its planner running until the first query plans its scan
+   * ({@link OmnigraphTable#newScanBuilder}), which resolves the head again, as the Python
+   * source's reader does at that point; the planner exits by itself if no query comes.
+   */
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
+    PythonBridge bridge = PythonBridge.start();
     JsonNode answer;
-    try (PythonBridge bridge = PythonBridge.start()) {
-      ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
-      request.put("op", "plan_read");
-      request.set("options", LanceSnapshotSource.JSON.valueToTree(options.asCaseSensitiveMap()));
-      request.put("parallelism", defaultParallelism());
-      answer = bridge.call(request);
+    try {
+      answer = planRead(bridge, options);
+    } catch (RuntimeException e) {
+      bridge.close();
+      throw e;
     }
     if (answer.has("jvm")) {
       readPlan = answer.get("jvm");
+      readOptions = options;
+      if (readPlan.path("head").asBoolean(false)) {
+        readBridge = bridge;
+      } else {
+        bridge.close();
+      }
       return (StructType) DataType.fromJson(readPlan.get("schema").asText());
     }
+    bridge.close();
     LOG.info("omnigraph read through the Python source: {}", answer.get("python").asText());
     return python().inferSchema(options);
+  }
+
+  private static JsonNode planRead(PythonBridge bridge, CaseInsensitiveStringMap options) {
+    ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+    request.put("op", "plan_read");
+    request.set("options", LanceSnapshotSource.JSON.valueToTree(options.asCaseSensitiveMap()));
+    request.put("parallelism", defaultParallelism());
+    return bridge.call(request);
+  }
+
+  /** The plan of the first query's scan: the head resolved again (the planner kept, or a new one). */
+  private synchronized JsonNode firstScanPlan() {
+    if (readBridge == null) {
+      return readPlan;
+    }
+    PythonBridge bridge = readBridge;
+    readBridge = null;
+    JsonNode answer;
+    try {
+      answer = bridge.isAlive() ? planRead(bridge, readOptions) : null;
+    } catch (PythonBridge.OmnigraphException e) {
+      if (e.code != null) {
+        throw e;
+      }
+      answer = null; // it exited while idle: ask a new one
+    } finally {
+      bridge.close();
+    }
+    if (answer == null) {
+      try (PythonBridge fresh = PythonBridge.start()) {
+        answer = planRead(fresh, readOptions);
+      }
+    }
+    return answer.has("jvm") ? answer.get("jvm") : null;
   }
 
   private static int defaultParallelism() {
@@ -148,15 +196,27 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
       return all;
     }
 
+    /**
+     * The first query's scan resolves the branch head again; every later query of the same
+     * DataFrame reads that snapshot, as the Python source's planned read is reused. If the
+     * type's columns changed in between, the Python source reads (it handles that).
+     */
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
       if (readPlan == null) { // inferSchema chose the Python source, or the caller gave a schema
         return ((SupportsRead) pythonTable()).newScanBuilder(options);
       }
+      JsonNode first = firstScanPlan();
+      if (first == null || !schema.equals(DataType.fromJson(first.get("schema").asText()))) {
+        readPlan = null;
+        return ((SupportsRead) pythonTable()).newScanBuilder(options);
+      }
+      readPlan = first;
+      JsonNode plan = first;
       Map<String, String> scan = new HashMap<>();
-      readPlan.get("options").fields().forEachRemaining(e -> scan.put(e.getKey(), e.getValue().asText()));
-      if (readPlan.hasNonNull("storageSecrets")) { // its own option: Spark redacts a key naming a secret
-        scan.put("storageSecrets", readPlan.get("storageSecrets").asText());
+      plan.get("options").fields().forEachRemaining(e -> scan.put(e.getKey(), e.getValue().asText()));
+      if (plan.hasNonNull("storageSecrets")) { // its own option: Spark redacts a key naming a secret
+        scan.put("storageSecrets", plan.get("storageSecrets").asText());
       }
       Table lance = new LanceSnapshotSource().getTable(schema, new Transform[0], scan);
       return ((SupportsRead) lance).newScanBuilder(new CaseInsensitiveStringMap(scan));

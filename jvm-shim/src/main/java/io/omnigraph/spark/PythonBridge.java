@@ -157,4 +157,8 @@ final class PythonBridge implements AutoCloseable {
   boolean isClosed() {
     return closed;
   }
+
+  boolean isAlive() {
+    return !closed && process.isAlive();
+  }
 }
