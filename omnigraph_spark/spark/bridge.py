@@ -263,9 +263,9 @@ class Bridge:
             return {"ok": got}
         if op in ("commit", "abort") and self.load is None:
             raise RuntimeError(f"'{op}' without a planned write")
-        if op == "commit":
-            result = commit(self.load)
-            self.load = None
+        if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
+            load, self.load = self.load, None
+            result = commit(load)
             return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
                            "skipped": bool(result.skipped)}}
         if op == "abort":

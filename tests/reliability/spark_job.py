@@ -84,9 +84,11 @@ def job_load(spark):
     people = spark.createDataFrame(people_rows(prefix, n) + extra, "name string, age int").repartition(2)
     if SPEC.get("gate"):
         people = _gated(people, SPEC["gate"])
-    if SPEC["api"] == "df":
+    if SPEC["api"] in ("df", "df_jvm"):
         w = (people.write.format("omnigraph").option("type", "Person").option("branch", branch)
              .option("writeMode", mode).option("actor", SPEC.get("actor", "reliability")))
+        if SPEC["api"] == "df_jvm":  # the shim's provider: staged in the JVM, committed by its bridge process
+            w = w.option("engine", "jvm")
         for k, v in SPEC.get("options", {}).items():
             w = w.option(k, v)
         w.mode("append").save(SPEC["root"])
@@ -212,7 +214,7 @@ def main() -> int:
     spark = None
     try:
         conf = dict(SPEC.get("conf") or {})
-        if SPEC.get("api") == "graph_jvm":  # the JVM write path: the shim on the class path
+        if SPEC.get("api") in ("graph_jvm", "df_jvm"):  # the JVM write path: the shim on the class path
             from omnigraph_spark.spark.jvm_read import shim_spark_conf
 
             conf.update(shim_spark_conf())

@@ -16,10 +16,12 @@ Spark Python worker), and a failpoint kills the committing process at one protoc
   read, no sidecar left (I9), an audit row for each resolved sidecar (I9), Lance HEAD == pin for
   every owned table (I7), the lease of the dead process was broken (I14).
 
-Default run: 17 cells (every step once — append, main, multi-type —, every mode on a branch at
+Default run: 19 cells (every step once — append, main, multi-type —, every mode on a branch at
 the two decisive steps, single-type at ``after_table_commit#1``, and ``graph_jvm``: the same
 multi-type load staged by the JVM write path, killed before the sidecar and after the first
-table commit); ``OMNIGRAPH_FULL_MATRIX=1`` runs all 276 (api x mode x branch x step x exit/kill).
+table commit; ``df_jvm``: ``df.write.format("omnigraph")`` on the shim's provider, whose commit
+runs in its bridge process, killed after the sidecar and after the table commit);
+``OMNIGRAPH_FULL_MATRIX=1`` runs all 360 (api x mode x branch x step x exit/kill).
 Deletes (``test_spark_delete_crash_cell``): a node delete cascading to ``edge:Knows``, 4 cells by
 default (``write_graph`` at ``after_sidecar``, ``after_table_commit#1``, ``after_all_commits``;
 ``df.write`` at ``after_table_commit#1``), 10 with the full matrix.
@@ -74,11 +76,11 @@ def expected_people(mode: str, visible: bool) -> list:
 
 def cells():
     out, n_default = [], 0
-    for api in ("graph", "graph_jvm", "df"):
+    for api in ("graph", "graph_jvm", "df", "df_jvm"):
         for mode in ("append", "merge", "overwrite"):
             for branch in ("main", "feature"):
                 for step in STEPS:
-                    if api == "df" and step == "after_table_commit#2":
+                    if api in ("df", "df_jvm") and step == "after_table_commit#2":
                         continue  # one table: there is no second commit
                     default = (
                         (api == "graph" and mode == "append" and branch == "main")
@@ -87,7 +89,9 @@ def cells():
                         or (api == "graph" and branch == "feature"
                             and step in ("after_table_commit#1", "after_all_commits"))
                         or (api == "df" and mode == "append" and branch == "main"
-                            and step == "after_table_commit#1"))
+                            and step == "after_table_commit#1")
+                        or (api == "df_jvm" and mode == "append" and branch == "main"
+                            and step in ("after_sidecar", "after_table_commit#1")))
                     if default:  # default cells alternate the two deaths
                         n_default += 1
                     for action in ("exit", "kill"):
