@@ -36,7 +36,9 @@ the run loads the copy (``OMNIGRAPH_SPARK_SHIM_DIR``), so a rebuild during the r
 Each write is followed by a ONE-row write through the same path into a fresh target
 (``probe_write_s``): the fixed cost per write (the bridge's start, planning, the commit), as
 against Parquet's. Each read contender also times the read's planning alone (``plan_s``:
-``load()`` and its schema).
+``load()`` and its schema). The provider's bridge process is also timed alone, from start to
+exit (median of 3): with no request (``bridge_start_s``: the interpreter and its imports) and
+with the ``plan_read`` of the graph just read (``bridge_plan_read_s``: what a read plan waits for).
 
     .venv/bin/python -m benchmarks.format_bench --rows 1000000 --out benchmarks/out/format-1m.json
     .venv/bin/python -m benchmarks.format_bench --rows 10000000 --modes classic,connect \\
@@ -655,7 +657,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     def save() -> None:
         results["load_end"] = _load()
-        results["shim_end"] = shim_jar_state()
+        if (work / "shim").exists():  # the copy this run loads (gone once the work directory is deleted)
+            results["shim_end"] = shim_jar_state()
         if args.out:  # after every contender: a run cut short keeps what it measured
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(results, indent=2))
