@@ -1,11 +1,13 @@
 """benchmarks/latency_proxy.py: each HTTP exchange through it is held the delay (a lower bound, never
 a speed assertion), the exchanges and their methods are counted, keep-alive connections carry
-several exchanges, and the target must be on loopback. Also the bench's argument checks."""
+several exchanges, and the target must be on loopback. Also the bench's argument checks, its
+ratios and its copy of the shim."""
 from __future__ import annotations
 
 import http.client
 import http.server
 import json
+import os
 import threading
 import time
 
@@ -101,3 +103,30 @@ def test_bench_parses_modes_and_lists():
     for bad in (["--delays-ms", "-5"], ["--tables", "0"], ["--mode", "other"], ["--rows", "0"]):
         with pytest.raises(SystemExit):
             osb.parse_args(bad)
+
+
+def test_bench_ratios_per_store_and_s3_over_local():
+    med = {"local/python": {"write_s": 12.0, "read_s": 20.0}, "local/jvm": {"write_s": 4.0, "read_s": 1.0},
+           "local/parquet": {"write_s": 2.0, "read_s": 2.0}, "s3/python": {"write_s": 9.0, "read_s": 30.0},
+           "s3/jvm": {"write_s": 3.0, "read_s": 1.0}, "s3/parquet": {"write_s": 6.0, "read_s": 4.0}}
+    r = osb._ratios(med, ["python", "jvm", "parquet"])
+    assert r["python_over_jvm"]["local"] == {"write_s": 3.0, "read_s": 20.0}
+    assert r["jvm_over_parquet"]["s3"] == {"write_s": 0.5, "read_s": 0.25}
+    assert r["jvm_over_parquet"]["s3_over_local"] == {"write_s": 0.25, "read_s": 0.5}
+    assert set(osb._ratios(med, ["jvm", "parquet"])) == {"jvm_over_parquet"}  # only pairs that ran
+
+
+def test_bench_children_use_a_copy_of_the_shim(tmp_path, monkeypatch):
+    from omnigraph_spark.spark.shim_conf import SHIM_DIR_ENV, SHIM_JAR, built_shim_jars
+
+    built = tmp_path / "target"
+    (built / "lib").mkdir(parents=True)
+    (built / SHIM_JAR).write_bytes(b"shim")
+    (built / "lib" / "dep.jar").write_bytes(b"dep")
+    monkeypatch.setenv(SHIM_DIR_ENV, str(built))
+    osb.snapshot_shim(tmp_path / "work")
+    copy = tmp_path / "work" / "shim"
+    assert os.environ[SHIM_DIR_ENV] == str(copy)
+    (built / SHIM_JAR).unlink()  # a rebuild in the checkout: the children keep the copy
+    assert built_shim_jars() == [str(copy / SHIM_JAR), str(copy / "lib" / "dep.jar")]
+    assert (copy / SHIM_JAR).read_bytes() == b"shim"
