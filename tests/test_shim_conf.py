@@ -38,7 +38,9 @@ def test_a_build_directory_goes_on_the_driver_and_executor_class_paths(tmp_path)
     conf = shim_conf.shim_spark_conf(str(tmp_path))
     cp = f"{tmp_path}/{shim_conf.SHIM_JAR}:{tmp_path}/lib/lance-core-7.0.0.jar"
     # the executors' too: a cluster's executors are other JVMs (tests/spark/test_standalone_cluster.py)
-    assert conf == {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp}
+    # and the plugin that starts format("omnigraph")'s planner with the driver (BridgePlugin)
+    assert conf == {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp,
+                    "spark.plugins": "io.omnigraph.spark.BridgePlugin"}
     b = shim_conf.configure_spark(Builder(), shim_dir=str(tmp_path))
     assert b._options == {**conf, shim_conf.HIDE_TRACEBACK: "true"}  # clean df.write errors
 

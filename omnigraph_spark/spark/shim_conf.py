@@ -31,6 +31,7 @@ SHIM_JAR = "omnigraph-spark-shim.jar"
 #: Spark prints a Python data source's error without the Python traceback, so the first line of a
 #: failed df.write carries the connector's ``[CODE] message`` (docs/troubleshooting.md).
 HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
+PLUGIN = "io.omnigraph.spark.BridgePlugin"
 SHIM_DIR_ENV = "OMNIGRAPH_SPARK_SHIM_DIR"
 
 #: the shim's runtime libraries as Maven coordinates (jvm-shim/pom.xml's dependencies)
@@ -88,7 +89,9 @@ def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
     built = built_shim_jars(shim_dir)
     if built:
         cp = os.pathsep.join(built)
-        return {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp}
+        # the plugin starts format("omnigraph")'s planner while the driver starts (jvm-shim BridgePlugin);
+        # only where the shim is on the driver's own class path, where Spark loads plugins from
+        return {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp, "spark.plugins": PLUGIN}
     jar = None if shim_dir else packaged_shim_jar()
     if jar is None:
         return {}
@@ -97,7 +100,7 @@ def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
 
 
 #: settings whose values are lists: configure_spark appends to what the builder already has
-_LISTS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.jars.excludes": ",",
+_LISTS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.jars.excludes": ",", "spark.plugins": ",",
           "spark.driver.extraClassPath": os.pathsep, "spark.executor.extraClassPath": os.pathsep}
 
 

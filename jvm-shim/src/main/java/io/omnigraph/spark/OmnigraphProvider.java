@@ -57,8 +57,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
   static final String NAME = "omnigraph";
 
   private JsonNode readPlan; // the JVM scan inferSchema planned (null: the Python source reads)
-  private CaseInsensitiveStringMap readOptions;
-  private PythonBridge readBridge; // a head read's planner, kept for the first query's scan
+  private CaseInsensitiveStringMap readOptions; // until the first query's scan planned again
   private PythonDataSourceV2 python;
 
   @Override
@@ -82,66 +81,36 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
 
   /**
    * Reads: plan in Python; the JVM scan's schema, or the Python source's when it must read. A
-   * read of the branch head keeps its planner running until the first query plans its scan
-   * ({@link OmnigraphTable#newScanBuilder}), which resolves the head again, as the Python
-   * source's reader does at that point; the planner exits by itself if no query comes.
+   * read of the branch head resolves the head again when the first query plans its scan
+   * ({@link OmnigraphTable#newScanBuilder}), as the Python source's reader does at that point.
    */
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
-    PythonBridge bridge = PythonBridge.start();
-    JsonNode answer;
-    try {
-      answer = planRead(bridge, options);
-    } catch (RuntimeException e) {
-      bridge.close();
-      throw e;
-    }
+    JsonNode answer = PythonBridge.ask(planReadRequest(options), null);
     if (answer.has("jvm")) {
       readPlan = answer.get("jvm");
       readOptions = options;
-      if (readPlan.path("head").asBoolean(false)) {
-        readBridge = bridge;
-      } else {
-        bridge.close();
-      }
       return (StructType) DataType.fromJson(readPlan.get("schema").asText());
     }
-    bridge.close();
     LOG.info("omnigraph read through the Python source: {}", answer.get("python").asText());
     return python().inferSchema(options);
   }
 
-  private static JsonNode planRead(PythonBridge bridge, CaseInsensitiveStringMap options) {
+  private static ObjectNode planReadRequest(CaseInsensitiveStringMap options) {
     ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
     request.put("op", "plan_read");
     request.set("options", LanceSnapshotSource.JSON.valueToTree(options.asCaseSensitiveMap()));
     request.put("parallelism", defaultParallelism());
-    return bridge.call(request);
+    return request;
   }
 
-  /** The plan of the first query's scan: the head resolved again (the planner kept, or a new one). */
+  /** The plan of the first query's scan: a head read resolves the head again, once. */
   private synchronized JsonNode firstScanPlan() {
-    if (readBridge == null) {
+    if (readOptions == null || !readPlan.path("head").asBoolean(false)) {
       return readPlan;
     }
-    PythonBridge bridge = readBridge;
-    readBridge = null;
-    JsonNode answer;
-    try {
-      answer = bridge.isAlive() ? planRead(bridge, readOptions) : null;
-    } catch (PythonBridge.OmnigraphException e) {
-      if (e.code != null) {
-        throw e;
-      }
-      answer = null; // it exited while idle: ask a new one
-    } finally {
-      bridge.close();
-    }
-    if (answer == null) {
-      try (PythonBridge fresh = PythonBridge.start()) {
-        answer = planRead(fresh, readOptions);
-      }
-    }
+    JsonNode answer = PythonBridge.ask(planReadRequest(readOptions), null);
+    readOptions = null;
     return answer.has("jvm") ? answer.get("jvm") : null;
   }
 
@@ -271,21 +240,16 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
       }
 
       private BatchWrite planBatch() {
-        PythonBridge bridge = PythonBridge.start();
-        JsonNode answer;
-        try {
-          ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
-          request.put("op", "plan_write");
-          request.set("options", LanceSnapshotSource.JSON.valueToTree(info.options().asCaseSensitiveMap()));
-          request.put("overwrite", truncate);
-          request.put("schema", info.schema().json());
-          answer = bridge.call(request);
-        } catch (RuntimeException e) {
-          bridge.close();
-          throw e;
-        }
+        ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+        request.put("op", "plan_write");
+        request.set("options", LanceSnapshotSource.JSON.valueToTree(info.options().asCaseSensitiveMap()));
+        request.put("overwrite", truncate);
+        request.put("schema", info.schema().json());
+        PythonBridge[] held = new PythonBridge[1]; // the planner that now holds this write
+        JsonNode answer = PythonBridge.ask(request, b -> held[0] = b);
+        PythonBridge bridge = held[0];
         if (answer.has("python")) {
-          bridge.close();
+          bridge.release();
           LOG.info("omnigraph write through the Python source: {}", answer.get("python").asText());
           return pythonWrite().toBatch();
         }
@@ -315,6 +279,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
     private final PythonBridge bridge;
     private final LanceFragmentSink.StagingBatchWrite staging;
     private final ProjectedRow.Mapping mapping; // null: the input rows are the sink's rows
+    private boolean finished; // committed or aborted: the planner went back to the pool
 
     ProviderBatchWrite(PythonBridge bridge, LanceFragmentSink.StagingBatchWrite staging,
         ProjectedRow.Mapping mapping) {
@@ -339,20 +304,22 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         LOG.info("omnigraph write committed: manifest version {}{}", done.get("manifest_version").asText(),
             done.get("skipped").asBoolean() ? " (an applied txn token: skipped)" : "");
       } catch (RuntimeException e) {
-        if (!(e instanceof PythonBridge.OmnigraphException)) { // the hand-off failed: nothing was committed
+        if (!(e instanceof PythonBridge.OmnigraphException)) { // not an answer: the hand-off or the planner failed
           abortQuietly();
         }
         throw e;
       } finally {
-        bridge.close();
+        finished = true;
+        bridge.release(); // a dead planner is closed instead
       }
     }
 
     @Override
     public void abort(WriterCommitMessage[] messages) {
-      if (!bridge.isClosed()) { // after a failed commit the bridge has cleaned up already
+      if (!finished) { // after a failed commit the bridge has cleaned up already
+        finished = true;
         abortQuietly();
-        bridge.close();
+        bridge.release();
       }
     }
 

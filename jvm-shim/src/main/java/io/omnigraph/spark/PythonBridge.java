@@ -8,6 +8,7 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.SparkEnv;
 
@@ -40,8 +41,14 @@ final class PythonBridge implements AutoCloseable {
     this.answers = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
   }
 
-  /** A typed error of the Python side, or the bridge itself failing. */
-  static final class OmnigraphException extends RuntimeException {
+  /**
+   * An error the Python side answered with (a typed {@code OmnigraphError} when {@code code} is
+   * set). An {@link IllegalArgumentException}, so PySpark (classic and Connect) raises it as its
+   * own {@code IllegalArgumentException} whose first line is this message, {@code Class: [CODE] ...},
+   * not py4j's "An error occurred while calling ...". The planner process failing is an
+   * {@link IllegalStateException} instead.
+   */
+  static final class OmnigraphException extends IllegalArgumentException {
     final String code; // the connector's stable error code; null for a failure that is not one
 
     OmnigraphException(String code, String message) {
@@ -74,6 +81,74 @@ final class PythonBridge implements AutoCloseable {
     return "python3";
   }
 
+  /**
+   * Idle planners of this JVM, most recently used first. Starting one costs a Python start and
+   * the imports of lance and pyarrow (1.5-4 s here); a planner holds no state between loads (a
+   * write keeps it to itself from its plan to its commit), so reads and writes reuse them. An
+   * idle planner exits by itself ({@code IDLE_SECONDS} in the bridge); {@link #acquire} skips it.
+   */
+  private static final ConcurrentLinkedDeque<PythonBridge> IDLE = new ConcurrentLinkedDeque<>();
+  private static final int MAX_IDLE = 2;
+
+  /** An idle planner of the same interpreter, or a new one. */
+  static PythonBridge acquire() {
+    String python = pythonExec();
+    for (PythonBridge b = IDLE.pollFirst(); b != null; b = IDLE.pollFirst()) {
+      if (b.python.equals(python) && b.isAlive()) {
+        return b;
+      }
+      b.close();
+    }
+    return start();
+  }
+
+  /** Done with it: kept for the next load (up to {@code MAX_IDLE}), else closed. */
+  void release() {
+    if (isAlive() && IDLE.size() < MAX_IDLE) {
+      IDLE.addFirst(this);
+    } else {
+      close();
+    }
+  }
+
+  /** Start a planner ahead of the first load (the session's start, see {@link BridgePlugin}). */
+  static void prestart() {
+    if (IDLE.isEmpty()) {
+      IDLE.addFirst(start());
+    }
+  }
+
+  /**
+   * {@code request} on an idle planner (or a new one); a planner that exited while idle is
+   * replaced once. For the requests that change nothing (plans); {@code keep} true: the caller
+   * keeps the planner (and releases or closes it), else it is released here.
+   */
+  static JsonNode ask(ObjectNode request, java.util.function.Consumer<PythonBridge> keep) {
+    PythonBridge bridge = acquire();
+    JsonNode answer;
+    try {
+      answer = bridge.call(request);
+    } catch (IllegalStateException exited) {
+      bridge.close();
+      bridge = start();
+      try {
+        answer = bridge.call(request);
+      } catch (RuntimeException e) {
+        bridge.close();
+        throw e;
+      }
+    } catch (RuntimeException e) {
+      bridge.release(); // it answered: an error is an answer, the planner is fine
+      throw e;
+    }
+    if (keep != null) {
+      keep.accept(bridge);
+    } else {
+      bridge.release();
+    }
+    return answer;
+  }
+
   static PythonBridge start() {
     String python = pythonExec();
     ProcessBuilder pb = new ProcessBuilder(python, "-m", MODULE);
@@ -82,7 +157,7 @@ final class PythonBridge implements AutoCloseable {
     try {
       return new PythonBridge(python, pb.start());
     } catch (IOException e) {
-      throw new OmnigraphException(null, "format(\"omnigraph\") cannot start its planner, `" + python + " -m "
+      throw new IllegalStateException("format(\"omnigraph\") cannot start its planner, `" + python + " -m "
           + MODULE + "`: " + e.getMessage() + " (set spark.pyspark.python or PYSPARK_PYTHON to an interpreter "
           + "with omnigraph-spark installed)");
     }
@@ -100,7 +175,7 @@ final class PythonBridge implements AutoCloseable {
       line = null;
     }
     if (line == null) {
-      throw new OmnigraphException(null, "format(\"omnigraph\")'s planner `" + python + " -m " + MODULE
+      throw new IllegalStateException("format(\"omnigraph\")'s planner `" + python + " -m " + MODULE
           + "` exited before answering (" + exitStatus() + "); its error is in the driver's log. Is "
           + "omnigraph-spark installed in that interpreter (spark.pyspark.python / PYSPARK_PYTHON)?");
     }
@@ -108,7 +183,7 @@ final class PythonBridge implements AutoCloseable {
     try {
       answer = LanceSnapshotSource.JSON.readTree(line);
     } catch (IOException e) {
-      throw new OmnigraphException(null, "format(\"omnigraph\")'s planner answered with no JSON: " + line);
+      throw new IllegalStateException("format(\"omnigraph\")'s planner answered with no JSON: " + line);
     }
     JsonNode error = answer.get("error");
     if (error != null) {
