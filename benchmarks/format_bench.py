@@ -374,21 +374,10 @@ def _listening(port: int) -> bool:
 def server_settings(port: int, class_path: Sequence[str]) -> Dict[str, str]:
     """The Connect server's session settings: the embedded session's (demo.local_builder) plus the
     gRPC binding and the shim on the driver class path."""
-    from omnigraph_spark.demo import sample_path
-    from omnigraph_spark.spark.shim_conf import HIDE_TRACEBACK
+    from omnigraph_spark.demo import embedded_settings
 
-    settings = {
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.python.filterPushdown.enabled": "true",
-        "spark.python.worker.reuse": "true",
-        HIDE_TRACEBACK: "true",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
-    }
+    settings = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
+                **embedded_settings()}
     if class_path:
         settings["spark.driver.extraClassPath"] = os.pathsep.join(class_path)
         settings["spark.executor.extraClassPath"] = os.pathsep.join(class_path)

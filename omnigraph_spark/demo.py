@@ -39,6 +39,25 @@ def sample_path(name: str) -> str:
     return str(resources.files("omnigraph_spark") / "data" / name)
 
 
+def embedded_settings():
+    """The embedded default's session settings (:func:`local_builder`; a benchmark's Spark
+    Connect server uses them too): UI and console progress off, Python data source filter
+    pushdown on, Spark's JVM logging at WARN, a df.write error's first line carrying the
+    connector's ``[CODE] message``."""
+    from .spark.shim_conf import HIDE_TRACEBACK
+
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        HIDE_TRACEBACK: "true",  # df.write errors: our "[CODE] message" on the first line
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
+    }
+
+
 def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2]", conf=None):
     """The embedded default as a ``SparkSession.Builder``: local master, UI and console progress
     off, Python workers running this interpreter (so they import this package), Python data
@@ -57,18 +76,7 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
     quiet_warnings()
     from pyspark.sql import SparkSession
 
-    from .spark.shim_conf import HIDE_TRACEBACK
-
-    settings = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.python.filterPushdown.enabled": "true",
-        "spark.python.worker.reuse": "true",
-        HIDE_TRACEBACK: "true",  # df.write errors: our "[CODE] message" on the first line
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{sample_path('log4j2.properties')}",
-    }
+    settings = embedded_settings()
     settings.update(conf or {})
     b = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
