@@ -47,9 +47,14 @@ SCRIPT = textwrap.dedent('''
     df = spark.createDataFrame([("Ann", 30), ("Bob", None)], "name string, age int")
     write_table(df, root, "Person", engine="jvm")  # engine="jvm": raises unless the JVM path runs
     rows = sorted(tuple(r) for r in read_table(spark, root, "Person", engine="jvm").collect())
+    # the short name: the jar's provider (engine=jvm raises unless it takes the JVM paths)
+    more = spark.createDataFrame([("Cy", 25)], "name string, age int")
+    more.write.format("omnigraph").option("type", "Person").option("engine", "jvm").mode("append").save(root)
+    fmt = spark.read.format("omnigraph").option("type", "Person").option("engine", "jvm").load(root)
+    format_rows = sorted(tuple(r) for r in fmt.select("name", "age").collect())
     spark.stop()
     print(json.dumps({"module": omnigraph_spark.__file__, "conf": shim_spark_conf(), "rows": rows,
-                      "log": Collect.lines}))
+                      "format_rows": format_rows, "log": Collect.lines}))
 ''')
 
 
@@ -83,3 +88,4 @@ def test_wheel_carries_the_shim_and_configure_spark_loads_it(tmp_path, test_sche
     assert any("staged node:Person (jvm)" in line for line in report["log"])
     assert any("omnigraph JVM read node:Person" in line for line in report["log"])
     assert report["rows"] == [["Ann", 30, "Ann"], ["Bob", None, "Bob"]]
+    assert report["format_rows"] == [["Ann", 30], ["Bob", None], ["Cy", 25]]
