@@ -1,8 +1,10 @@
 """Small pieces the benchmark scripts share."""
 from __future__ import annotations
 
+import logging
 import os
-from typing import Dict, List, Mapping
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional
 
 
 def read_text(path: str) -> str:
@@ -51,3 +53,14 @@ def descendants(table: Mapping[int, tuple], root: int) -> List[int]:
             out.append(c)
             stack.append(c)
     return out
+
+
+def setup_logging(logger: logging.Logger, log_path: Optional[str]) -> None:
+    """Progress lines of a benchmark on stderr and, with ``log_path``, in that file; the
+    benchmark's own logger at INFO, everything else at WARNING."""
+    handlers: List[logging.Handler] = [logging.StreamHandler()]
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path))
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", handlers=handlers)
+    logger.setLevel(logging.INFO)

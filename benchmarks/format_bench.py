@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from benchmarks.common import descendants, proc_table, read_text
+from benchmarks.common import descendants, proc_table, read_text, setup_logging
 from benchmarks.scale_bench import _machine, dir_stats, input_files, status_kb, tree_hwm
 
 log = logging.getLogger("benchmarks.format_bench")
@@ -617,12 +617,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     if args.rows < 100 or args.read_repeats < 1:
         p.error("--rows must be at least 100 and --read-repeats at least 1")
-    handlers: List[logging.Handler] = [logging.StreamHandler()]
-    if args.log:
-        Path(args.log).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(args.log))
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", handlers=handlers)
-    log.setLevel(logging.INFO)
+    setup_logging(log, args.log)
     if args.step:
         work = Path(args.work)
         if args.step == "generate":

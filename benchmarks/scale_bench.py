@@ -48,7 +48,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
-from benchmarks.common import descendants, proc_table, read_text, with_delta as add_delta
+from benchmarks.common import descendants, proc_table, read_text, setup_logging, with_delta as add_delta
 
 log = logging.getLogger("benchmarks.scale_bench")
 
@@ -419,12 +419,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--log", default=None, help="progress log file (also on stderr)")
     p.add_argument("--step", default=None, help=argparse.SUPPRESS)  # internal: one step in this process
     args = p.parse_args(argv)
-    handlers: List[logging.Handler] = [logging.StreamHandler()]
-    if args.log:
-        Path(args.log).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(args.log))
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", handlers=handlers)
-    log.setLevel(logging.INFO)
+    setup_logging(log, args.log)
     if args.step:
         work = Path(args.work)
         if args.step == "generate":
