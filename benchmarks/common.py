@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
@@ -64,3 +65,17 @@ def setup_logging(logger: logging.Logger, log_path: Optional[str]) -> None:
         handlers.append(logging.FileHandler(log_path))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", handlers=handlers)
     logger.setLevel(logging.INFO)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server a benchmark or test starts on loopback)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0

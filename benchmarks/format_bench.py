@@ -52,7 +52,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -61,7 +60,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from benchmarks.common import descendants, proc_table, read_text, setup_logging
+from benchmarks.common import descendants, free_port, listening, proc_table, read_text, setup_logging
 from benchmarks.scale_bench import _machine, dir_stats, input_files, status_kb, tree_hwm
 
 log = logging.getLogger("benchmarks.format_bench")
@@ -359,18 +358,6 @@ def generate(work: Path, rows: int, seed: int, rows_per_file: int, driver_memory
 
 # -- the Spark Connect server ----------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def server_settings(port: int, class_path: Sequence[str]) -> Dict[str, str]:
     """The Connect server's session settings: the embedded session's (demo.local_builder) plus the
     gRPC binding and the shim on the driver class path."""
@@ -398,7 +385,7 @@ class ConnectServer:
         if not jars:
             raise RuntimeError("no JVM shim jar (make jvm-shim): the Connect server would not have the provider")
         spark_home = os.path.dirname(pyspark.__file__)
-        port = _free_port()
+        port = free_port()
         self.url = f"sc://127.0.0.1:{port}"
         cmd = [os.path.join(spark_home, "bin", "spark-submit"), "--class", SERVER_CLASS, "--master", "local[2]",
                "--driver-memory", driver_memory, "--name", "omnigraph-format-bench-connect"]
@@ -417,7 +404,7 @@ class ConnectServer:
                                          start_new_session=True)
         t0 = time.monotonic()
         try:
-            while not _listening(port):
+            while not listening(port):
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"the Spark Connect server exited ({self.proc.returncode}): "
                                        f"{self.log_path.read_text(errors='replace')[-3000:]}")

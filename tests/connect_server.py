@@ -14,13 +14,14 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Sequence
+
+from benchmarks.common import free_port, listening
 
 log = logging.getLogger(__name__)
 
@@ -35,25 +36,13 @@ class ConnectServer:
     log_path: Path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def serve(workdir: Path, class_path: Sequence[str], conf: Optional[Dict[str, str]] = None) -> Iterator[ConnectServer]:
     """Start a Spark Connect server (its log in ``workdir``); stop it (its whole process group)
     when the generator closes. Waits at most START_TIMEOUT_S for its port."""
     import pyspark
 
     spark_home = os.path.dirname(pyspark.__file__)
-    port = _free_port()
+    port = free_port()
     settings = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
@@ -79,7 +68,7 @@ def serve(workdir: Path, class_path: Sequence[str], conf: Optional[Dict[str, str
                                 start_new_session=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not _listening(port):
+        while not listening(port):
             if proc.poll() is not None:
                 raise RuntimeError(f"the Spark Connect server exited ({proc.returncode}): "
                                    f"{log_path.read_text(errors='replace')[-3000:]}")

@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Dict, Iterator
 
+from benchmarks.common import free_port
+
 REGION = "us-east-1"
 ACCESS_KEY = "testing-key-id"
 SECRET_KEY = "testing-secret-key"
@@ -55,12 +57,6 @@ class S3Endpoint:
         return sorted(o["Key"] for p in pages for o in p.get("Contents", []))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _answers(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
@@ -76,7 +72,7 @@ def serve() -> Iterator[S3Endpoint]:
     picked); another process taking it in between makes the server exit, which is retried."""
     host = "127.0.0.1"
     for _ in range(3):
-        port = _free_port()
+        port = free_port()
         log = tempfile.TemporaryFile()  # one line per request: a pipe nobody reads would fill and block it
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
