@@ -57,10 +57,12 @@ log = logging.getLogger(__name__)
 SINK_CLASS = "io.omnigraph.spark.LanceFragmentSink"
 #: rows per Arrow batch handed from the Spark task thread to the Lance writer thread
 JVM_BATCH_ROWS = 65_536
-#: node ids an executor indexes for the endpoint check while staging edges (32-64 bytes of heap
-#: per id, plus the bytes of ids longer than 15; the executor also refuses an index above a
-#: quarter of its heap); above this the driver checks endpoints as it always did
-MAX_INDEXED_IDS = 10_000_000
+#: the most ids an executor's index can hold (jvm-shim ``NodeIdIndex``: at most 2^29 slots, at
+#: least two per id). The executor decides below that: an index costs 32-64 bytes of heap per id
+#: plus the bytes of ids longer than 15, and it refuses one above a quarter of its heap, reporting
+#: "not checked"; the driver then checks as it always did (as Spark jobs above
+#: ``distributedCheckRows`` when a SparkSession runs the load, else in its memory)
+MAX_INDEXED_IDS = 1 << 28
 
 #: stored Arrow type -> (Spark type it is written as, Spark input types that widen to it exactly)
 _WIDENS: Dict[pa.DataType, Tuple[DataType, Tuple[type, ...]]] = {

@@ -27,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -390,15 +389,17 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
             id_by_key = _id_is_checked_key(td, groups)
             for cols, what in groups:
                 conflict = strict and id_by_key and cols == (td.key_property,)
-                if spread(s.rows, (key, cols)):  # I21
-                    checks.append((functools.partial(dist.unique, td, s, schema_of(key), cols, what,  # type: ignore
-                                                     conflict=conflict), True))
-                elif s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
-                    checks.append((functools.partial(_unique_fingerprinted, td, s, staged_cols, key, cols, what,
-                                                     conflict=conflict, storage_options=so), False))
+                spread_out = spread(s.rows, (key, cols))
+                if spread_out:  # I21
+                    exact = functools.partial(dist.unique, td, s, schema_of(key), cols, what,  # type: ignore
+                                              conflict=conflict)
                 else:
-                    checks.append((functools.partial(_unique_of, td, staged_cols, key, cols, what,
-                                                     conflict=conflict), False))
+                    exact = functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict)
+                if s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
+                    checks.append((functools.partial(_unique_fingerprinted, td, s, what, exact, storage_options=so),
+                                   spread_out))
+                else:
+                    checks.append((exact, spread_out))
             id_cols = ["id", "src", "dst"] if td.is_edge else ["id"]
             if not id_by_key and not s.minted_ids:
                 what = "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"
@@ -602,23 +603,20 @@ def _fresh_of(td: TypeDef, branch: str, staged_cols, committed, key: str, read_c
                     branch=branch)
 
 
-def _unique_fingerprinted(td: TypeDef, s: StagedTable, staged_cols, key: str, cols: Sequence[str],
-                          what: str, conflict: bool = False,
+def _unique_fingerprinted(td: TypeDef, s: StagedTable, what: str, exact: Callable[[], None],
                           storage_options: Optional[Dict[str, str]] = None) -> None:
     """A single-column uniqueness rule: if no two of the staging tasks' fingerprints are equal,
-    no two values are (equal values always fingerprint alike); otherwise check exactly."""
+    no two values are (equal values always fingerprint alike); otherwise ``exact()`` decides and
+    words any error (in memory or as Spark jobs, I21)."""
     try:
-        parts = [side_files.read_fingerprints(f, storage_options) for f in s.key_hashes or ()]
+        distinct = side_files.fingerprints_distinct(s.key_hashes or (), storage_options)
     except (OSError, ValueError) as e:  # e.g. cleanup took the journal of a load idle past its grace: no proof
         log.warning("%s %s: key fingerprints unreadable (%s); checking exactly", td.table_key, what, e)
     else:
-        # each task's part is sorted (jvm-shim KeyHashes): the stable sort (timsort for 64 bits)
-        # merges those runs in about linear time, and sorts any other order correctly too
-        prints = np.sort(np.concatenate(parts), kind="stable") if parts else np.empty(0, dtype="<u8")
-        if len(prints) < 2 or not bool((prints[1:] == prints[:-1]).any()):
-            log.info("%s %s: %d values proven distinct by fingerprints", td.table_key, what, len(prints))
+        if distinct:
+            log.info("%s %s: %d values proven distinct by fingerprints", td.table_key, what, s.rows)
             return
-    _unique_of(td, staged_cols, key, cols, what, conflict=conflict)
+    exact()
 
 
 def _unique_of(td: TypeDef, staged_cols, key: str, cols: Sequence[str], what: str,

@@ -10,7 +10,9 @@ graph's storage options.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+import os
+import tempfile
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -54,4 +56,65 @@ def read_fingerprints(uri: str, storage_options: Optional[Dict[str, str]] = None
     return _column(uri, "hash", storage_options).to_numpy().view("<u8")
 
 
-__all__ = ["LANCE_SUFFIX", "is_entry", "location", "read_fingerprints", "read_text"]
+#: fingerprints the driver holds at once when it proves keys distinct (bytes; about twice this
+#: at the peak: a range's slices and their sort)
+FINGERPRINT_WINDOW_BYTES = 64 << 20
+#: sampled fingerprints per range when the value space is cut into ranges
+_SAMPLES_PER_RANGE = 64
+
+
+def fingerprints_distinct(uris: Sequence[str], storage_options: Optional[Dict[str, str]] = None,
+                          window_bytes: int = FINGERPRINT_WINDOW_BYTES) -> bool:
+    """Whether no fingerprint occurs twice across the staging tasks' files (each sorted ascending).
+
+    The driver's memory stays bounded by ``window_bytes``, not by the load's rows: the files are
+    memory-mapped (an object-store file is copied to a local temporary file first, one at a time)
+    and the value space is cut at quantiles of a sample into ranges of about ``window_bytes``
+    each; a range's slice of every file is found by binary search, gathered, sorted and scanned
+    for neighbours that are equal. Fingerprints are hashes (strings) or the values themselves
+    (integers), so the ranges follow the data's own distribution, not the value space's."""
+    with tempfile.TemporaryDirectory(prefix="omnigraph-fingerprints-") as scratch:
+        parts = [_mapped(u, storage_options, scratch, i) for i, u in enumerate(uris)]
+        parts = [p for p in parts if len(p)]
+        total = sum(len(p) for p in parts)
+        if total < 2:
+            return True
+        ranges = max(1, -(-8 * total // window_bytes))
+        bounds = _quantiles(parts, total, ranges)
+        for lo, hi in zip([None, *bounds], [*bounds, None]):
+            chunk = np.concatenate([p[_at(p, lo):_at(p, hi)] for p in parts])
+            chunk.sort()
+            if len(chunk) > 1 and bool((chunk[1:] == chunk[:-1]).any()):
+                return False
+        return True
+
+
+def _mapped(uri: str, storage_options: Optional[Dict[str, str]], scratch: str, i: int) -> np.ndarray:
+    """A fingerprint file as a read-only memory map (an object-store file: via a local copy)."""
+    if uri.endswith(LANCE_SUFFIX):
+        local = os.path.join(scratch, f"{i}.u64")
+        read_fingerprints(uri, storage_options).tofile(local)
+        uri = local
+    if os.path.getsize(uri) == 0:  # np.memmap refuses an empty file
+        return np.empty(0, dtype="<u8")
+    return np.memmap(uri, dtype="<u8", mode="r")
+
+
+def _at(part: np.ndarray, value: Optional[np.uint64]) -> Optional[int]:
+    """Where the values >= ``value`` start in a sorted part (None: an open end)."""
+    return None if value is None else int(np.searchsorted(part, value, side="left"))
+
+
+def _quantiles(parts: Sequence[np.ndarray], total: int, ranges: int) -> List[np.uint64]:
+    """``ranges - 1`` ascending cut points holding about equal shares of the values between them."""
+    if ranges == 1:
+        return []
+    want = ranges * _SAMPLES_PER_RANGE
+    sample = np.sort(np.concatenate([p[np.linspace(0, len(p) - 1, max(1, want * len(p) // total)).astype(np.int64)]
+                                     for p in parts]))
+    cuts = sample[np.linspace(0, len(sample) - 1, ranges + 1).astype(np.int64)[1:-1]]
+    return [np.uint64(c) for c in np.unique(cuts)]
+
+
+__all__ = ["FINGERPRINT_WINDOW_BYTES", "LANCE_SUFFIX", "fingerprints_distinct", "is_entry", "location",
+           "read_fingerprints", "read_text"]

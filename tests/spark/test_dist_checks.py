@@ -304,3 +304,25 @@ def test_jvm_staged_dangling_edges_same_on_both_paths(jvm, tmp_path, no_driver_r
         arm()
         w(jvm, root, {"Knows": edges(jvm, [("a", "b"), ("x", "a"), ("b", "y")])}, opts, engine="jvm")
     assert "src 'x' not found" in same_error(tmp_path, jvm, ends, no_driver_reads, DanglingEdgeError)
+
+
+def test_jvm_staged_distinct_keys_need_no_distributed_unique_job(jvm, tmp_path, monkeypatch, no_driver_reads):
+    """I15 before I21: a load above distributedCheckRows whose staging tasks fingerprinted its
+    @key (City's only uniqueness rule) proves the key distinct from the fingerprints; no Spark job groups the keys, and no
+    staged row is read on the driver."""
+    runs = []
+    real_for_load = dist_checks.DistChecks.for_load
+
+    def for_load(*a, **kw):
+        d = real_for_load(*a, **kw)
+        runs.append(d)
+        return d
+
+    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    no_driver_reads()
+    cities = jvm.createDataFrame([(f"c{i}",) for i in range(50)], "name string").repartition(3)
+    w(jvm, g.root, {"City": cities}, {"distributedCheckRows": "1"}, engine="jvm")
+    kinds = [k[0] for d in runs for k in d.runs]
+    assert runs and "unique" not in kinds, kinds
+    assert read_table(jvm, g.root, "City").count() == 50
