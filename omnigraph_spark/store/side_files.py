@@ -64,7 +64,7 @@ _SAMPLES_PER_RANGE = 64
 
 
 def fingerprints_distinct(uris: Sequence[str], storage_options: Optional[Dict[str, str]] = None,
-                          window_bytes: int = FINGERPRINT_WINDOW_BYTES) -> bool:
+                          window_bytes: Optional[int] = None) -> bool:
     """Whether no fingerprint occurs twice across the staging tasks' files (each sorted ascending).
 
     The driver's memory stays bounded by ``window_bytes``, not by the load's rows: the files are
@@ -72,7 +72,9 @@ def fingerprints_distinct(uris: Sequence[str], storage_options: Optional[Dict[st
     and the value space is cut at quantiles of a sample into ranges of about ``window_bytes``
     each; a range's slice of every file is found by binary search, gathered, sorted and scanned
     for neighbours that are equal. Fingerprints are hashes (strings) or the values themselves
-    (integers), so the ranges follow the data's own distribution, not the value space's."""
+    (integers), so the ranges follow the data's own distribution, not the value space's.
+    ``window_bytes``: default :data:`FINGERPRINT_WINDOW_BYTES`."""
+    window_bytes = window_bytes or FINGERPRINT_WINDOW_BYTES
     with tempfile.TemporaryDirectory(prefix="omnigraph-fingerprints-") as scratch:
         parts = [_mapped(u, storage_options, scratch, i) for i, u in enumerate(uris)]
         parts = [p for p in parts if len(p)]

@@ -326,3 +326,41 @@ def test_jvm_staged_distinct_keys_need_no_distributed_unique_job(jvm, tmp_path, 
     kinds = [k[0] for d in runs for k in d.runs]
     assert runs and "unique" not in kinds, kinds
     assert read_table(jvm, g.root, "City").count() == 50
+
+
+@pytest.fixture
+def above_every_threshold(monkeypatch):
+    """Every in-memory shortcut out of reach, as at a scale no executor or driver could hold:
+    no executor indexes node ids (the tasks prove no endpoint and no fresh id) and the driver's
+    fingerprint window holds two values (the key proof runs range by range)."""
+    from omnigraph_spark.spark import jvm_write
+    from omnigraph_spark.store import side_files
+
+    monkeypatch.setattr(jvm_write, "MAX_INDEXED_IDS", 1)
+    monkeypatch.setattr(side_files, "FINGERPRINT_WINDOW_BYTES", 16)
+
+
+@pytest.mark.parametrize("case", ["repeated_key", "committed_key", "dangling"])
+def test_jvm_staged_errors_above_every_in_memory_threshold(jvm, tmp_path, no_driver_reads, above_every_threshold,
+                                                           case):
+    """I21 at scale: with no executor index and the fingerprint proof cut into ranges, the JVM
+    write path's distributed checks raise the errors the in-memory checks raise, message for
+    message."""
+    def cities(ns):
+        return jvm.createDataFrame([(n,) for n in ns], "name string").repartition(3)
+
+    def scenario(root, opts, arm):
+        w(jvm, root, {"Person": names(jvm, list("abc")), "City": cities([f"c{i}" for i in range(20)])}, opts,
+          engine="jvm")
+        arm()
+        if case == "repeated_key":
+            w(jvm, root, {"City": cities(["n1", "n2", "n1", "n3", "n2"])}, opts, engine="jvm")
+        elif case == "committed_key":
+            w(jvm, root, {"City": cities(["c3", "new", "c17"])}, opts, engine="jvm")
+        else:
+            w(jvm, root, {"Likes": edges(jvm, [("a", "c1"), ("x", "c2"), ("a", "c99"), ("b", "c1"), ("b", "c2"),
+                                               ("c", "c1"), ("c", "c2")])}, opts, engine="jvm")
+    cls = DanglingEdgeError if case == "dangling" else KeyConflictError
+    msg = same_error(tmp_path, jvm, scenario, no_driver_reads, cls)
+    assert {"repeated_key": "given more than once", "committed_key": "already committed",
+            "dangling": "src 'x' not found"}[case] in msg
