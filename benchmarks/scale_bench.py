@@ -421,6 +421,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     setup_logging(log, args.log)
     if args.step:
+        logging.getLogger("omnigraph_spark").setLevel(logging.INFO)  # the load's phases, in <step>.stderr
         work = Path(args.work)
         if args.step == "generate":
             spark = session(args.driver_memory, with_delta=False)

@@ -327,6 +327,8 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
 
         def recorded_bound(key: str) -> Optional[int]:
             t = snap.table(key)
+            if t.row_count == 0:  # no committed edge: no source has one
+                return 0
             v = _tables.transaction_property(graph.open_table(key, snap), t.version, SRC_BOUND_PROP)
             return int(v) if v is not None and v.isdigit() else None
 

@@ -364,3 +364,24 @@ def test_jvm_staged_errors_above_every_in_memory_threshold(jvm, tmp_path, no_dri
     msg = same_error(tmp_path, jvm, scenario, no_driver_reads, cls)
     assert {"repeated_key": "given more than once", "committed_key": "already committed",
             "dangling": "src 'x' not found"}[case] in msg
+
+
+def test_card_onto_an_empty_edge_table_is_proven_by_the_tasks_bound(jvm, tmp_path, monkeypatch):
+    """I16 with I21: an edge table with no committed row has no source with an edge, so the
+    staging tasks' bound alone proves @card's max; no Spark job counts the sources."""
+    runs = []
+    real_for_load = dist_checks.DistChecks.for_load
+
+    def for_load(*a, **kw):
+        d = real_for_load(*a, **kw)
+        runs.append(d)
+        return d
+
+    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    opts = {"distributedCheckRows": "1"}
+    w(jvm, g.root, {"Person": names(jvm, list("abcd")),
+                    "Knows": edges(jvm, [("a", "b"), ("a", "c"), ("b", "c"), ("d", "a")], parts=1)}, opts, engine="jvm")
+    kinds = [k[0] for d in runs for k in d.runs]
+    assert runs and "card" not in kinds, kinds
+    assert read_table(jvm, g.root, "Knows").count() == 4
