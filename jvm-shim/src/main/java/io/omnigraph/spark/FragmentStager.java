@@ -50,6 +50,10 @@ import org.lance.fragment.DataFile;
  * metadata and notes their files in the load's staging journal, {@link #abort} deletes them.
  */
 final class FragmentStager implements DataWriter<InternalRow> {
+  static {
+    LanceDispatcherGuard.install(); // before this class's first Lance call (its javadoc)
+  }
+
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(FragmentStager.class);
   private static final Object END = new Object();
   private static final Object FAILED = new Object();

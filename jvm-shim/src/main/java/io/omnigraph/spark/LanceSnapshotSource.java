@@ -49,6 +49,10 @@ import org.lance.Ref;
  * always given by the caller.
  */
 public final class LanceSnapshotSource implements TableProvider {
+  static {
+    LanceDispatcherGuard.install(); // before this class's first Lance call (its javadoc)
+  }
+
   static final ObjectMapper JSON = new ObjectMapper();
 
   /** An option the Python planner always sets (shared by the read source and the write sink). */

@@ -46,6 +46,10 @@ import org.lance.ipc.ScanOptions;
  * probe made the probes ~4x slower (4M probes into 4M ids of 15 bytes: 560 vs 146 ms).
  */
 final class NodeIdIndex {
+  static {
+    LanceDispatcherGuard.install(); // before this class's first Lance call (its javadoc)
+  }
+
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NodeIdIndex.class);
   private static final VarHandle LONGS = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
   private static final int MAX_CACHED = 4;

@@ -30,6 +30,10 @@ import org.lance.file.LanceFileWriter;
  * {@code LanceFileReader} ({@code omnigraph_spark.store.side_files}).
  */
 final class SideFiles {
+  static {
+    LanceDispatcherGuard.install(); // before this class's first Lance call (its javadoc)
+  }
+
   /** the file name suffix of a side file on an object store */
   static final String LANCE = ".lance";
   /** the one column of a text side file */

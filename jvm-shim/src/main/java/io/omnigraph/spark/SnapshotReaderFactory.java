@@ -21,6 +21,10 @@ import org.lance.ipc.ScanOptions;
 
 /** Executor side: each task opens the dataset at the pinned version and streams its fragments. */
 final class SnapshotReaderFactory implements PartitionReaderFactory {
+  static {
+    LanceDispatcherGuard.install(); // before this class's first Lance call (its javadoc)
+  }
+
   /** Every table has an {@code id} column: scanned when Spark needs no column at all (count). */
   static final String ANY_COLUMN = "id";
 
