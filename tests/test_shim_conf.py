@@ -59,10 +59,14 @@ def test_the_packaged_jar_ships_through_spark_jars_and_its_libraries_through_ivy
     assert b._options["spark.jars.packages"].split(",") == [
         "io.delta:delta-spark_2.13:4.0.0", *shim_conf.SHIM_PACKAGES, "org.example:x:1"]
     assert "org.apache.arrow:arrow-vector" in b._options["spark.jars.excludes"].split(",")
+    # the driver plugin: the planner, and Ivy's jars to a cluster's executors when pyspark's builder set
+    # spark.jars back to the packaged jar alone (tests/spark/test_standalone_cluster.py, route "wheel")
+    assert b._options["spark.plugins"] == "io.omnigraph.spark.BridgePlugin"
     again = shim_conf.configure_spark(b)  # idempotent: nothing listed twice
     assert again._options["spark.jars.packages"].split(",") == [
         "io.delta:delta-spark_2.13:4.0.0", *shim_conf.SHIM_PACKAGES, "org.example:x:1"]
     assert again._options["spark.jars"] == packaged
+    assert again._options["spark.plugins"] == "io.omnigraph.spark.BridgePlugin"
 
 
 def test_no_shim_is_an_option_error(tmp_path, monkeypatch):

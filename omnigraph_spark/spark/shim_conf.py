@@ -12,7 +12,11 @@ Three places, first found wins:
    its libraries (the Lance Java SDK and two Arrow modules, :data:`SHIM_PACKAGES`) resolve
    from Maven Central through ``spark.jars.packages``, minus what Spark already ships
    (:data:`SHIM_EXCLUDES`: Arrow's vector and memory modules, Jackson, slf4j, commons-lang3;
-   the same exclusions as ``jvm-shim/pom.xml``), like Delta's ``configure_spark_with_delta_pip``;
+   the same exclusions as ``jvm-shim/pom.xml``), like Delta's ``configure_spark_with_delta_pip``.
+   The shim's ``spark.plugins`` entry ships the packages' jars to a cluster's executors when a
+   Python builder's ``spark.jars`` replaced the list spark-submit resolved (jvm-shim
+   ``BridgePlugin``). These jars are in Spark's class loader, not the JVM's class path (jvm-shim
+   ``LanceDispatcherGuard``: what that means for Lance's native dispatcher thread);
 3. nowhere: the Python paths only.
 
 :func:`configure_spark` applies the settings to a ``SparkSession.Builder`` (before the session
@@ -89,14 +93,16 @@ def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
     built = built_shim_jars(shim_dir)
     if built:
         cp = os.pathsep.join(built)
-        # the plugin starts format("omnigraph")'s planner while the driver starts (jvm-shim BridgePlugin);
-        # only where the shim is on the driver's own class path, where Spark loads plugins from
+        # the plugin starts format("omnigraph")'s planner while the driver starts (jvm-shim BridgePlugin)
         return {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp, "spark.plugins": PLUGIN}
     jar = None if shim_dir else packaged_shim_jar()
     if jar is None:
         return {}
+    # spark-submit puts spark.jars (and Ivy's jars of the packages) in the driver's class loader before
+    # the context loads its plugins; the plugin also ships Ivy's jars to the executors where pyspark's
+    # builder has set spark.jars back to this one jar (BridgePlugin)
     return {"spark.jars": jar, "spark.jars.packages": ",".join(SHIM_PACKAGES),
-            "spark.jars.excludes": ",".join(SHIM_EXCLUDES)}
+            "spark.jars.excludes": ",".join(SHIM_EXCLUDES), "spark.plugins": PLUGIN}
 
 
 #: settings whose values are lists: configure_spark appends to what the builder already has
@@ -111,9 +117,10 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
         spark = omnigraph_spark.configure_spark(SparkSession.builder.appName("etl")).getOrCreate()
 
     From a pip install: the packaged jar through ``spark.jars`` and its libraries through
-    ``spark.jars.packages`` (resolved from Maven Central on first use, then Ivy's cache); from a
-    checkout with ``make jvm-shim``: the built jars on ``spark.driver.extraClassPath`` and
-    ``spark.executor.extraClassPath``.
+    ``spark.jars.packages`` (resolved from Maven Central on first use, then Ivy's cache), on a
+    local or a cluster master; from a checkout with ``make jvm-shim``: the built jars on
+    ``spark.driver.extraClassPath`` and ``spark.executor.extraClassPath``. Both also set
+    ``spark.plugins`` to the shim's driver plugin (``io.omnigraph.spark.BridgePlugin``).
     It also sets ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` (unless the
     builder has it): a failed df.write then shows ``[CODE] message`` on its first line.
     ``extra_packages``: more Maven coordinates for ``spark.jars.packages`` (e.g. Delta's). List

@@ -8,7 +8,9 @@ executors loaded the shim; the graph is a local directory both workers reach at 
 * A write and a read through each entry point: ``write_table``/``read_table`` with
   ``engine="jvm"`` (they raise unless the JVM paths run; the log names the path taken), and
   ``df.write.format("omnigraph")``/``spark.read.format("omnigraph")``; both workers ran an
-  executor of the application.
+  executor of the application. Through each way the shim reaches the executors: the checkout's
+  jars on their class path, and the wheel's jar with its Maven libraries shipped by the driver
+  (``configure_spark`` of a pip install, and ``spark-submit`` with ``shim_spark_conf()``).
 * A worker killed mid-load (SIGKILL to the worker, its executor JVM and its Python workers)
   while a task of the load runs there: Spark re-runs the lost task on the other worker (a
   second attempt of that partition is seen), the load commits once, and the table holds every
@@ -79,12 +81,11 @@ def _finish(p: subprocess.Popen, cluster) -> dict:
         out, err = p.communicate()
     lines = out.strip().splitlines()
     if p.returncode != 0 or not lines or not lines[-1].startswith("RESULT "):
-        dispatcher = [str(f) for f in cluster.workdir.glob("*/app-*/*/stderr")
-                      if "NoClassDefFoundError: org/lance/ipc/AsyncScanner" in f.read_text(errors="replace")]
-        error = ExecutorsLostToLanceDispatcher if dispatcher else AssertionError
-        raise error(f"application failed ({p.returncode}):\n{out[-3000:]}\n{err[-6000:]}\n"
-                    f"--- master\n{cluster.log('master')[-2000:]}\n--- executors that lost Lance's "
-                    f"dispatcher: {dispatcher}")
+        exits = [f"{f}: {line}" for f in sorted(cluster.workdir.glob("*/app-*/*/stderr"))
+                 for line in f.read_text(errors="replace").splitlines()
+                 if "SparkUncaughtExceptionHandler" in line or "NoClassDefFoundError" in line][:20]
+        raise AssertionError(f"application failed ({p.returncode}):\n{out[-3000:]}\n{err[-6000:]}\n"
+                             f"--- master\n{cluster.log('master')[-2000:]}\n--- executors' fatal lines: {exits}")
     return json.loads(lines[-1][len("RESULT "):])
 
 
@@ -94,55 +95,55 @@ def _graph(tmp_path: Path, schema: str) -> str:
     return root
 
 
-#: the wheel's route on a cluster, known broken: Spark ships spark.jars and the packages' jars
-#: to the executors, but into Spark's class loader, not the JVM's; Lance's native dispatcher
-#: thread looks up org.lance.ipc.AsyncScanner through the JVM's loader, fails, and the
-#: NoClassDefFoundError it leaves on a thread makes Spark's uncaught-exception handler stop the
-#: executor (exit code 50) after its first Lance call. Every executor dies, the job fails.
-class ExecutorsLostToLanceDispatcher(AssertionError):
-    """The application failed and an executor's log has the dispatcher's NoClassDefFoundError."""
-
-
-SHIPPED_JARS_KILL_EXECUTORS = pytest.mark.xfail(
-    strict=True, raises=ExecutorsLostToLanceDispatcher,
-    reason="shim libraries through spark.jars: Lance's dispatcher cannot load AsyncScanner, executors exit (50)")
-
-
-@pytest.mark.parametrize("route", ["checkout", pytest.param("spark-submit", marks=SHIPPED_JARS_KILL_EXECUTORS)])
+@pytest.mark.parametrize("route", ["checkout", "wheel", "spark-submit"])
 def test_write_and_read_through_every_entry_point(standalone, tmp_path, test_schema_text, route):
     """``route``: how the shim reaches the cluster. "checkout": ``configure_spark(builder)`` in
     the application finds the ``make jvm-shim`` jars and puts them on the driver's and the
-    executors' class paths (the workers see this checkout's paths); "spark-submit": the wheel's
-    jar (``make wheel`` puts it in the package) and its libraries on the ``spark-submit``
-    command line docs/api.md gives (``shim_spark_conf()`` as ``--conf`` options: ``spark.jars``
-    and ``spark.jars.packages``), which the driver ships to the executors (expected to fail
-    today: :data:`SHIPPED_JARS_KILL_EXECUTORS`; one task failure ends it)."""
+    executors' class paths (the workers see this checkout's paths); "wheel": the same line where
+    a pip install finds only the packaged jar (``make wheel`` puts it in the package), which it
+    ships with ``spark.jars`` and its libraries with ``spark.jars.packages``; "spark-submit": the
+    same settings on the ``spark-submit`` command line docs/api.md gives (``shim_spark_conf()``
+    as ``--conf`` options). The shipped routes put the Lance libraries in Spark's class loader,
+    not the executors' class path, where Lance's native dispatcher thread cannot load its class
+    (``LanceDispatcherGuard`` in jvm-shim keeps the executors running). One task failure ends
+    the application (``spark.task.maxFailures=1``): a lost executor fails the test."""
     from omnigraph_spark.spark.shim_conf import SHIM_DIR_ENV, built_shim_jars, packaged_shim_jar
 
     env, submit = {}, None
-    spec = {"kind": "roundtrip", "master": standalone.url, "n": 200}
-    if route == "spark-submit":
+    spec = {"kind": "roundtrip", "master": standalone.url, "n": 200, "conf": {"spark.task.maxFailures": "1"}}
+    if route != "checkout":
         jar, built = packaged_shim_jar(), built_shim_jars()
         if jar is None or (built and Path(jar).read_bytes() != Path(built[0]).read_bytes()):
             pytest.skip("no packaged shim jar of this build in omnigraph_spark/jars (make wheel)")
         env[SHIM_DIR_ENV] = str(tmp_path / "no-build")  # what a wheel install finds: the packaged jar
+    if route == "spark-submit":
         # the command docs/api.md gives for spark-submit's options, run as a user would
         line = subprocess.run([sys.executable, "-c", SUBMIT_CONF_LINE], env=_env(env), capture_output=True,
                               text=True, check=True).stdout.split()
         assert "--conf" in line and any(a.startswith("spark.jars=") for a in line), line
-        submit = ["--master", standalone.url, "--driver-memory", "768m", "--conf", "spark.task.maxFailures=1", *line]
+        submit = ["--master", standalone.url, "--driver-memory", "768m", *line]
         spec["configure"] = False
     root = spec["root"] = _graph(tmp_path, test_schema_text)
     n = spec["n"]
     res = _finish(_start(spec, tmp_path, env, submit), standalone)
-    if route == "spark-submit":
-        # the packaged jar and Ivy's jars of the packages, all shipped to the executors
+    if route == "checkout":
+        assert "jvm-shim/target/omnigraph-spark-shim.jar" in res["conf"]["spark.executor.extraClassPath"], res["conf"]
+    else:
         jars = res["conf"]["spark.jars"].split(",")
         assert any(j.endswith("omnigraph_spark/jars/omnigraph-spark-shim.jar") for j in jars), jars
-        assert any(j.endswith("lance-core-7.0.0.jar") for j in jars), jars
         assert res["conf"]["spark.executor.extraClassPath"] is None, res["conf"]
-    else:
-        assert "jvm-shim/target/omnigraph-spark-shim.jar" in res["conf"]["spark.executor.extraClassPath"], res["conf"]
+        # the packaged jar and Ivy's jars of the packages reached every executor (each fetched them
+        # into its work directory), also where the session's spark.jars lists the packaged jar alone
+        for w in standalone.workers:
+            for d in standalone.executor_dirs(w, res["app_id"]):
+                fetched = sorted(p.name for p in d.glob("*.jar"))
+                for name in ("omnigraph-spark-shim.jar", "org.lance_lance-core-7.0.0.jar",
+                             "org.apache.arrow_arrow-c-data-19.0.0.jar", "org.apache.arrow_arrow-dataset-18.3.0.jar"):
+                    assert name in fetched, (d, fetched)
+                # Lance's dispatcher thread could not load its class there, and the executor went on
+                # (jvm-shim LanceDispatcherGuard; without it Spark stops the executor with exit code 50)
+                stderr = (d / "stderr").read_text(errors="replace")
+                assert "WARN LanceDispatcherGuard" in stderr and "AsyncScanner class not found" in stderr, d
     log = res["log"]
     print("seconds per step", res["steps"], "application", res["seconds"])
     assert any(line.startswith("staged node:Person (jvm)") for line in log), log  # the JVM sink staged

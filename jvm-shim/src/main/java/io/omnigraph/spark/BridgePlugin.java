@@ -1,6 +1,10 @@
 package io.omnigraph.spark;
 
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
@@ -8,11 +12,24 @@ import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
 
 /**
- * Starts one {@code format("omnigraph")} planner ({@link PythonBridge}) while the driver starts,
- * so the first read or write finds it warm instead of paying a Python start and the imports of
- * lance and pyarrow (1.5-4 s) itself. In a background thread; a failure is only logged (the
- * first load then starts its planner and reports the problem). {@code spark.plugins}, set by
- * {@code omnigraph_spark.configure_spark} when the shim is on the driver's class path.
+ * The driver's part of the shim, set as {@code spark.plugins} by {@code
+ * omnigraph_spark.configure_spark}. While the driver starts it
+ *
+ * <ul>
+ *   <li>starts one {@code format("omnigraph")} planner ({@link PythonBridge}), so the first read
+ *       or write finds it warm instead of paying a Python start and the imports of lance and
+ *       pyarrow (1.5-4 s) itself. In a background thread; a failure is only logged (the first
+ *       load then starts its planner and reports the problem);
+ *   <li>ships to the executors the jars {@code spark-submit} resolved for {@code
+ *       spark.jars.packages} that the session's {@code spark.jars} no longer lists ({@link
+ *       #droppedJars}). A Python session built with {@code SparkSession.builder} starts its JVM
+ *       through {@code spark-submit}, which resolves the packages and adds their jars to {@code
+ *       spark.jars} (and the driver's class loader); pyspark then sets the builder's own
+ *       settings on the new context, {@code spark.jars} too, so the context's list is the
+ *       builder's again: the driver has the Lance libraries, the executors would get only the
+ *       shim jar. {@code SparkContext.addJar} ships the dropped jars to the executors like the
+ *       listed ones (not with a local master: its executor is the driver's JVM).
+ * </ul>
  */
 public final class BridgePlugin implements SparkPlugin {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(BridgePlugin.class);
@@ -22,6 +39,15 @@ public final class BridgePlugin implements SparkPlugin {
     return new DriverPlugin() {
       @Override
       public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+        // a local master's executor is this JVM, whose class loader has every resolved jar
+        List<String> dropped = sc.isLocal() ? List.of()
+            : droppedJars(System.getProperty("spark.jars", ""), sc.getConf().get("spark.jars", ""));
+        for (String jar : dropped) {
+          sc.addJar(jar);
+        }
+        if (!dropped.isEmpty()) {
+          LOG.info("shipping {} jars spark-submit resolved that spark.jars no longer lists: {}", dropped.size(), dropped);
+        }
         Thread t = new Thread(() -> {
           try {
             PythonBridge.prestart();
@@ -39,5 +65,31 @@ public final class BridgePlugin implements SparkPlugin {
   @Override
   public ExecutorPlugin executorPlugin() {
     return null;
+  }
+
+  /**
+   * The entries of {@code submitted} (spark-submit's {@code spark.jars}: the JVM's system
+   * property) whose file name no entry of {@code session} (the context's {@code spark.jars})
+   * has, in order. Both are comma-separated paths or URIs.
+   */
+  static List<String> droppedJars(String submitted, String session) {
+    Set<String> listed = new HashSet<>();
+    for (String jar : session.split(",")) {
+      if (!jar.isBlank()) {
+        listed.add(fileName(jar));
+      }
+    }
+    List<String> dropped = new ArrayList<>();
+    for (String jar : submitted.split(",")) {
+      if (!jar.isBlank() && listed.add(fileName(jar))) {
+        dropped.add(jar.trim());
+      }
+    }
+    return dropped;
+  }
+
+  private static String fileName(String jar) {
+    String s = jar.trim();
+    return s.substring(s.lastIndexOf('/') + 1);
   }
 }
