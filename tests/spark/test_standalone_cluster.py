@@ -128,6 +128,11 @@ def test_write_and_read_through_every_entry_point(standalone, tmp_path, test_sch
     res = _finish(_start(spec, tmp_path, env, submit), standalone)
     if route == "checkout":
         assert "jvm-shim/target/omnigraph-spark-shim.jar" in res["conf"]["spark.executor.extraClassPath"], res["conf"]
+        # Lance on the executors' class path: its dispatcher thread loads its class, no guard is installed
+        for w in standalone.workers:
+            for d in standalone.executor_dirs(w, res["app_id"]):
+                stderr = (d / "stderr").read_text(errors="replace")
+                assert "LanceDispatcherGuard" not in stderr and "AsyncScanner class not found" not in stderr, d
     else:
         jars = res["conf"]["spark.jars"].split(",")
         assert any(j.endswith("omnigraph_spark/jars/omnigraph-spark-shim.jar") for j in jars), jars
