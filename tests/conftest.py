@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from .object_store import SERVERS
+
 #: the engine's own test fixtures (schemas, JSONL, queries), copied into the repository
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "omnigraph-0.7.2"
 
@@ -68,12 +70,19 @@ def spark():
     s.stop()
 
 
-@pytest.fixture(scope="session")
-def s3():
-    """A local S3 endpoint (moto's server, a process of its own) shared by the test session."""
-    from .object_store import serve
+@pytest.fixture(scope="session", params=SERVERS)
+def s3(request):
+    """A local S3 endpoint, a server in a process of its own, shared by the test session: every
+    object-store test runs once per server (tests/object_store.py): moto always; SeaweedFS when
+    its binary is built, else skipped with the reason, or a failure when
+    OMNIGRAPH_SPARK_REQUIRE_SEAWEEDFS=1 (CI). Tests are grouped by server, so each starts once."""
+    from .object_store import seaweedfs_bin, seaweedfs_missing, serve
 
-    yield from serve()
+    if request.param == "seaweedfs" and seaweedfs_bin() is None:
+        if os.environ.get("OMNIGRAPH_SPARK_REQUIRE_SEAWEEDFS") == "1":
+            pytest.fail(seaweedfs_missing() + " (OMNIGRAPH_SPARK_REQUIRE_SEAWEEDFS=1)")
+        pytest.skip(seaweedfs_missing())
+    yield from serve(request.param)
 
 
 @pytest.fixture

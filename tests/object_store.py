@@ -1,4 +1,8 @@
-"""An S3 endpoint for tests: moto's server in a process of its own on loopback (tests only).
+"""S3 endpoints for tests, each a server in a process of its own on loopback (tests only):
+
+- ``moto``: moto's server (``python -m moto.server``), always there (a test dependency);
+- ``seaweedfs``: SeaweedFS (``weed server -s3``: master, volume server, filer and S3 gateway in one
+  process), a real S3-compatible store, when its binary is built (scripts/install-seaweedfs.sh).
 
 Lance (Rust object_store), pyarrow's S3 filesystem, Spark's Python workers and the executor
 JVMs all reach it over HTTP, like a real bucket; nothing is mocked inside our code, and a
@@ -6,7 +10,10 @@ test that kills its own process (a crash test) does not take the bucket with it.
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +21,8 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Dict, Iterator
+from pathlib import Path
+from typing import Dict, Iterator, Optional
 
 from benchmarks.common import free_port
 
@@ -24,11 +32,20 @@ SECRET_KEY = "testing-secret-key"
 #: how long the server may take to answer its first request
 START_TIMEOUT_S = 60.0
 
+#: the servers the object-store tests run against (the ``s3`` fixture's parameters)
+SERVERS = ("moto", "seaweedfs")
+#: the SeaweedFS module version scripts/install-seaweedfs.sh builds (and caches under this name)
+SEAWEEDFS_VERSION = "v0.0.0-20261109003541-7506e5f91cd6"
+#: how long a stopped SeaweedFS server may take to exit before it is killed (its data is a temp dir)
+STOP_GRACE_S = 2.0
+
 
 @dataclass(frozen=True)
 class S3Endpoint:
     url: str
     pid: int = 0
+    #: which server answers (one of SERVERS)
+    server: str = "moto"
 
     def storage_options(self) -> Dict[str, str]:
         """What a user passes as ``storage.*`` options / ``storage_options``."""
@@ -65,7 +82,19 @@ def _answers(host: str, port: int) -> bool:
         return False
 
 
-def serve() -> Iterator[S3Endpoint]:
+def serve(server: str = "moto") -> Iterator[S3Endpoint]:
+    """Start the named server (one of SERVERS) on loopback; stop it when the generator closes."""
+    if server == "moto":
+        return _serve_moto()
+    if server == "seaweedfs":
+        weed = seaweedfs_bin()
+        if weed is None:
+            raise FileNotFoundError(seaweedfs_missing())
+        return _serve_seaweedfs(weed)
+    raise ValueError(f"unknown S3 test server {server!r}; one of {SERVERS}")
+
+
+def _serve_moto() -> Iterator[S3Endpoint]:
     """Start ``python -m moto.server`` on a free loopback port; stop it when the generator closes.
 
     The port is picked here and handed to the server (moto's server cannot report one it
@@ -90,7 +119,7 @@ def serve() -> Iterator[S3Endpoint]:
     else:
         raise RuntimeError(f"moto's S3 server did not start: {err}")
     try:
-        yield S3Endpoint(f"http://{host}:{port}", proc.pid)
+        yield S3Endpoint(f"http://{host}:{port}", proc.pid, "moto")
     finally:
         proc.terminate()
         try:
@@ -99,3 +128,126 @@ def serve() -> Iterator[S3Endpoint]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def seaweedfs_bin() -> Optional[str]:
+    """The ``weed`` binary: $OMNIGRAPH_SEAWEEDFS_BIN, else the one scripts/install-seaweedfs.sh
+    left in the cache ($OMNIGRAPH_CACHE or ~/.cache/omnigraph-spark); None when neither exists."""
+    named = os.environ.get("OMNIGRAPH_SEAWEEDFS_BIN")
+    if named:
+        return named if os.access(named, os.X_OK) else None
+    cache = Path(os.environ.get("OMNIGRAPH_CACHE") or Path.home() / ".cache" / "omnigraph-spark")
+    weed = cache / f"seaweedfs-{SEAWEEDFS_VERSION}" / "bin" / "weed"
+    return str(weed) if os.access(weed, os.X_OK) else None
+
+
+def seaweedfs_missing() -> str:
+    """Why the SeaweedFS server cannot run here (the skip's or the failure's reason)."""
+    named = os.environ.get("OMNIGRAPH_SEAWEEDFS_BIN")
+    where = (f"OMNIGRAPH_SEAWEEDFS_BIN={named} is not an executable" if named else
+             f"no weed binary in the cache (seaweedfs-{SEAWEEDFS_VERSION}) and OMNIGRAPH_SEAWEEDFS_BIN unset")
+    return f"SeaweedFS S3 server not available: {where}; build it with scripts/install-seaweedfs.sh"
+
+
+def _identities() -> dict:
+    """SeaweedFS's S3 identities config: one admin identity with the tests' key pair (anonymous
+    requests are refused once an identity exists)."""
+    return {"identities": [{"name": "tests",
+                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                            "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
+
+
+def _s3_ready(url: str) -> bool:
+    """Whether the gateway serves an authenticated write (the filer and a volume are up): a probe
+    bucket takes an object, which is then deleted with its bucket."""
+    import boto3
+    from botocore.config import Config
+
+    c = boto3.client("s3", endpoint_url=url, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                     aws_secret_access_key=SECRET_KEY,
+                     config=Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 1}))
+    try:
+        c.create_bucket(Bucket="readiness-probe")
+        c.put_object(Bucket="readiness-probe", Key="probe", Body=b"probe")
+        c.delete_object(Bucket="readiness-probe", Key="probe")
+        c.delete_bucket(Bucket="readiness-probe")
+        return True
+    except Exception:  # not up yet: the caller retries until its deadline
+        return False
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Terminate the process group ``proc`` leads (the server and any child), then reap it."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    proc.poll()
+
+
+def _remove_sockets(ports: Dict[str, int]) -> None:
+    """The gRPC unix sockets ``weed server`` puts in /tmp under fixed names (a killed one leaves them)."""
+    for name, port in ports.items():
+        if name.endswith(".grpc"):
+            for sock in Path("/tmp").glob(f"seaweedfs-*-grpc-{port}.sock"):
+                sock.unlink(missing_ok=True)
+
+
+def _serve_seaweedfs(weed: str) -> Iterator[S3Endpoint]:
+    """Start ``weed server -s3`` bound to 127.0.0.1, every port (HTTP and gRPC) picked free, data
+    in a temp dir; stop its process group and delete the dir when the generator closes.
+
+    Every port is passed explicitly: SeaweedFS's default gRPC port is the HTTP port + 10000, past
+    65535 for an ephemeral port. Telemetry, the Iceberg and Lance catalog ports, WebDAV and the
+    IAM API are off. A port taken in between makes the server exit, which is retried."""
+    host = "127.0.0.1"
+    err = "no answer"
+    for _ in range(3):
+        data = Path(tempfile.mkdtemp(prefix="seaweedfs-tests-"))
+        (data / "s3.json").write_text(json.dumps(_identities()))
+        (data / "store").mkdir()
+        ports = {name: free_port() for name in ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+                                                "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc")}
+        if len(set(ports.values())) < len(ports):
+            shutil.rmtree(data, ignore_errors=True)
+            continue
+        args = [weed, "-logtostderr", "server", f"-ip={host}", f"-ip.bind={host}", f"-dir={data / 'store'}",
+                "-master.telemetry=false", "-master.volumeSizeLimitMB=64", "-volume.max=0",
+                "-filer", "-s3", f"-s3.config={data / 's3.json'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                "-s3.iam=false", "-webdav=false",
+                f"-filer.localSocket={data / 'filer.sock'}", f"-s3.localSocket={data / 's3.sock'}",
+                *(f"-{name}={port}" for name, port in ports.items())]
+        log = tempfile.TemporaryFile()
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=data,
+                                start_new_session=True)
+        url = f"http://{host}:{ports['s3.port']}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        ready = False
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _answers(host, ports["s3.port"]) and _s3_ready(url):
+                ready = True
+                break
+            time.sleep(0.2)
+        if ready:
+            break
+        _stop_group(proc, STOP_GRACE_S)
+        log.seek(0)
+        err = log.read().decode(errors="replace")[-3000:] or "no answer"
+        log.close()
+        _remove_sockets(ports)
+        shutil.rmtree(data, ignore_errors=True)
+    else:
+        raise RuntimeError(f"SeaweedFS's S3 server did not start: {err}")
+    try:
+        yield S3Endpoint(url, proc.pid, "seaweedfs")
+    finally:
+        _stop_group(proc, STOP_GRACE_S)
+        log.close()
+        _remove_sockets(ports)
+        shutil.rmtree(data, ignore_errors=True)

@@ -177,7 +177,7 @@ def test_auto_falls_back_for_columns_that_need_a_conversion(jvm, tmp_path, caplo
 
 
 def test_object_store_with_storage_options(jvm, s3, s3_graph):
-    """S3 (moto's server): the executors open the pinned version with the storage options."""
+    """S3 (moto's server and SeaweedFS): the executors open the pinned version with the storage options."""
     g, root, so = s3_graph, s3_graph.root, s3.storage_options()
     write_rows(g, "node:Person", people("a", "b", age=7))
     write_rows(g, "node:Person", people("c", age=8))

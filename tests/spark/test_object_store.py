@@ -1,5 +1,6 @@
-"""Spark writes and reads of a graph on S3 (moto's server, a process of its own): ``storage.*``
-options reach the driver, the Python workers and the executor JVMs; both paths, write and read."""
+"""Spark writes and reads of a graph on S3 (moto's server and SeaweedFS, each a process of its own,
+every test once per server): ``storage.*`` options reach the driver, the Python workers and the
+executor JVMs; both paths, write and read."""
 from __future__ import annotations
 
 import json

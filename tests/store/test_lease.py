@@ -128,7 +128,7 @@ def test_create_text_without_hard_links_still_creates_once(tmp_path, monkeypatch
     assert st.read_text(target) == "one" and os.listdir(tmp_path) == ["f.json"]
 
 
-# --- object stores: the lease is a compare-and-swap on a Lance dataset (S3 through moto) -------
+# --- object stores: the lease is a compare-and-swap on a Lance dataset (S3: moto, SeaweedFS) ---
 
 def _s3_storage(s3_graph_root):
     root, so = s3_graph_root

@@ -1,5 +1,6 @@
-"""The write protocol on an object store (S3 through moto's server): the same invariants as on a
-local root, where files are objects, rename does not exist and create-if-absent is not atomic."""
+"""The write protocol on an object store (S3, each test once on moto's server and once on
+SeaweedFS: tests/object_store.py): the same invariants as on a local root, where files are
+objects, rename does not exist and create-if-absent is not atomic."""
 from __future__ import annotations
 
 import json
