@@ -228,10 +228,14 @@ def item_frame(spark, rows: int, seed: int, partitions: int):
 
 # -- the contenders (each in its own process) ------------------------------------------------------
 
-def classic_session(driver_memory: str):
+def classic_session(driver_memory: str, baseline: bool = False):
+    """A contender's classic session; a ``baseline`` (Parquet) without the shim's driver plugin,
+    which would start ``format("omnigraph")``'s planner beside a job that never uses it."""
     from omnigraph_spark.demo import local_builder
 
     b = local_builder("omnigraph-format-bench", "local[2]", conf={"spark.driver.memory": driver_memory})
+    if baseline:
+        b = b.config("spark.plugins", "")
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -259,7 +263,8 @@ def run_contender(name: str, mode: str, work: Path, args) -> Dict[str, Any]:
     from omnigraph_spark import Graph, register
 
     t_proc = time.perf_counter()
-    spark = classic_session(args.driver_memory) if mode == "classic" else connect_session(args.url)
+    spark = (classic_session(args.driver_memory, baseline=name.endswith("_parquet")) if mode == "classic"
+             else connect_session(args.url))
     register(spark)  # the Python source under the same name (engine=python, and what the provider hands over)
     res: Dict[str, Any] = {"contender": name, "mode": mode}
 

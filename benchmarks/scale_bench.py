@@ -178,10 +178,14 @@ def dir_stats(path: str, suffix: str) -> Dict[str, int]:
 
 # -- the contenders (each in its own process) ---------------------------------------------------
 
-def session(driver_memory: str, with_delta: bool):
+def session(driver_memory: str, with_delta: bool, baseline: bool = False):
+    """The contender's session; a ``baseline`` (Parquet, Delta) without the shim's driver plugin,
+    which would start ``format("omnigraph")``'s planner beside a job that never uses it."""
     from omnigraph_spark.demo import local_builder
 
     b = local_builder("omnigraph-scale-bench", "local[2]", conf={"spark.driver.memory": driver_memory})
+    if baseline:
+        b = b.config("spark.plugins", "")
     if with_delta:
         b = add_delta(b)
     spark = b.getOrCreate()
@@ -233,7 +237,7 @@ def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
     from benchmarks.run import SCHEMA
 
     t_proc = time.perf_counter()
-    spark = session(args.driver_memory, with_delta=name == "delta")
+    spark = session(args.driver_memory, with_delta=name == "delta", baseline=name in ("parquet", "delta", "parquet_append"))
     inp = work / "input"
 
     def read(kind: str):
