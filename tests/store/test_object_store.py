@@ -212,6 +212,35 @@ def test_the_test_server_refuses_a_second_conditional_put(s3):
     assert c.get_object(Bucket=bucket, Key="v1.manifest")["Body"].read() == b"first"
 
 
+def test_the_test_server_lets_one_of_racing_conditional_puts_win(s3):
+    """The same primitive under a race, as commits meet it: eight PUTs with If-None-Match: * of
+    one key at once, five rounds; each round exactly one is accepted and holds the key, the other
+    seven get 412. A server that checked existence and then wrote would let several win."""
+    import threading
+
+    from botocore.exceptions import ClientError
+
+    bucket, n = s3.new_bucket(), 8
+    clients = [s3.client() for _ in range(n)]
+    for rnd in range(5):
+        key, outcomes, start = f"race-{rnd}.manifest", {}, threading.Barrier(n)
+
+        def put(i):
+            start.wait()
+            try:
+                clients[i].put_object(Bucket=bucket, Key=key, Body=f"writer {i}".encode(), IfNoneMatch="*")
+                outcomes[i] = 200
+            except ClientError as e:
+                outcomes[i] = e.response["ResponseMetadata"]["HTTPStatusCode"]
+
+        threads = [threading.Thread(target=put, args=(i,)) for i in range(n)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        won = [i for i, code in outcomes.items() if code == 200]
+        assert len(won) == 1 and sorted(outcomes.values()) == [200] + [412] * (n - 1), outcomes
+        assert clients[0].get_object(Bucket=bucket, Key=key)["Body"].read() == f"writer {won[0]}".encode()
+
+
 TWO_WRITERS = str(Path(__file__).with_name("s3_writer.py"))
 
 
