@@ -47,6 +47,21 @@ def no_driver_reads(monkeypatch):
     return arm
 
 
+@pytest.fixture
+def dist_runs(monkeypatch):
+    """Every load's DistChecks runner, in order (``.runs``: the keys of the checks it ran)."""
+    runs = []
+    real_for_load = dist_checks.DistChecks.for_load
+
+    def for_load(*a, **kw):
+        d = real_for_load(*a, **kw)
+        runs.append(d)
+        return d
+
+    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
+    return runs
+
+
 def people(spark, rows, parts=3):
     return spark.createDataFrame(rows, "name string, email string, nick string, age int").repartition(parts)
 
@@ -230,7 +245,7 @@ def test_passing_load_commits_the_same_rows_and_reads_no_rows_on_the_driver(spar
     assert len(read_table(spark, got["distributed"][1].root, "Knows").collect()) == 6
 
 
-def test_a_proof_whose_table_moved_is_not_accepted(spark, tmp_path, monkeypatch):
+def test_a_proof_whose_table_moved_is_not_accepted(spark, tmp_path, monkeypatch, dist_runs):
     """I21: the checks run before the commit lease are pinned to the versions they read. Another
     writer deletes a node between them and the commit: the endpoint check that passed before is
     run again on the fresh snapshot inside the lease and refuses the edge (a stale pass would
@@ -238,15 +253,9 @@ def test_a_proof_whose_table_moved_is_not_accepted(spark, tmp_path, monkeypatch)
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     opts = {"distributedCheckRows": "1"}
     w(spark, g.root, {"Person": names(spark, list("abc"))}, opts)
-    runs = []
-    real_for_load = dist_checks.DistChecks.for_load
+    dist_runs.clear()  # the load under test's runner comes first
     real_commit = writer.commit_load
     moved = []
-
-    def for_load(*a, **kw):
-        d = real_for_load(*a, **kw)
-        runs.append(d)
-        return d
 
     def commit_load(graph, branch, staged, **kw):
         if not moved:  # once: the concurrent writer, between the checks and the lease
@@ -255,34 +264,26 @@ def test_a_proof_whose_table_moved_is_not_accepted(spark, tmp_path, monkeypatch)
                         engine="python")
         return real_commit(graph, branch, staged, **kw)
 
-    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
     monkeypatch.setattr(writer, "commit_load", commit_load)
     with pytest.raises(DanglingEdgeError) as e:
         w(spark, g.root, {"Knows": edges(spark, [("a", "b"), ("c", "a")])}, opts)
     assert "dst 'b' not found in Person" in str(e.value)
-    ends = [k for k in runs[0].runs if k[0] == "endpoints"]
+    ends = [k for k in dist_runs[0].runs if k[0] == "endpoints"]
     assert len(ends) == 2 and ends[0][3] != ends[1][3]  # pinned to two Person versions: run twice
     assert sorted(r.name for r in read_table(spark, g.root, "Person").collect()) == ["a", "c"]
     assert read_table(spark, g.root, "Knows").count() == 0
 
 
-def test_an_unmoved_proof_is_reused_inside_the_lease(spark, tmp_path, monkeypatch):
+def test_an_unmoved_proof_is_reused_inside_the_lease(spark, tmp_path, dist_runs):
     """I21: nothing moved between the checks and the lease: every check ran once (before it)."""
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     opts = {"distributedCheckRows": "1"}
     w(spark, g.root, {"Person": names(spark, list("abc"))}, opts)
-    runs = []
-    real_for_load = dist_checks.DistChecks.for_load
+    dist_runs.clear()  # the load under test's runner comes first
 
-    def for_load(*a, **kw):
-        d = real_for_load(*a, **kw)
-        runs.append(d)
-        return d
-
-    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
     w(spark, g.root, {"Knows": edges(spark, [("a", "b"), ("c", "a")])}, opts)
-    kinds = sorted(k[0] for k in runs[0].runs)
-    assert kinds == ["card", "endpoints"] and len(set(runs[0].runs)) == len(runs[0].runs)
+    kinds = sorted(k[0] for k in dist_runs[0].runs)
+    assert kinds == ["card", "endpoints"] and len(set(dist_runs[0].runs)) == len(dist_runs[0].runs)
     assert read_table(spark, g.root, "Knows").count() == 2
 
 
@@ -306,25 +307,17 @@ def test_jvm_staged_dangling_edges_same_on_both_paths(jvm, tmp_path, no_driver_r
     assert "src 'x' not found" in same_error(tmp_path, jvm, ends, no_driver_reads, DanglingEdgeError)
 
 
-def test_jvm_staged_distinct_keys_need_no_distributed_unique_job(jvm, tmp_path, monkeypatch, no_driver_reads):
+def test_jvm_staged_distinct_keys_need_no_distributed_unique_job(jvm, tmp_path, dist_runs, no_driver_reads):
     """I15 before I21: a load above distributedCheckRows whose staging tasks fingerprinted its
     @key (City's only uniqueness rule) proves the key distinct from the fingerprints; no Spark job groups the keys, and no
     staged row is read on the driver."""
-    runs = []
-    real_for_load = dist_checks.DistChecks.for_load
 
-    def for_load(*a, **kw):
-        d = real_for_load(*a, **kw)
-        runs.append(d)
-        return d
-
-    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     no_driver_reads()
     cities = jvm.createDataFrame([(f"c{i}",) for i in range(50)], "name string").repartition(3)
     w(jvm, g.root, {"City": cities}, {"distributedCheckRows": "1"}, engine="jvm")
-    kinds = [k[0] for d in runs for k in d.runs]
-    assert runs and "unique" not in kinds, kinds
+    kinds = [k[0] for d in dist_runs for k in d.runs]
+    assert dist_runs and "unique" not in kinds, kinds
     assert read_table(jvm, g.root, "City").count() == 50
 
 
@@ -366,22 +359,14 @@ def test_jvm_staged_errors_above_every_in_memory_threshold(jvm, tmp_path, no_dri
             "dangling": "src 'x' not found"}[case] in msg
 
 
-def test_card_onto_an_empty_edge_table_is_proven_by_the_tasks_bound(jvm, tmp_path, monkeypatch):
+def test_card_onto_an_empty_edge_table_is_proven_by_the_tasks_bound(jvm, tmp_path, dist_runs):
     """I16 with I21: an edge table with no committed row has no source with an edge, so the
     staging tasks' bound alone proves @card's max; no Spark job counts the sources."""
-    runs = []
-    real_for_load = dist_checks.DistChecks.for_load
 
-    def for_load(*a, **kw):
-        d = real_for_load(*a, **kw)
-        runs.append(d)
-        return d
-
-    monkeypatch.setattr(dist_checks.DistChecks, "for_load", staticmethod(for_load))
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     opts = {"distributedCheckRows": "1"}
     w(jvm, g.root, {"Person": names(jvm, list("abcd")),
                     "Knows": edges(jvm, [("a", "b"), ("a", "c"), ("b", "c"), ("d", "a")], parts=1)}, opts, engine="jvm")
-    kinds = [k[0] for d in runs for k in d.runs]
-    assert runs and "card" not in kinds, kinds
+    kinds = [k[0] for d in dist_runs for k in d.runs]
+    assert dist_runs and "card" not in kinds, kinds
     assert read_table(jvm, g.root, "Knows").count() == 4
