@@ -67,53 +67,83 @@ def fingerprints_distinct(uris: Sequence[str], storage_options: Optional[Dict[st
                           window_bytes: Optional[int] = None) -> bool:
     """Whether no fingerprint occurs twice across the staging tasks' files (each sorted ascending).
 
-    The driver's memory stays bounded by ``window_bytes``, not by the load's rows: the files are
-    memory-mapped (an object-store file is copied to a local temporary file first, one at a time)
-    and the value space is cut at quantiles of a sample into ranges of about ``window_bytes``
-    each; a range's slice of every file is found by binary search, gathered, sorted and scanned
-    for neighbours that are equal. Fingerprints are hashes (strings) or the values themselves
+    The driver's memory stays bounded by ``window_bytes``, not by the load's rows: the value
+    space is cut at quantiles of a sample into ranges of about ``window_bytes`` each; a range's
+    slice of every file is found by binary search (single values read with ``pread``), read,
+    gathered, sorted and scanned for neighbours that are equal. An object-store
+    file is copied to a local temporary file first, one at a time. Fingerprints are hashes (strings) or the values themselves
     (integers), so the ranges follow the data's own distribution, not the value space's.
     ``window_bytes``: default :data:`FINGERPRINT_WINDOW_BYTES`."""
     window_bytes = window_bytes or FINGERPRINT_WINDOW_BYTES
     with tempfile.TemporaryDirectory(prefix="omnigraph-fingerprints-") as scratch:
-        parts = [_mapped(u, storage_options, scratch, i) for i, u in enumerate(uris)]
-        parts = [p for p in parts if len(p)]
-        total = sum(len(p) for p in parts)
+        runs = [_Run(_local(u, storage_options, scratch, i)) for i, u in enumerate(uris)]
+        runs = [r for r in runs if len(r)]
+        total = sum(len(r) for r in runs)
         if total < 2:
             return True
         ranges = max(1, -(-8 * total // window_bytes))
-        bounds = _quantiles(parts, total, ranges)
+        bounds = _quantiles(runs, total, ranges)
         for lo, hi in zip([None, *bounds], [*bounds, None]):
-            chunk = np.concatenate([p[_at(p, lo):_at(p, hi)] for p in parts])
+            chunk = np.concatenate([r.read(r.find(lo, 0), r.find(hi, len(r))) for r in runs])
             chunk.sort(kind="stable")  # timsort: merges the files' sorted runs in about linear time
             if len(chunk) > 1 and bool((chunk[1:] == chunk[:-1]).any()):
                 return False
         return True
 
 
-def _mapped(uri: str, storage_options: Optional[Dict[str, str]], scratch: str, i: int) -> np.ndarray:
-    """A fingerprint file as a read-only memory map (an object-store file: via a local copy)."""
+def _local(uri: str, storage_options: Optional[Dict[str, str]], scratch: str, i: int) -> str:
+    """A fingerprint file's local path (an object-store file: a copy in ``scratch``)."""
     if uri.endswith(LANCE_SUFFIX):
         local = os.path.join(scratch, f"{i}.u64")
         read_fingerprints(uri, storage_options).tofile(local)
-        uri = local
-    if os.path.getsize(uri) == 0:  # np.memmap refuses an empty file
-        return np.empty(0, dtype="<u8")
-    return np.memmap(uri, dtype="<u8", mode="r")
+        return local
+    return uri
 
 
-def _at(part: np.ndarray, value: Optional[np.uint64]) -> Optional[int]:
-    """Where the values >= ``value`` start in a sorted part (None: an open end)."""
-    return None if value is None else int(np.searchsorted(part, value, side="left"))
+class _Run:
+    """One task's fingerprint file (ascending), read by position with ``pread``: never mapped,
+    so only what a range gathers is ever in the driver's memory (a map's pages, read-ahead
+    included, would count in its resident memory)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.n = os.path.getsize(path) // 8
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _value(self, fd: int, i: int) -> np.uint64:
+        return np.frombuffer(os.pread(fd, 8, 8 * i), dtype="<u8")[0]
+
+    def at(self, i: int) -> np.uint64:
+        with open(self.path, "rb") as fh:
+            return self._value(fh.fileno(), i)
+
+    def find(self, value: Optional[np.uint64], end: int) -> int:
+        """Where the values >= ``value`` start (``end`` for an open end): a binary search."""
+        if value is None:
+            return end
+        lo, hi = 0, self.n
+        with open(self.path, "rb") as fh:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._value(fh.fileno(), mid) < value:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        return lo
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        return np.fromfile(self.path, dtype="<u8", count=stop - start, offset=8 * start)
 
 
-def _quantiles(parts: Sequence[np.ndarray], total: int, ranges: int) -> List[np.uint64]:
+def _quantiles(runs: Sequence[_Run], total: int, ranges: int) -> List[np.uint64]:
     """``ranges - 1`` ascending cut points holding about equal shares of the values between them."""
     if ranges == 1:
         return []
     want = ranges * _SAMPLES_PER_RANGE
-    sample = np.sort(np.concatenate([p[np.linspace(0, len(p) - 1, max(1, want * len(p) // total)).astype(np.int64)]
-                                     for p in parts]))
+    sample = np.sort(np.array([r.at(int(i)) for r in runs
+                               for i in np.linspace(0, len(r) - 1, max(1, want * len(r) // total))], dtype="<u8"))
     cuts = sample[np.linspace(0, len(sample) - 1, ranges + 1).astype(np.int64)[1:-1]]
     return [np.uint64(c) for c in np.unique(cuts)]
 
