@@ -304,6 +304,12 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
     """
     catalog: Catalog = graph.catalog
     so = graph.storage_options
+    # a load's fingerprint files never change: compared once, for the checks before the lease
+    # and inside it alike
+    fingerprints = Once()
+
+    def distinct(uris: Tuple[str, ...]) -> bool:
+        return fingerprints(uris, lambda: side_files.fingerprints_distinct(uris, so))
 
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
                  distributed_only: bool = False) -> Dict[str, Dict[str, str]]:
@@ -398,8 +404,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                 else:
                     exact = functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict)
                 if s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
-                    checks.append((functools.partial(_unique_fingerprinted, td, s, what, exact, storage_options=so),
-                                   spread_out))
+                    checks.append((functools.partial(_unique_fingerprinted, td, s, what, exact, distinct), spread_out))
                 else:
                     checks.append((exact, spread_out))
             id_cols = ["id", "src", "dst"] if td.is_edge else ["id"]
@@ -606,16 +611,17 @@ def _fresh_of(td: TypeDef, branch: str, staged_cols, committed, key: str, read_c
 
 
 def _unique_fingerprinted(td: TypeDef, s: StagedTable, what: str, exact: Callable[[], None],
-                          storage_options: Optional[Dict[str, str]] = None) -> None:
-    """A single-column uniqueness rule: if no two of the staging tasks' fingerprints are equal,
-    no two values are (equal values always fingerprint alike); otherwise ``exact()`` decides and
-    words any error (in memory or as Spark jobs, I21)."""
+                          distinct: Callable[[Tuple[str, ...]], bool]) -> None:
+    """A single-column uniqueness rule: if no two of the staging tasks' fingerprints are equal
+    (``distinct``: :func:`~..store.side_files.fingerprints_distinct`), no two values are (equal
+    values always fingerprint alike); otherwise ``exact()`` decides and words any error (in
+    memory or as Spark jobs, I21)."""
     try:
-        distinct = side_files.fingerprints_distinct(s.key_hashes or (), storage_options)
+        proven = distinct(tuple(s.key_hashes or ()))
     except (OSError, ValueError) as e:  # e.g. cleanup took the journal of a load idle past its grace: no proof
         log.warning("%s %s: key fingerprints unreadable (%s); checking exactly", td.table_key, what, e)
     else:
-        if distinct:
+        if proven:
             log.info("%s %s: %d values proven distinct by fingerprints", td.table_key, what, s.rows)
             return
     exact()

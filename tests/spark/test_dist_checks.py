@@ -307,17 +307,24 @@ def test_jvm_staged_dangling_edges_same_on_both_paths(jvm, tmp_path, no_driver_r
     assert "src 'x' not found" in same_error(tmp_path, jvm, ends, no_driver_reads, DanglingEdgeError)
 
 
-def test_jvm_staged_distinct_keys_need_no_distributed_unique_job(jvm, tmp_path, dist_runs, no_driver_reads):
+def test_jvm_staged_distinct_keys_need_no_distributed_unique_job(jvm, tmp_path, dist_runs, no_driver_reads,
+                                                                 monkeypatch):
     """I15 before I21: a load above distributedCheckRows whose staging tasks fingerprinted its
-    @key (City's only uniqueness rule) proves the key distinct from the fingerprints; no Spark job groups the keys, and no
-    staged row is read on the driver."""
+    @key (City's only uniqueness rule) proves the key distinct from the fingerprints; no Spark job
+    groups the keys, and no staged row is read on the driver. The fingerprints are compared once
+    for the checks before the lease and inside it."""
+    from omnigraph_spark.store import side_files
 
+    compared = []
+    real = side_files.fingerprints_distinct
+    monkeypatch.setattr(side_files, "fingerprints_distinct", lambda *a, **kw: compared.append(a) or real(*a, **kw))
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     no_driver_reads()
     cities = jvm.createDataFrame([(f"c{i}",) for i in range(50)], "name string").repartition(3)
     w(jvm, g.root, {"City": cities}, {"distributedCheckRows": "1"}, engine="jvm")
     kinds = [k[0] for d in dist_runs for k in d.runs]
     assert dist_runs and "unique" not in kinds, kinds
+    assert len(compared) == 1, compared
     assert read_table(jvm, g.root, "City").count() == 50
 
 
