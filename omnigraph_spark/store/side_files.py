@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import ExitStack
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -70,13 +71,13 @@ def fingerprints_distinct(uris: Sequence[str], storage_options: Optional[Dict[st
     The driver's memory stays bounded by ``window_bytes``, not by the load's rows: the value
     space is cut at quantiles of a sample into ranges of about ``window_bytes`` each; a range's
     slice of every file is found by binary search (single values read with ``pread``), read,
-    gathered, sorted and scanned for neighbours that are equal. An object-store
-    file is copied to a local temporary file first, one at a time. Fingerprints are hashes (strings) or the values themselves
-    (integers), so the ranges follow the data's own distribution, not the value space's.
+    gathered, sorted and scanned for neighbours that are equal. An object-store file is copied to
+    a local temporary file first, one at a time. Fingerprints are hashes (strings) or the values
+    themselves (integers), so the ranges follow the data's own distribution, not the value space's.
     ``window_bytes``: default :data:`FINGERPRINT_WINDOW_BYTES`."""
     window_bytes = window_bytes or FINGERPRINT_WINDOW_BYTES
-    with tempfile.TemporaryDirectory(prefix="omnigraph-fingerprints-") as scratch:
-        runs = [_Run(_local(u, storage_options, scratch, i)) for i, u in enumerate(uris)]
+    with tempfile.TemporaryDirectory(prefix="omnigraph-fingerprints-") as scratch, ExitStack() as files:
+        runs = [files.enter_context(_Run(_local(u, storage_options, scratch, i))) for i, u in enumerate(uris)]
         runs = [r for r in runs if len(r)]
         total = sum(len(r) for r in runs)
         if total < 2:
@@ -101,40 +102,41 @@ def _local(uri: str, storage_options: Optional[Dict[str, str]], scratch: str, i:
 
 
 class _Run:
-    """One task's fingerprint file (ascending), read by position with ``pread``: never mapped,
-    so only what a range gathers is ever in the driver's memory (a map's pages, read-ahead
-    included, would count in its resident memory)."""
+    """One task's fingerprint file (ascending), open for the comparison and read by position with
+    ``pread``: never mapped, so only what a range gathers is ever in the driver's memory (a map's
+    pages, read-ahead included, would count in its resident memory)."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        self.n = os.path.getsize(path) // 8
+        self.fh = open(path, "rb")
+        self.n = os.fstat(self.fh.fileno()).st_size // 8
+
+    def __enter__(self) -> "_Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
 
     def __len__(self) -> int:
         return self.n
 
-    def _value(self, fd: int, i: int) -> np.uint64:
-        return np.frombuffer(os.pread(fd, 8, 8 * i), dtype="<u8")[0]
-
     def at(self, i: int) -> np.uint64:
-        with open(self.path, "rb") as fh:
-            return self._value(fh.fileno(), i)
+        return np.frombuffer(os.pread(self.fh.fileno(), 8, 8 * i), dtype="<u8")[0]
 
     def find(self, value: Optional[np.uint64], end: int) -> int:
         """Where the values >= ``value`` start (``end`` for an open end): a binary search."""
         if value is None:
             return end
         lo, hi = 0, self.n
-        with open(self.path, "rb") as fh:
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if self._value(fh.fileno(), mid) < value:
-                    lo = mid + 1
-                else:
-                    hi = mid
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.at(mid) < value:
+                lo = mid + 1
+            else:
+                hi = mid
         return lo
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        return np.fromfile(self.path, dtype="<u8", count=stop - start, offset=8 * start)
+        return np.frombuffer(os.pread(self.fh.fileno(), 8 * (stop - start), 8 * start), dtype="<u8")
 
 
 def _quantiles(runs: Sequence[_Run], total: int, ranges: int) -> List[np.uint64]:
