@@ -257,14 +257,22 @@ def _target(work: Path, mode: str, name: str) -> str:
     return str(work / mode / f"out-{name}")
 
 
-def run_contender(name: str, mode: str, work: Path, args) -> Dict[str, Any]:
+def run_contender(name: str, mode: str, work: Path, args, session=None) -> Dict[str, Any]:
+    """One contender in this process: its outputs under ``<work>/<mode>``. ``session``: a
+    function of ``baseline`` (a Parquet contender) that returns the session, for another master
+    (benchmarks/cluster_bench.py: a standalone cluster); else the mode's own."""
     from pyspark.sql import functions as F
 
     from omnigraph_spark import Graph, register
 
     t_proc = time.perf_counter()
-    spark = (classic_session(args.driver_memory, baseline=name.endswith("_parquet")) if mode == "classic"
-             else connect_session(args.url))
+    baseline = name.endswith("_parquet")
+    if session is not None:
+        spark = session(baseline)
+    elif mode == "classic":
+        spark = classic_session(args.driver_memory, baseline=baseline)
+    else:
+        spark = connect_session(args.url)
     register(spark)  # the Python source under the same name (engine=python, and what the provider hands over)
     res: Dict[str, Any] = {"contender": name, "mode": mode}
 
@@ -324,7 +332,7 @@ def run_contender(name: str, mode: str, work: Path, args) -> Dict[str, Any]:
         if name == "read_omnigraph":
             request = {"op": "plan_read", "options": {"path": path, "type": "Item", "engine": "jvm"}, "parallelism": 2}
             res["bridge_plan_read_s"] = bridge_seconds(json.dumps(request) + "\n")
-    if mode == "classic":
+    if mode != "connect":  # the driver runs here: its Python, its JVM, the Python processes under it
         res["memory_hwm"] = tree_hwm(os.getpid())
     else:
         res["memory_hwm"] = {"client_python_hwm_mb": round(status_kb(read_text("/proc/self/status"), "VmHWM") / 1024)}

@@ -1,4 +1,5 @@
-"""A Spark standalone cluster on this machine for tests (tests only): one master and named
+"""A Spark standalone cluster on this machine for tests and benchmarks/cluster_bench.py (stdlib
+only, so a benchmark imports it without the test suite's fixtures): one master and named
 workers, each a JVM of its own (``org.apache.spark.deploy.master.Master`` /
 ``org.apache.spark.deploy.worker.Worker`` from the .venv's pyspark jars), in its own process
 group, bound to 127.0.0.1 (RPC and web UI, on free ports). A worker's executors and their
