@@ -43,7 +43,7 @@ from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateT
 
 from ..errors import StorageError
 from ..graph import Snapshot
-from ..ingest import unique_groups
+from ..ingest.fingerprints import fingerprint_column
 from ..schema.catalog import TypeDef
 from ..store import side_files
 from ..store.fs import RootStorage
@@ -343,20 +343,11 @@ def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
     return out
 
 
-#: stored types whose values the sink fingerprints for the uniqueness proof (strings hashed,
-#: integers as themselves)
-_FINGERPRINTED = (pa.string(), pa.int32(), pa.int64())
-
-
 def provable_unique_column(typedef: TypeDef, target: WriteTarget) -> Optional[str]:
-    """The column whose uniqueness the staging tasks can prove with fingerprints: a node type's
-    only uniqueness rule, on one String/I32/I64 column (a single-column @key or @unique); None
-    otherwise (the driver checks as before)."""
-    groups = unique_groups(typedef)
-    if typedef.is_edge or len(groups) != 1 or len(groups[0][0]) != 1:
-        return None
-    column = groups[0][0][0]
-    return column if target.schema.field(column).type in _FINGERPRINTED else None
+    """The column whose uniqueness the staging tasks can prove with fingerprints (the rule the
+    Python tasks follow too: :func:`~omnigraph_spark.ingest.fingerprints.fingerprint_column`);
+    None: the driver checks exactly."""
+    return fingerprint_column(typedef, target.schema)
 
 
 def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap: Snapshot) -> Optional[IdSource]:
