@@ -317,12 +317,15 @@ def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
 def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quarantine: Optional[Quarantine] = None,
                    ends: Optional[Mapping[str, Mapping[str, str]]] = None):
     """The mapInArrow function staging one DataFrame in Python workers (RowConverter); with
-    ``quarantine``, bad rows (and edges to ``ends``, nodes rejected so far) are quarantined."""
+    ``quarantine``, bad rows (and edges to ``ends``, nodes rejected so far) are quarantined.
+    Each task leaves its key fingerprints in the journal, as the JVM tasks do (I15)."""
 
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pid, attempt = _task_ids()
         sink = quarantine.open_sink(td, f"p{pid}-a{attempt}") if quarantine is not None else None
-        st = stage_task(target, td, batches, f"{td.name} partition {pid}", sink, ends)
+        keys_to = side_files.location(journal.directory, f"keys-{td.table_key.replace(':', '-')}-p{pid}-a{attempt}"
+                                      f"-{uuid.uuid4().hex[:8]}", ".bin")
+        st = stage_task(target, td, batches, f"{td.name} partition {pid}", sink, ends, key_hashes_to=keys_to)
         if isinstance(st, StagedTable):  # a Refusal staged nothing: nothing to journal
             journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
             if sink is not None:

@@ -23,10 +23,12 @@ import functools
 import logging
 import os
 import re
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -39,7 +41,10 @@ from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_fr
 from ..schema.catalog import Catalog, TypeDef
 from ..store import side_files
 from ..store import tables as _tables
+from ..store.fs import RootStorage
+from ..store.layout import RootPaths, is_local, join
 from ..ingest import integrity as _integrity
+from ..ingest.fingerprints import fingerprint_column, fingerprints
 from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget,
                             abort, commit_load, merge_by_key, prepare_target, stage)
 from .memo import Once
@@ -120,7 +125,8 @@ def _task_ids() -> Tuple[int, int]:
 
 def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
                       where: str, rejects: Optional[RejectSink] = None,
-                      rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None) -> StagedTable:
+                      rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None,
+                      key_hashes_to: Optional[str] = None) -> StagedTable:
     """Executor: stream user batches through RowConverter into ``stage`` (bounded memory).
 
     Rows are numbered from 0 within the task; ``where`` names the task (e.g. "partition 3").
@@ -128,8 +134,15 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
     what was staged so far is deleted and the error is raised with the first few offending
     rows of its batch in ``context['rows']`` (see :mod:`.bad_rows`). With ``rejects`` (option
     rejectedRowsPath) every offending row goes there instead and the others are staged; so do
-    edges whose endpoint is in ``rejected_ends`` (``{"src"|"dst": {node id: its reason}}``)."""
+    edges whose endpoint is in ``rejected_ends`` (``{"src"|"dst": {node id: its reason}}``).
+
+    ``key_hashes_to``: a side file location (``side_files.location``) for the fingerprints of
+    the staged values of the type's :func:`~..ingest.fingerprints.fingerprint_column`, the
+    driver's uniqueness proof (I15); the result then names it in ``key_hashes`` (none when the
+    type has no such column, or the file could not be written: the driver checks exactly)."""
     conv = RowConverter(typedef, target.schema)
+    key_column = fingerprint_column(typedef, target.schema) if key_hashes_to else None
+    hashes: List[np.ndarray] = []
     state: Dict[str, object] = {"offset": 0, "error": None}
 
     def convert(b: pa.RecordBatch, start: int) -> pa.RecordBatch:
@@ -172,8 +185,14 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
             state["offset"] += b.num_rows  # type: ignore[operator]
             yield out
 
+    def fingerprinted() -> Iterator[pa.RecordBatch]:
+        for out in converted():
+            if key_column is not None:
+                hashes.append(fingerprints(out.column(key_column)))
+            yield out
+
     try:
-        staged = stage(target, converted())
+        staged = stage(target, fingerprinted())
     except Exception as e:
         original = state["error"]
         if isinstance(original, OmnigraphError) and original is not e:
@@ -184,7 +203,27 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
         n = abort([staged], target.storage_options)
         log.info("%s: %s; stopped and removed %d staged files", where, str(original).splitlines()[0][:300], n)
         raise original
-    return dataclasses.replace(staged, minted_ids=conv.given_ids == 0)
+    staged = dataclasses.replace(staged, minted_ids=conv.given_ids == 0)
+    if key_column is not None and key_hashes_to is not None:
+        staged = _with_key_hashes(staged, key_column, hashes, key_hashes_to, target, where)
+    return staged
+
+
+def _with_key_hashes(staged: StagedTable, column: str, hashes: List[np.ndarray], uri: str, target: WriteTarget,
+                     where: str) -> StagedTable:
+    """``staged`` naming the file of its key fingerprints (sorted, written at ``uri``); a task
+    that staged no value names no file. Unwritable: no proof (the driver checks exactly)."""
+    values = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
+    if not len(values):
+        return dataclasses.replace(staged, key_hashes=(), key_column=column)
+    values.sort()
+    try:
+        side_files.write_fingerprints(uri, values, target.storage_options)
+    except Exception as e:  # e.g. an object store refusing the PUT: the proof is an optimisation
+        log.warning("%s: cannot write key fingerprints to %s (%s); the driver checks %s exactly", where, uri, e,
+                    column)
+        return staged
+    return dataclasses.replace(staged, key_hashes=(uri,), key_column=column)
 
 
 def _not_pointing_at_rejected(typedef: TypeDef, out: pa.RecordBatch, start: int, offset: int, where: str,
@@ -217,13 +256,14 @@ def _not_pointing_at_rejected(typedef: TypeDef, out: pa.RecordBatch, start: int,
 
 def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
                where: str, rejects: Optional[RejectSink] = None,
-               rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None) -> Union[StagedTable, Refusal]:
+               rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None,
+               key_hashes_to: Optional[str] = None) -> Union[StagedTable, Refusal]:
     """Executor: :func:`convert_and_stage`, with a data error returned as a :class:`Refusal`
     (the task succeeds, so Spark neither logs nor retries it) instead of raised. Any other
     error raises, tagged, so Spark retries the task. A refused or failed task's quarantined
     rows (``rejects``) are deleted."""
     try:
-        return convert_and_stage(target, typedef, batches, where, rejects, rejected_ends)
+        return convert_and_stage(target, typedef, batches, where, rejects, rejected_ends, key_hashes_to)
     except OmnigraphError as e:
         if rejects is not None:
             rejects.abandon()
@@ -814,7 +854,13 @@ def _with_facts(validate, extra: Mapping[str, Mapping[str, str]], before=None):
 
 class OmnigraphWriter(DataSourceArrowWriter):
     """``DataSourceArrowWriter`` for one node or edge type. Constructed on the driver,
-    pickled to executors (it holds only options, the type and the WriteTarget)."""
+    pickled to executors (it holds only options, the type and the WriteTarget).
+
+    When the type has a :func:`~..ingest.fingerprints.fingerprint_column`, each task writes the
+    fingerprints of the values it staged into the load's own directory under the graph root's
+    staging area (``side_dir``, the place and format of the JVM tasks' fingerprints), so the
+    driver proves the load's keys distinct without reading them (I15); the driver deletes the
+    directory once the load is committed or refused (a dead driver's: ``cleanup``)."""
 
     def __init__(self, options: Mapping[str, str], schema: Optional[StructType], overwrite: bool) -> None:
         try:
@@ -837,6 +883,9 @@ class OmnigraphWriter(DataSourceArrowWriter):
             raise tag_error(e)
         self.quarantine = (Quarantine.new(self.opts.rejected_rows_path, self.opts.storage_options)
                            if self.opts.rejected_rows_path else None)
+        fingerprinted = (self.opts.write_mode != "delete"
+                         and fingerprint_column(self.typedef, self.target.schema) is not None)
+        self.side_dir = join(RootPaths(graph.root).staging_dir, uuid.uuid4().hex) if fingerprinted else None
         log.info("omnigraph write planned: %s on %s (%s), base version %d", self.typedef.table_key,
                  self.opts.branch, self.opts.write_mode, self.target.base_version)
 
@@ -847,7 +896,12 @@ class OmnigraphWriter(DataSourceArrowWriter):
         if self.target.mode == "delete":
             return StagedMessage((delete_task(self.target, self.typedef, iterator),), pid, attempt)
         sink = self.quarantine.open_sink(self.typedef, f"p{pid}-a{attempt}") if self.quarantine else None
-        got = stage_task(self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}", sink)
+        keys_to = None
+        if self.side_dir is not None:  # unique per attempt, as the JVM tasks name theirs
+            keys_to = side_files.location(self.side_dir, f"keys-{self.target.table_key.replace(':', '-')}-p{pid}"
+                                          f"-a{attempt}-{uuid.uuid4().hex[:8]}", ".bin")
+        got = stage_task(self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}", sink,
+                         key_hashes_to=keys_to)
         if isinstance(got, Refusal):
             log.info("partition %d attempt %d refused its rows: [%s] %s", pid, attempt, got.code, got.message)
             return StagedMessage((), pid, attempt, got)
@@ -867,6 +921,25 @@ class OmnigraphWriter(DataSourceArrowWriter):
         """Driver: one graph commit from exactly the messages Spark passes (one per partition).
         If a task refused its rows, nothing is committed: the other tasks' files are deleted and
         ONE typed error is raised (the first refusing partition's error, the first few rows)."""
+        try:
+            self._commit(messages)
+        finally:
+            self._drop_side_files()
+
+    def _drop_side_files(self) -> None:
+        """Driver: delete the load's side directory (every task attempt's fingerprints; best effort)."""
+        if self.side_dir is None:
+            return
+        fs = RootStorage(self.side_dir, self.opts.storage_options)
+        try:
+            for name in fs.list_dir(self.side_dir):
+                fs.delete(join(self.side_dir, name))
+            if is_local(self.side_dir) and os.path.isdir(self.side_dir):
+                os.rmdir(self.side_dir)
+        except (OSError, OmnigraphError) as e:  # left to cleanup's sweep of staging directories
+            log.warning("could not delete the fingerprints in %s: %s", self.side_dir, e)
+
+    def _commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         staged = self._staged(messages)
         refusals = sorted((m for m in messages if isinstance(m, StagedMessage) and m.refused is not None),
                           key=lambda m: m.partition_id)
@@ -893,6 +966,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         """Driver: delete the files of the staged messages (failed job; best effort)."""
         n = abort(self._staged(messages), self.opts.storage_options)
+        self._drop_side_files()
         if self.quarantine is not None:  # also after a failed commit: keep it if the load may still land
             try:
                 settle_quarantine(Graph.open(self.opts.path, self.opts.storage_options), self.quarantine)

@@ -1,5 +1,6 @@
-"""The JVM write path's side files, read by the Python driver: the staging journal's entries,
-the staging tasks' key fingerprints and the sink's hand-off (jvm-shim ``SideFiles``).
+"""The write paths' side files, read by the Python driver: the JVM staging journal's entries,
+the staging tasks' key fingerprints (written by JVM tasks, jvm-shim ``SideFiles``, or by Python
+tasks, :func:`write_fingerprints`) and the sink's hand-off.
 
 They live in the load's journal directory under the graph root. On a local root they are plain
 files (JSON text; little-endian unsigned 64-bit fingerprints). On an object store the executors
@@ -55,6 +56,34 @@ def read_fingerprints(uri: str, storage_options: Optional[Dict[str, str]] = None
     if not uri.endswith(LANCE_SUFFIX):
         return np.fromfile(uri, dtype="<u8")
     return _column(uri, "hash", storage_options).to_numpy().view("<u8")
+
+
+def write_fingerprints(uri: str, values: np.ndarray, storage_options: Optional[Dict[str, str]] = None) -> None:
+    """Write a task's fingerprints (unsigned 64-bit, ascending) at ``uri`` (from :func:`location`),
+    completely or not at all, in the format the JVM tasks write (jvm-shim ``SideFiles.writeLongs``):
+    little-endian on a local root (a temporary file renamed into place), one ``hash`` Int64
+    column of a Lance file on an object store (one PUT at close)."""
+    values = np.ascontiguousarray(values, dtype="<u8")
+    if not uri.endswith(LANCE_SUFFIX):
+        os.makedirs(os.path.dirname(uri), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(uri), prefix=".tmp-", suffix=".u64")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                values.tofile(fh)
+            os.replace(tmp, uri)
+        except BaseException:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise
+        return
+    import pyarrow as pa
+    from lance.file import LanceFileWriter
+
+    table = pa.table({"hash": pa.array(values.view("<i8"), pa.int64())})
+    with LanceFileWriter(uri, table.schema, storage_options=storage_options or None) as w:
+        w.write_batch(table)
 
 
 #: fingerprints the driver holds at once when it proves keys distinct (bytes; about twice this
@@ -151,4 +180,4 @@ def _quantiles(runs: Sequence[_Run], total: int, ranges: int) -> List[np.uint64]
 
 
 __all__ = ["FINGERPRINT_WINDOW_BYTES", "LANCE_SUFFIX", "fingerprints_distinct", "is_entry", "location",
-           "read_fingerprints", "read_text"]
+           "read_fingerprints", "read_text", "write_fingerprints"]

@@ -321,3 +321,115 @@ def test_missing_fingerprint_files_fall_back_to_the_exact_check(jvm, tmp_path, c
         write_table(jvm.createDataFrame([(n,) for n in NAMES + ["ann"]], "name string").repartition(2),
                     h.root, "Person", engine="jvm")
     assert len(Graph.open(h.root).log()) == 1
+
+
+def test_python_tasks_fingerprint_keys_as_the_jvm_tasks_do(jvm, tmp_path, monkeypatch):
+    """I15 on both paths: the fingerprints a Python task computes for a key are the ones a JVM
+    task writes for it (NodeIdIndex.hash of the UTF-8 bytes), at every length around the 8-byte
+    words, so the driver's comparison means the same whichever path staged a table."""
+    import numpy as np
+    import pyarrow as pa
+
+    from omnigraph_spark.ingest.fingerprints import sorted_fingerprints
+
+    real, parts = jvm_write.stage_jvm, []
+
+    def capture(*a, **kw):
+        out = real(*a, **kw)
+        parts.extend(np.fromfile(f, dtype="<u8") for s in out for f in s.key_hashes or ())
+        return out
+
+    monkeypatch.setattr(jvm_write, "stage_jvm", capture)
+    names = NAMES + ["k" * n + str(n) for n in range(1, 41)]
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm, names).repartition(2), g.root, "Person", engine="jvm")
+    jvm_side = np.sort(np.concatenate(parts))
+    assert len(jvm_side) == len(names)
+    assert jvm_side.tolist() == sorted_fingerprints(pa.array(names)).tolist()
+
+
+def _python_source_load(root, parts):
+    """The Python DataSource writer run in this process: one write() per part (a task each),
+    then the driver's commit() over their messages."""
+    import pyarrow as pa
+
+    w = writer.OmnigraphWriter({"path": root, "type": "Person", "engine": "python"}, None, False)
+    msgs = [w.write(iter([pa.record_batch({"name": pa.array(p, pa.string())})])) for p in parts]
+    return w, msgs
+
+
+def test_python_source_tasks_prove_distinct_keys_by_fingerprints(jvm, tmp_path, calls):
+    """I15 on the Python DataSource path (no shim needed): each task writes the sorted
+    fingerprints of the keys it staged into the load's directory of the staging area, the
+    driver finds no two equal and runs no uniqueness pass; the directory goes with the commit."""
+    import numpy as np
+    import pyarrow as pa
+
+    from omnigraph_spark.ingest.fingerprints import sorted_fingerprints
+    from omnigraph_spark.store.layout import RootPaths
+
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    halves = [NAMES[:4], NAMES[4:]]
+    w, msgs = _python_source_load(g.root, halves)
+    for m, part in zip(msgs, halves):
+        (s,) = m.staged
+        assert s.key_column == "name" and len(s.key_hashes) == 1
+        assert s.key_hashes[0].startswith(RootPaths(g.root).staging_dir)
+        assert np.fromfile(s.key_hashes[0], dtype="<u8").tolist() == sorted_fingerprints(pa.array(part)).tolist()
+    w.commit(msgs)
+    assert calls["unique"] == 0
+    assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
+    assert list(tmp_path.rglob("*.bin")) == []
+
+
+def test_python_source_duplicate_key_across_tasks_gets_the_exact_checks_error(jvm, tmp_path, calls):
+    """A key staged by two tasks makes two equal fingerprints: the driver's exact check decides,
+    with the error it raises without fingerprints; nothing is committed, no file is left."""
+    import dataclasses
+
+    msgs_text = {}
+    for proof in (True, False):
+        h = Graph.init(str(tmp_path / f"dup-{proof}"), SCHEMA)
+        w, msgs = _python_source_load(h.root, [NAMES, ["zoë"]])
+        assert all(m.staged[0].key_hashes for m in msgs)
+        if not proof:
+            msgs = [dataclasses.replace(m, staged=tuple(dataclasses.replace(s, key_hashes=None, key_column=None)
+                                                         for s in m.staged)) for m in msgs]
+        with pytest.raises(UniqueViolationError) as e:
+            w.commit(msgs)
+        msgs_text[proof] = str(e.value)
+        assert len(Graph.open(h.root).log()) == 1
+    assert msgs_text[True] == msgs_text[False] and "'zoë'" in msgs_text[True]
+    assert calls["unique"] == 2  # the colliding fingerprints sent the load to the exact check
+    assert list(tmp_path.rglob("*.bin")) == []
+
+
+def test_python_source_key_proof_through_spark(jvm, tmp_path):
+    """df.write.format("omnigraph") with engine=python: distinct keys over three tasks commit, a
+    key repeated across two tasks is the KEY_CONFLICT naming it (append is a strict insert, I17);
+    no fingerprint file stays."""
+    from omnigraph_spark.spark import unwrap_error
+
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    people(jvm).repartition(3).write.format("omnigraph").option("type", "Person").option("engine", "python") \
+        .mode("append").save(g.root)
+    assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
+    dup = jvm.createDataFrame([(n,) for n in NAMES + ["zoë"]], "name string").repartition(2)
+    with pytest.raises(Exception) as e:
+        dup.write.format("omnigraph").option("type", "Person").option("engine", "python").mode("append").save(
+            str(tmp_path / "g"))
+    err = unwrap_error(e.value)
+    assert err is not None and err.code == "KEY_CONFLICT" and "'zoë'" in str(err)
+    assert len(Graph.open(g.root).log()) == 2
+    assert list(tmp_path.rglob("*.bin")) == []
+
+
+def test_write_table_python_tasks_prove_distinct_keys(jvm, tmp_path, calls):
+    """I15 on write_table / write_graph with engine=python: the Python tasks leave their key
+    fingerprints in the load's journal, the driver runs no uniqueness pass for distinct keys,
+    and the journal's clean-up takes the files."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm).repartition(3), g.root, "Person", engine="python")
+    assert calls["unique"] == 0
+    assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
+    assert list(tmp_path.rglob("*.bin")) == []
