@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -145,6 +146,10 @@ class ExecutorSampler:
         return {w: executor_peaks(self.hwm[w], self.roles[w]) for w in self.workers}
 
 
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _load() -> List[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -172,7 +177,12 @@ def _spawn(args, work: Path, step: str, master: Optional[str], workers: Mapping[
             proc.kill()
             proc.wait()
             rc = "timeout"
-        peaks, execs = driver.stop(), executors.stop()
+        except BaseException:  # the run is stopped (SIGTERM, ^C): the application goes with it
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            peaks, execs = driver.stop(), executors.stop()
     if rc != 0:
         tail = (work / f"{step}.stderr").read_text(errors="replace")[-4000:]
         raise RuntimeError(f"{step} exited {rc}:\n{tail}")
@@ -268,6 +278,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     names = parse_contenders(args.contenders)
+    signal.signal(signal.SIGTERM, _terminate)  # a killed run still stops its master and workers
     work = Path(args.work) if args.work else ROOT / "benchmarks" / "out" / f"cluster-work-{args.rows}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

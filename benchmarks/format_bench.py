@@ -139,6 +139,25 @@ def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float
     return out
 
 
+def same_answers(answers: Sequence[Sequence[Any]], rel_tol: float = 1e-9) -> bool:
+    """Whether repeats of one query returned the same row: equal values, floats within
+    ``rel_tol`` (a sum of doubles depends on the order its partial sums meet, which varies
+    between runs when several executors aggregate)."""
+    import math
+
+    first = answers[0]
+    for a in answers[1:]:
+        if len(a) != len(first):
+            return False
+        for x, y in zip(first, a):
+            if isinstance(x, float) or isinstance(y, float):
+                if x is None or y is None or not math.isclose(x, y, rel_tol=rel_tol):
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
 def median(xs: Sequence[float]) -> float:
     if not xs:
         raise ValueError("no timings")
@@ -322,7 +341,7 @@ def run_contender(name: str, mode: str, work: Path, args, session=None) -> Dict[
                 t0 = time.perf_counter()
                 answers.append(tuple(fn()))
                 times.append(time.perf_counter() - t0)
-            if len(set(answers)) != 1:
+            if not same_answers(answers):
                 raise RuntimeError(f"{name} {q}: the repeats disagree: {answers}")
             res[f"{q}_s"] = round(median(times), 3)
             res[f"{q}_cold_s"] = round(times[0], 3)

@@ -53,6 +53,14 @@ def test_median():
         fb.median([])
 
 
+def test_same_answers_allows_float_sums_in_another_order_only():
+    assert fb.same_answers([(100000, 45021.61403557418), (100000, 45021.614035574195), (100000, 45021.61403557419)])
+    assert not fb.same_answers([(100000, 1.0), (99999, 1.0)])
+    assert not fb.same_answers([(10, 45021.6), (10, 45021.7)])
+    assert not fb.same_answers([(10, 1.0), (10, None)])
+    assert fb.same_answers([(10, None), (10, None)])
+
+
 def test_classify_splits_a_tree_by_role():
     mb = 2 ** 20
     table = {10: (1, 100 * mb, "python3"), 11: (10, 2000 * mb, "java"), 12: (11, 300 * mb, "python3"),
