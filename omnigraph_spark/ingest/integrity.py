@@ -24,6 +24,10 @@ from .convert import _KEY_SCALARS
 
 DELETE_KEYS_ID = pa.schema([pa.field("id", pa.string())])
 DELETE_KEYS_ENDS = pa.schema([pa.field("src", pa.string()), pa.field("dst", pa.string())])
+#: the columns of an edge the checks read
+EDGE_COLUMNS = ("id", "src", "dst")
+#: how many edges a message names (:func:`describe_edges`)
+DESCRIBED_EDGES = 3
 
 
 def delete_columns(typedef: TypeDef, names: Sequence[str]) -> Tuple[str, ...]:
@@ -131,7 +135,7 @@ def orphaned_edges(committed: pa.Table, src_ids: Optional[pa.Array], dst_ids: Op
     return committed.filter(bad)
 
 
-def describe_edges(edges: pa.Table, limit: int = 3) -> List[str]:
-    """A few edges as ``'src' -> 'dst'`` for messages."""
+def describe_edges(edges: pa.Table, limit: int = DESCRIBED_EDGES) -> List[str]:
+    """The first few edges of ``edges`` (in its order) as ``'src' -> 'dst'`` for messages."""
     return [f"'{s}' -> '{d}'" for s, d in zip(edges.column("src").to_pylist()[:limit],
                                                edges.column("dst").to_pylist()[:limit])]

@@ -168,18 +168,20 @@ class DistChecks:
     # -- memo -------------------------------------------------------------------------------
 
     def _once(self, key: tuple, compute: Callable[[], object]):
-        def run() -> object:
-            self.runs.append(key)
-            t0 = time.monotonic()
-            outcome = "failed"
-            try:
-                result = compute()
-                outcome = "passed"
-                return result
-            finally:
-                log.info("distributed %s check of %s: %s in %.1f s", key[0], key[1], outcome,
-                         time.monotonic() - t0)
-        return self._memo(key, run)
+        return self._memo(key, lambda: self.timed(key, compute))
+
+    def timed(self, key: tuple, compute: Callable[[], object]):
+        """Run ``compute`` (a check keyed ``(kind, table, ...)``), recorded in :attr:`runs` and
+        logged, not memoised: the memoised checks go through :meth:`_once`."""
+        self.runs.append(key)
+        t0 = time.monotonic()
+        outcome = "failed"
+        try:
+            result = compute()
+            outcome = "passed"
+            return result
+        finally:
+            log.info("distributed %s check of %s: %s in %.1f s", key[0], key[1], outcome, time.monotonic() - t0)
 
     # -- frames -----------------------------------------------------------------------------
 
@@ -380,7 +382,17 @@ class DistChecks:
         totals = parts[0]
         for p in parts[1:]:
             totals = totals.unionByName(p)
-        totals = totals.groupBy("src").agg(F.sum("n").alias("n")).where(F.col("n") >= 1)
+        return self.card_verdict(td, totals.groupBy("src").agg(F.sum("n").alias("n")), limit)
+
+    def card_verdict(self, td: TypeDef, totals, limit: int = 5) -> int:
+        """@card over ``totals`` (a DataFrame of edges per source, ``src, n``; sources with
+        none are skipped): the most edges any source has, or the error, worded by
+        :func:`~..ingest.checks.card_violation` as :func:`~..ingest.checks.check_cardinality`
+        words it."""
+        from pyspark.sql import functions as F
+
+        card = td.cardinality
+        totals = totals.where(F.col("n") >= 1)
         bad = F.col("n") < card.min
         if card.max is not None:
             bad = bad | (F.col("n") > card.max)

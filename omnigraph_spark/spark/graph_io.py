@@ -307,7 +307,7 @@ def _python_for_quarantine(engine: str, order: Sequence[str]) -> str:
 
 def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
     """Driver: a delete's keys (the key columns only, collected as Arrow) as a StagedTable with
-    no files; the commit resolves them against its fresh snapshot (spark/writer.py::_deletions)."""
+    no files; the commit resolves them against its fresh snapshot (spark/deletions.py::deletions)."""
     keys = delete_keys(td, df.select(*[f"`{c}`" for c in delete_columns(td, df.columns)]).toArrow())
     log.info("delete from %s: %d keys", td.table_key, keys.num_rows)
     return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0,

@@ -48,7 +48,9 @@ from ..ingest.fingerprints import fingerprint_column, fingerprints
 from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget,
                             abort, commit_load, merge_by_key, prepare_target, stage)
 from .memo import Once
+from .deletions import InMemory, deletions as _deletions
 from .dist_checks import DistChecks, committed_pin
+from .dist_integrity import Distributed
 from .bad_rows import (BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error,
                        split_bad_rows)
 from .options import WriteOptions
@@ -278,7 +280,7 @@ def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.Recor
 
 def delete_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch]) -> StagedTable:
     """Executor: a delete's keys of one partition (its key columns as strings), carried to the
-    driver in the commit message; nothing is written (spark/writer.py::_deletions resolves them)."""
+    driver in the commit message; nothing is written (spark/deletions.py::deletions resolves them)."""
     try:
         keys = [_integrity.delete_keys(typedef, pa.Table.from_batches([b])) for b in batches if b.num_rows]
     except OmnigraphError as e:
@@ -340,7 +342,9 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
     the same error, the driver holds only counts and offenders. ``validate(snap, staged,
     distributed_only=True)`` runs only those, before the lease, memoising their outcomes under
     the exact versions and files they read; the validator inside the lease reuses an outcome
-    only if its inputs did not move, else the check runs again.
+    only if its inputs did not move, else the check runs again. The parts of I18
+    (:func:`~.deletions.deletions`) run inside the lease, each in memory or as Spark jobs
+    (:mod:`.dist_integrity`) by the same rule.
     """
     catalog: Catalog = graph.catalog
     so = graph.storage_options
@@ -429,7 +433,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
         for key in sorted(staged):
             s = staged[key]
             td = catalog.by_table_key(key)
-            if s.mode == "delete":  # resolved below (_deletions)
+            if s.mode == "delete":  # resolved below (deletions, I18)
                 continue
             groups = unique_groups(td)
             # append is a strict insert (I17): a repeated id is a KEY_CONFLICT, not a uniqueness slip
@@ -491,7 +495,11 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                 dist.prove([c for c, spread_out in checks if spread_out])
             return facts
         run_checks([c for c, _ in checks])
-        deletions, missing = _deletions(catalog, snap, staged, committed, staged_cols, cascade)
+        # I18, each part in memory or as Spark jobs (I21) by the rows it reads
+        in_memory = InMemory(committed, staged_cols)
+        spark_jobs = Distributed(dist, snap, staged, schema_of) if dist is not None else None
+        deletions, missing = _deletions(catalog, snap, staged, cascade,
+                                        lambda rows, *keys_cols: spark_jobs if spread(rows, *keys_cols) else in_memory)
         if deletions or missing:
             return Checked(facts, deletions, missing)
         return facts
@@ -508,89 +516,6 @@ def _read_committed(graph: Graph, snap: Snapshot, key: str, cols: Sequence[str])
     """Driver: ``cols`` of every committed row of ``key`` at the snapshot (the in-memory checks'
     only committed read)."""
     return graph.open_table(key, snap).to_table(columns=list(cols))
-
-
-def _deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], committed, staged_cols,
-               cascade: bool) -> Tuple[Dict[str, pa.Array], Dict[str, int]]:
-    """I18: the committed rows a load deletes, per table key, and the delete keys that matched
-    nothing. A delete's own rows; every edge (of any edge type, same branch) incident to a
-    deleted node; and the edges a node overwrite orphans: deleted with ``cascade``, else a
-    DANGLING_EDGE naming each edge type and its count. An edge type overwritten by the same
-    load is replaced whole, so nothing of it is orphaned."""
-    out: Dict[str, List[pa.Array]] = {}
-    missing: Dict[str, int] = {}
-    gone: Dict[str, pa.Array] = {}  # node type -> ids deleted
-    edge_cols = ["id", "src", "dst"]
-    for key in sorted(staged):
-        s = staged[key]
-        if s.mode != "delete" and s.deletes is None:
-            continue
-        td = catalog.by_table_key(key)
-        keys = s.deletes if s.deletes is not None else pa.table({"id": pa.array([], pa.string())})
-        if td.is_edge:
-            ids, miss = _integrity.resolve_edge_delete(committed(key, edge_cols), keys)
-        else:
-            ids, miss = _integrity.resolve_node_delete(committed(key, ["id"]).column("id"), keys.column("id"))
-            # a node deleted and written again by the same load (write_graph's deletes=) stays
-            gone[td.name] = (ids if not s.fragments else
-                             pc.filter(ids, pc.invert(_integrity.member(ids, staged_cols(key, ["id"]).column("id")))))
-        out.setdefault(key, []).append(ids)
-        missing[key] = miss
-        if miss:
-            log.info("delete from %s: %d of %d keys matched no row (not an error)", key, miss, keys.num_rows)
-    after: Dict[str, pa.Array] = {}  # node type overwritten -> its ids after the load
-    for key in sorted(staged):
-        td = catalog.by_table_key(key)
-        if not td.is_edge and staged[key].mode == "overwrite":
-            after[td.name] = staged_cols(key, ["id"]).column("id")
-    dangling: List[str] = []
-    for etd in catalog.types():
-        if not etd.is_edge:
-            continue
-        ekey = etd.table_key
-        src_gone, dst_gone = gone.get(etd.from_type or ""), gone.get(etd.to_type or "")
-        if ekey in staged and staged[ekey].fragments and (src_gone is not None or dst_gone is not None):
-            # edges this load writes must not point at the nodes it deletes
-            bad = _integrity.pointing_at(staged_cols(ekey, ["src", "dst"]), src_gone, dst_gone)
-            if bad.num_rows:
-                raise DanglingEdgeError(f"edge {etd.name}: {bad.num_rows} edge(s) of this load point at nodes it "
-                                        "deletes, e.g. " + ", ".join(_integrity.describe_edges(bad)), table=ekey,
-                                        dangling=bad.num_rows)
-        if ekey in staged and staged[ekey].mode == "overwrite":
-            continue
-        if src_gone is not None or dst_gone is not None:
-            ids = _integrity.incident_edges(committed(ekey, edge_cols), src_gone, dst_gone)
-            if len(ids):
-                log.info("delete cascades to %d %s edges", len(ids), etd.name)
-                out.setdefault(ekey, []).append(ids)
-        src_ids, dst_ids = after.get(etd.from_type or ""), after.get(etd.to_type or "")
-        if src_ids is None and dst_ids is None:
-            continue
-        orphans = _integrity.orphaned_edges(committed(ekey, edge_cols), src_ids, dst_ids)
-        if not orphans.num_rows:
-            continue
-        if cascade:
-            log.info("overwrite with cascade deletes %d orphaned %s edges", orphans.num_rows, etd.name)
-            out.setdefault(ekey, []).append(orphans.column("id").combine_chunks())
-        else:
-            dangling.append(f"{etd.name}: {orphans.num_rows} edge(s), e.g. "
-                            + ", ".join(_integrity.describe_edges(orphans)))
-    if dangling:
-        types = sorted(after)
-        raise DanglingEdgeError(
-            f"overwrite of node type(s) {', '.join(types)} would leave committed edges pointing at removed "
-            f"nodes on branch '{snap.branch}': " + "; ".join(dangling)
-            + ". Overwrite those edge types in the same write_graph call, or pass cascade=true to delete them "
-            "in the same commit; nothing was committed", table=",".join(f"node:{t}" for t in types),
-            edge_types=len(dangling))
-    result = {k: pa.concat_arrays([a.cast(pa.string()) for a in v]) for k, v in out.items()}
-    for ekey, ids in result.items():  # deleting edges must not leave a source below its @card min
-        etd = catalog.by_table_key(ekey)
-        if etd.is_edge and etd.cardinality.min > 1 and not (ekey in staged and staged[ekey].fragments):
-            edges = committed(ekey, edge_cols)
-            kept = edges.filter(pc.invert(_integrity.member(edges.column("id"), ids)))
-            check_cardinality(etd, kept.column("src"))
-    return result, missing
 
 
 _INJECTIVE_KEY_TYPES = frozenset({"String", "I32", "I64", "U32", "U64"})

@@ -377,3 +377,133 @@ def test_card_onto_an_empty_edge_table_is_proven_by_the_tasks_bound(jvm, tmp_pat
     kinds = [k[0] for d in dist_runs for k in d.runs]
     assert dist_runs and "card" not in kinds, kinds
     assert read_table(jvm, g.root, "Knows").count() == 4
+
+
+# -- integrity across writes (I18), each part in memory or as Spark jobs ------------------------
+
+def _seed_graph(spark, root, opts):
+    """Six people, two cities; Knows a->b, b->c, c->a, d->b, e->b, f->e; everyone but f likes
+    both cities (Likes is @card(2..3))."""
+    w(spark, root, {"Person": names(spark, list("abcdef")),
+                    "City": spark.createDataFrame([("x",), ("y",)], "name string")}, opts)
+    w(spark, root, {"Knows": edges(spark, [("k1", "a", "b"), ("k2", "b", "c"), ("k3", "c", "a"), ("k4", "d", "b"),
+                                           ("k5", "e", "b"), ("k6", "f", "e")], with_id=True),
+                    "Likes": edges(spark, [(p, c) for p in "abcde" for c in "xy"])}, opts)
+
+
+def _result(r):
+    return None if r is None else sorted((t.table_key, t.rows_deleted, t.keys_missing) for t in r.tables)
+
+
+def _delete_cases(spark):
+    """case -> scenario(root, opts): the load under test, on the seeded graph (returns its LoadResult)."""
+    def frame(rows, schema):
+        return spark.createDataFrame(rows, schema).repartition(2)
+
+    cascade = {"cascade": "true"}
+    return {
+        # nodes by @key, one matching nothing: their Knows and Likes edges cascade
+        "node_delete": lambda root, opts: write_table(names(spark, ["b", "zz", "f"]), root, "Person",
+                                                      mode="delete", engine="python", options=opts),
+        "edge_delete_by_ends": lambda root, opts: write_table(
+            frame([("a", "b"), ("b", "a"), ("f", "e"), ("a", "b")], "src string, dst string"), root, "Knows",
+            mode="delete", engine="python", options=opts),
+        "edge_delete_by_id": lambda root, opts: write_graph(
+            root, {"Knows": frame([("k2",), ("k9",)], "id string")}, mode="delete", engine="python", options=opts),
+        # a leaves one Likes edge: below its @card min
+        "card_min": lambda root, opts: write_table(frame([("a", "x")], "src string, dst string"), root, "Likes",
+                                                   mode="delete", engine="python", options=opts),
+        # the cascade of c's delete leaves no source of Likes below its min (c's own go with it)
+        "node_delete_keeps_card": lambda root, opts: write_table(names(spark, ["c"]), root, "Person", mode="delete",
+                                                                 engine="python", options=opts),
+        # a, c, f go: four Knows and four Likes edges orphaned (the message names the first three)
+        "overwrite_orphans": lambda root, opts: w(spark, root, {"Person": names(spark, list("bde"))}, opts,
+                                                  mode="overwrite"),
+        "overwrite_cascade": lambda root, opts: w(spark, root, {"Person": names(spark, list("abdef")), "City":
+                                                                spark.createDataFrame([("x",), ("y",)], "name string")},
+                                                  {**opts, **cascade}, mode="overwrite"),
+        # write_graph's deletes=: b deleted and written again stays (with its edges); d goes
+        "deletes_beside_writes": lambda root, opts: write_graph(
+            root, {"Person": names(spark, ["b", "g"]), "Knows": edges(spark, [("g", "a")])}, mode="merge",
+            engine="python", deletes={"Person": names(spark, ["b", "d"])}, options=opts),
+        "load_points_at_deleted": lambda root, opts: write_graph(
+            root, {"Knows": edges(spark, [("b", "a"), ("e", "d"), ("d", "a"), ("f", "a"), ("c", "f")], parts=1)},
+            engine="python", deletes={"Person": names(spark, ["d", "f"])}, options=opts),
+    }
+
+
+# case -> None (commits) or (the error, a part of its message)
+I18_CASES = {"node_delete": None, "edge_delete_by_ends": None, "edge_delete_by_id": None,
+             "card_min": (CardinalityViolationError, "source 'a' has 1 edges (min 2)"),
+             "node_delete_keeps_card": None,
+             "overwrite_orphans": (DanglingEdgeError, "Knows: 4 edge(s), e.g. "),
+             "overwrite_cascade": None, "deletes_beside_writes": None,
+             "load_points_at_deleted": (DanglingEdgeError, "4 edge(s) of this load point at nodes it deletes, e.g. ")}
+SLOW_I18_CASES = {"edge_delete_by_id", "card_min", "node_delete_keeps_card", "overwrite_cascade",
+                  "load_points_at_deleted"}
+# the parts of I18 each case runs as Spark jobs on the distributed path
+I18_PARTS = {"node_delete": {"delete", "incident", "card_after_delete"},
+             "edge_delete_by_ends": {"delete"}, "edge_delete_by_id": {"delete"},
+             "card_min": {"delete", "card_after_delete"}, "node_delete_keeps_card": {"delete", "incident",
+                                                                                     "card_after_delete"},
+             "overwrite_orphans": {"orphaned"}, "overwrite_cascade": {"orphaned", "card_after_delete"},
+             "deletes_beside_writes": {"delete", "restaged", "staged_pointing_at", "incident"},
+             "load_points_at_deleted": {"delete", "staged_pointing_at"}}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_I18_CASES else c
+                                  for c in sorted(I18_CASES)])
+def test_deletes_and_overwrites_same_on_both_paths(spark, tmp_path, no_driver_reads, dist_runs, case):
+    """I18 with I21: every part of a delete or node overwrite (resolving the keys, the edges of
+    deleted nodes, the load's edges onto them, the edges an overwrite orphans, @card's min after)
+    gives the same error, message for message, or deletes the same rows with the same counts,
+    in the driver's memory and as Spark jobs. On the distributed path the driver's column readers
+    fail, so no part read a committed or staged table there, and the parts ran as Spark jobs."""
+    scenario = _delete_cases(spark)[case]
+    got = {}
+    for path in PATHS:
+        g = Graph.init(str(tmp_path / path), SCHEMA)
+        opts = {"distributedCheckRows": str(PATHS[path])}
+        _seed_graph(spark, g.root, {"distributedCheckRows": "0"})
+        dist_runs.clear()
+        if path == "distributed":
+            no_driver_reads()
+        err = result = None
+        try:
+            result = scenario(g.root, opts)
+        except OmnigraphError as e:
+            err = e
+        parts = {k[0] for d in dist_runs if d is not None for k in d.runs}
+        got[path] = (err, _result(result), {t: rows(spark, g.root, t) for t in ("Person", "Knows", "Likes")}, parts)
+    (e1, r1, rows1, parts1), (e2, r2, rows2, parts2) = got["driver"], got["distributed"]
+    if I18_CASES[case] is None:
+        assert e1 is None and e2 is None, (e1, e2)
+        assert r1 == r2
+    else:
+        cls, words = I18_CASES[case]
+        assert isinstance(e1, cls) and words in str(e1), e1
+        assert type(e2) is type(e1) and str(e2) == str(e1) and e2.code == e1.code
+    assert rows1 == rows2
+    assert not parts1
+    assert I18_PARTS[case] <= parts2, parts2
+
+
+def test_each_part_of_a_delete_picks_its_path_by_the_rows_it_reads(spark, tmp_path, monkeypatch, dist_runs):
+    """I18 with I21, per part: with the threshold at 8 rows, a delete of Person (6 committed rows)
+    resolves its keys in memory, the cascade into Knows (6 edges) reads them into the driver,
+    and the cascade into Likes (10 edges) and the @card recheck of Likes run as Spark jobs: the
+    driver never reads Likes' committed columns."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    _seed_graph(spark, g.root, {"distributedCheckRows": "0"})
+    read = []
+    real = writer._read_committed
+    monkeypatch.setattr(writer, "_read_committed", lambda graph, snap, key, cols: read.append(key) or
+                        real(graph, snap, key, cols))
+    dist_runs.clear()
+    r = write_table(names(spark, ["b"]), g.root, "Person", mode="delete", engine="python",
+                    options={"distributedCheckRows": "8"})
+    assert _result(r) == [("edge:Knows", 4, 0), ("edge:Likes", 2, 0), ("node:Person", 1, 0)]
+    assert sorted(set(read)) == ["edge:Knows", "node:Person"]
+    assert sorted((k[0], k[1]) for d in dist_runs for k in d.runs) == [("card_after_delete", "edge:Likes"),
+                                                                      ("incident", "edge:Likes")]
+    assert rows(spark, g.root, "Likes") == sorted([(p, c) for p in "acde" for c in "xy"], key=repr)

@@ -1,0 +1,166 @@
+"""Integrity across writes (invariant I18) on the driver, inside the commit lease: what a load
+deletes, and the committed edges it must not leave dangling.
+
+:func:`deletions` asks its questions part by part (resolve a delete's keys, find the edges of
+deleted nodes, find the edges a node overwrite orphans, recheck @card's min) of a reader that
+``reader(rows, (table key, columns), ...)`` picks per part from the rows that part reads:
+:class:`InMemory` reads the columns into the driver's memory (:mod:`..ingest.integrity`);
+:class:`~.dist_integrity.Distributed` runs Spark jobs over the pinned committed tables and the
+staged files (above option ``distributedCheckRows``, with a SparkSession). Both give the same
+answers, so every error is worded here, once, and is the same on both paths.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import DanglingEdgeError
+from ..graph import Snapshot
+from ..ingest import check_cardinality
+from ..ingest import integrity as _integrity
+from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS
+from ..schema.catalog import Catalog, TypeDef
+from ..store.writes import StagedTable
+from .dist_integrity import Edges
+
+log = logging.getLogger(__name__)
+
+
+class InMemory:
+    """I18's reads in the driver's memory: ``committed(key, cols)`` and ``staged_cols(key, cols)``
+    return the columns as Arrow tables (the validator's shared, memoised readers). The methods
+    are :class:`~.dist_integrity.Distributed`'s."""
+
+    def __init__(self, committed: Callable[[str, Sequence[str]], pa.Table],
+                 staged_cols: Callable[[str, Sequence[str]], pa.Table]) -> None:
+        self.committed = committed
+        self.staged_cols = staged_cols
+
+    @staticmethod
+    def _edges(t: pa.Table, with_ids: bool) -> Edges:
+        return Edges(t.num_rows, t.slice(0, DESCRIBED_EDGES), t.column("id").combine_chunks() if with_ids else None)
+
+    def resolve(self, td: TypeDef, keys: pa.Table) -> Tuple[pa.Array, int]:
+        if td.is_edge:
+            return _integrity.resolve_edge_delete(self.committed(td.table_key, EDGE_COLUMNS), keys)
+        return _integrity.resolve_node_delete(self.committed(td.table_key, ["id"]).column("id"), keys.column("id"))
+
+    def restaged(self, key: str, ids: pa.Array) -> pa.Array:
+        staged = self.staged_cols(key, ["id"]).column("id")
+        return pc.filter(ids, _integrity.member(ids, staged))
+
+    def staged_pointing_at(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> Edges:
+        bad = _integrity.pointing_at(self.staged_cols(ekey, ["src", "dst"]), src_gone, dst_gone)
+        return Edges(bad.num_rows, bad.slice(0, DESCRIBED_EDGES))
+
+    def incident(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
+        return _integrity.incident_edges(self.committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)
+
+    def orphaned(self, ekey: str, src_after: Optional[str], dst_after: Optional[str], with_ids: bool) -> Edges:
+        def ids(nkey: Optional[str]) -> Optional[pa.ChunkedArray]:
+            return None if nkey is None else self.staged_cols(nkey, ["id"]).column("id")
+        return self._edges(_integrity.orphaned_edges(self.committed(ekey, EDGE_COLUMNS), ids(src_after),
+                                                     ids(dst_after)), with_ids)
+
+    def card_after_delete(self, etd: TypeDef, ids: pa.Array) -> None:
+        edges = self.committed(etd.table_key, EDGE_COLUMNS)
+        check_cardinality(etd, edges.filter(pc.invert(_integrity.member(edges.column("id"), ids))).column("src"))
+
+
+Reader = Callable[..., object]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
+
+
+def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], cascade: bool,
+              reader: Reader) -> Tuple[Dict[str, pa.Array], Dict[str, int]]:
+    """I18: the committed rows a load deletes, per table key, and the delete keys that matched
+    nothing. A delete's own rows; every edge (of any edge type, same branch) incident to a
+    deleted node; and the edges a node overwrite orphans: deleted with ``cascade``, else a
+    DANGLING_EDGE naming each edge type and its count. An edge type overwritten by the same
+    load is replaced whole, so nothing of it is orphaned.
+
+    ``reader(rows, (key, cols), ...)``: the reader of a part that reads ``rows`` staged +
+    committed rows of those columns (:class:`InMemory` or :class:`~.dist_integrity.Distributed`)."""
+    out: Dict[str, List[pa.Array]] = {}
+    missing: Dict[str, int] = {}
+    gone: Dict[str, pa.Array] = {}  # node type -> ids deleted
+
+    def committed_rows(key: str) -> int:
+        return snap.table(key).row_count
+
+    for key in sorted(staged):
+        s = staged[key]
+        if s.mode != "delete" and s.deletes is None:
+            continue
+        td = catalog.by_table_key(key)
+        keys = s.deletes if s.deletes is not None else pa.table({"id": pa.array([], pa.string())})
+        ids, miss = reader(committed_rows(key), (key, EDGE_COLUMNS if td.is_edge else ["id"])).resolve(td, keys)
+        if not td.is_edge:
+            # a node deleted and written again by the same load (write_graph's deletes=) stays
+            if s.fragments:
+                again = reader(s.rows, (key, ["id"])).restaged(key, ids)
+                gone[td.name] = pc.filter(ids, pc.invert(_integrity.member(ids, again)))
+            else:
+                gone[td.name] = ids
+        out.setdefault(key, []).append(ids)
+        missing[key] = miss
+        if miss:
+            log.info("delete from %s: %d of %d keys matched no row (not an error)", key, miss, keys.num_rows)
+    after: Dict[str, str] = {}  # node type overwritten -> its table key (its staged ids are the ids after)
+    for key in sorted(staged):
+        td = catalog.by_table_key(key)
+        if not td.is_edge and staged[key].mode == "overwrite":
+            after[td.name] = key
+    dangling: List[str] = []
+    for etd in catalog.types():
+        if not etd.is_edge:
+            continue
+        ekey = etd.table_key
+        src_gone, dst_gone = gone.get(etd.from_type or ""), gone.get(etd.to_type or "")
+        if ekey in staged and staged[ekey].fragments and (src_gone is not None or dst_gone is not None):
+            # edges this load writes must not point at the nodes it deletes
+            bad = reader(staged[ekey].rows, (ekey, ["src", "dst"])).staged_pointing_at(ekey, src_gone, dst_gone)
+            if bad.count:
+                raise DanglingEdgeError(f"edge {etd.name}: {bad.count} edge(s) of this load point at nodes it "
+                                        "deletes, e.g. " + ", ".join(_integrity.describe_edges(bad.first)),
+                                        table=ekey, dangling=bad.count)
+        if ekey in staged and staged[ekey].mode == "overwrite":
+            continue
+        if src_gone is not None or dst_gone is not None:
+            ids = reader(committed_rows(ekey), (ekey, EDGE_COLUMNS)).incident(ekey, src_gone, dst_gone)
+            if len(ids):
+                log.info("delete cascades to %d %s edges", len(ids), etd.name)
+                out.setdefault(ekey, []).append(ids)
+        src_after, dst_after = after.get(etd.from_type or ""), after.get(etd.to_type or "")
+        if src_after is None and dst_after is None:
+            continue
+        rows = committed_rows(ekey) + sum(staged[k].rows for k in {src_after, dst_after} if k is not None)
+        ends = [(k, ["id"]) for k in (src_after, dst_after) if k is not None]
+        orphans = reader(rows, (ekey, EDGE_COLUMNS), *ends).orphaned(ekey, src_after, dst_after, with_ids=cascade)
+        if not orphans.count:
+            continue
+        if cascade:
+            log.info("overwrite with cascade deletes %d orphaned %s edges", orphans.count, etd.name)
+            out.setdefault(ekey, []).append(orphans.ids)
+        else:
+            dangling.append(f"{etd.name}: {orphans.count} edge(s), e.g. "
+                            + ", ".join(_integrity.describe_edges(orphans.first)))
+    if dangling:
+        types = sorted(after)
+        raise DanglingEdgeError(
+            f"overwrite of node type(s) {', '.join(types)} would leave committed edges pointing at removed "
+            f"nodes on branch '{snap.branch}': " + "; ".join(dangling)
+            + ". Overwrite those edge types in the same write_graph call, or pass cascade=true to delete them "
+            "in the same commit; nothing was committed", table=",".join(f"node:{t}" for t in types),
+            edge_types=len(dangling))
+    result = {k: pa.concat_arrays([a.cast(pa.string()) for a in v]) for k, v in out.items()}
+    for ekey, ids in result.items():  # deleting edges must not leave a source below its @card min
+        etd = catalog.by_table_key(ekey)
+        if etd.is_edge and etd.cardinality.min > 1 and not (ekey in staged and staged[ekey].fragments):
+            reader(committed_rows(ekey), (ekey, ["id", "src"])).card_after_delete(etd, ids)
+    return result, missing
+
+
+__all__ = ["InMemory", "deletions"]

@@ -1,0 +1,173 @@
+"""Integrity across writes (invariant I18) as Spark jobs: the driver holds the answer, not the rows.
+
+Driver (it launches Spark jobs). :class:`Distributed` answers the questions of
+:func:`~.deletions.deletions` over the committed table at the snapshot's pinned version
+(:meth:`~.dist_checks.DistChecks.committed`) and the load's staged files
+(:meth:`~.dist_checks.DistChecks.staged`), with the same methods and the same answers as
+:class:`~.deletions.InMemory`, which reads the columns into the driver's memory. Each method
+mirrors a function of :mod:`..ingest.integrity` (named in its docstring).
+
+What reaches the driver is bounded by the delete, not by the tables: the delete's keys (already
+there: the commit message carries them), the ids it deletes (returned to the commit as its
+deletions), counts, and the first few edges a message names (in table order: the order of the
+committed fragments or of the staged files, as the in-memory path sees them). The small sides
+(delete keys, deleted ids) go to Spark as local relations, so its planner can broadcast them.
+
+These run inside the commit lease, at the validator's turn (invariant I21's checks before the
+lease do not cover them), so each runs on exactly the snapshot the commit lands on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS
+from ..schema.catalog import TypeDef
+from ..store.writes import StagedTable
+from .dist_checks import POS, DistChecks, StagedFiles, committed_pin
+
+
+@dataclass(frozen=True)
+class Edges:
+    """Edges a part of I18 found: how many, the first :data:`DESCRIBED_EDGES` in table order
+    (``src`` and ``dst`` at least, for :func:`~..ingest.integrity.describe_edges`), and their
+    ids when the caller asked for them."""
+
+    count: int
+    first: pa.Table
+    ids: Optional[pa.Array] = None
+
+
+def _strings(a) -> pa.Array:
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    return a if a.type == pa.string() else pc.cast(a, pa.string())
+
+
+class Distributed:
+    """I18's reads as Spark jobs over one snapshot and one load's staged tables (driver)."""
+
+    def __init__(self, dist: DistChecks, snap, staged: Mapping[str, StagedTable], schema_of) -> None:
+        self.dist = dist
+        self.snap = snap
+        self.staged_tables = staged
+        self.schema_of = schema_of
+
+    # -- frames -----------------------------------------------------------------------------
+
+    def _committed(self, key: str, cols: Sequence[str]):
+        return self.dist.committed(committed_pin(self.snap, key), self.schema_of(key), cols)
+
+    def _staged(self, key: str, cols: Sequence[str]):
+        return self.dist.staged(StagedFiles.of(self.staged_tables[key]), self.schema_of(key), cols)
+
+    def _local(self, **columns) -> object:
+        """A small DataFrame of string columns held by the driver (delete keys, deleted ids)."""
+        return self.dist.spark.createDataFrame(pa.table({c: _strings(a) for c, a in columns.items()}))
+
+    def _run(self, kind: str, key: str, compute):
+        return self.dist.timed((kind, key, committed_pin(self.snap, key)), compute)
+
+    @staticmethod
+    def _ids(df, col: str = "id") -> pa.Array:
+        return _strings(df.select(col).toArrow().column(col))
+
+    @staticmethod
+    def _edges(bad, with_ids: bool) -> Edges:
+        """Count, the first edges by POS and (``with_ids``) every id of the edges in ``bad``."""
+        n = bad.count()
+        if not n:
+            return Edges(0, pa.table({c: pa.array([], pa.string()) for c in ("src", "dst")}),
+                         pa.array([], pa.string()) if with_ids else None)
+        first = bad.orderBy(POS).limit(DESCRIBED_EDGES).select("src", "dst").toArrow()
+        return Edges(n, first, Distributed._ids(bad) if with_ids else None)
+
+    def _pointing_at(self, edges, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]):
+        """The rows of ``edges`` whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``; mirrors
+        :func:`~..ingest.integrity.pointing_at`."""
+        from pyspark.sql import functions as F
+
+        hit = None
+        for col, gone in (("src", src_gone), ("dst", dst_gone)):
+            if gone is not None and len(gone):
+                flag = f"__gone_{col}"
+                edges = edges.join(self._local(**{col: gone}).distinct().withColumn(flag, F.lit(True)), on=col,
+                                   how="left")
+                h = F.col(flag).isNotNull()
+                hit = h if hit is None else hit | h
+        return edges.limit(0) if hit is None else edges.where(hit)
+
+    # -- the parts of I18 -------------------------------------------------------------------
+
+    def resolve(self, td: TypeDef, keys: pa.Table) -> Tuple[pa.Array, int]:
+        """(the committed ids a delete of ``td`` removes, how many distinct keys matched none);
+        mirrors :func:`~..ingest.integrity.resolve_node_delete` and ``resolve_edge_delete``."""
+        key = td.table_key
+
+        def run() -> Tuple[pa.Array, int]:
+            if td.is_edge and "id" not in keys.column_names:  # every edge between the two nodes
+                edges = self._committed(key, EDGE_COLUMNS)
+                pairs = self._local(src=keys.column("src"), dst=keys.column("dst")).distinct()
+                found = edges.join(pairs, on=["src", "dst"], how="left_semi").select("id").distinct()
+                missing = pairs.join(edges.select("src", "dst"), on=["src", "dst"], how="left_anti").count()
+                return self._ids(found), missing
+            wanted = pc.unique(_strings(keys.column("id")))
+            found = self._ids(self._committed(key, ["id"]).join(self._local(id=wanted), on="id", how="left_semi")
+                              .select("id").distinct())
+            return found, len(wanted) - len(found)
+        return self._run("delete", key, run)
+
+    def restaged(self, key: str, ids: pa.Array) -> pa.Array:
+        """Those of ``ids`` that this load also stages in ``key`` (a node deleted and written
+        again by the same load stays); the in-memory form tests membership in the staged ids."""
+        if not len(ids):
+            return ids
+        return self._run("restaged", key, lambda: self._ids(
+            self._staged(key, ["id"]).join(self._local(id=ids).distinct(), on="id", how="left_semi")))
+
+    def staged_pointing_at(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> Edges:
+        """The load's staged edges of ``ekey`` that point at deleted nodes; mirrors
+        :func:`~..ingest.integrity.pointing_at`."""
+        return self._run("staged_pointing_at", ekey, lambda: self._edges(
+            self._pointing_at(self._staged(ekey, ["src", "dst"]), src_gone, dst_gone), with_ids=False))
+
+    def incident(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
+        """Ids of the committed edges incident to deleted nodes; mirrors
+        :func:`~..ingest.integrity.incident_edges`."""
+        return self._run("incident", ekey, lambda: self._ids(
+            self._pointing_at(self._committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)))
+
+    def orphaned(self, ekey: str, src_after: Optional[str], dst_after: Optional[str], with_ids: bool) -> Edges:
+        """The committed edges of ``ekey`` whose ``src`` is not among the staged ids of node table
+        ``src_after`` or ``dst`` not among those of ``dst_after`` (None: that end's node type is not
+        overwritten); mirrors :func:`~..ingest.integrity.orphaned_edges` (a null end is orphaned)."""
+        from pyspark.sql import functions as F
+
+        def run() -> Edges:
+            edges = self._committed(ekey, EDGE_COLUMNS)
+            bad = None
+            for col, nkey in (("src", src_after), ("dst", dst_after)):
+                if nkey is not None:
+                    flag = f"__kept_{col}"
+                    ids = self._staged(nkey, ["id"]).select(F.col("id").alias(col)).distinct()
+                    edges = edges.join(ids.withColumn(flag, F.lit(True)), on=col, how="left")
+                    b = F.col(flag).isNull()
+                    bad = b if bad is None else bad | b
+            return self._edges(edges.limit(0) if bad is None else edges.where(bad), with_ids)
+        return self._run("orphaned", ekey, run)
+
+    def card_after_delete(self, etd: TypeDef, ids: pa.Array) -> None:
+        """@card of the committed edges of ``etd`` that stay once ``ids`` are deleted, as the
+        in-memory form applies :func:`~..ingest.checks.check_cardinality` to them."""
+        from pyspark.sql import functions as F
+
+        def run() -> None:
+            kept = self._committed(etd.table_key, ["id", "src"]).join(self._local(id=ids), on="id", how="left_anti")
+            self.dist.card_verdict(etd, kept.where(F.col("src").isNotNull()).groupBy("src")
+                                   .agg(F.count(F.lit(1)).alias("n")))
+        self._run("card_after_delete", etd.table_key, run)
+
+
+__all__ = ["Distributed", "Edges"]
