@@ -146,6 +146,16 @@ class ExecutorSampler:
         return {w: executor_peaks(self.hwm[w], self.roles[w]) for w in self.workers}
 
 
+def copy_logs(cluster_dir: Path, dest: Path) -> None:
+    """The cluster's logs (``<name>.log``, each executor's ``stdout``/``stderr`` under
+    ``<worker>/<app>/<executor>``) into ``dest``, same relative paths."""
+    for f in cluster_dir.rglob("*"):
+        if f.is_file() and (f.suffix == ".log" or f.name in ("stdout", "stderr")):
+            to = dest / f.relative_to(cluster_dir)
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, to)
+
+
 def _terminate(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
@@ -234,6 +244,11 @@ def markdown(r: Mapping[str, Any]) -> str:
                 ratio = "baseline" if name == BASELINE[name] else fmt_ratio(rat.get(f"{name}.{q}_s"))
                 lines.append(f"| {name} ({q}) | {c[q + '_answer'][0]:,} | {c[q + '_s']} (cold {c[q + '_cold_s']}) "
                              f"| {ratio} | {c['plan_s']} | {' | '.join(mem)} | {load} |")
+    replaced = [f"{name} on {w} ({e['executor_jvms']})" for name, c in r["results"].items()
+                for w, e in c.get("executors", {}).items() if e["executor_jvms"] != 1]
+    if replaced:
+        lines += ["", "Executor JVMs other than one per worker and application (a lost executor is replaced): "
+                  + ", ".join(replaced) + "."]
     lines += ["", "Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
               "peaks: VmHWM from /proc read by the driver before its session stopped (the driver's Python "
               "children: the provider's bridge process and Spark's driver-side Python workers). Executor peaks: "
@@ -260,6 +275,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--work", default=None, help="input, outputs, the cluster's logs (default: "
                    "benchmarks/out/cluster-work-<rows>); deleted at the end unless --keep-work")
     p.add_argument("--keep-work", action="store_true")
+    p.add_argument("--logs", default=None, help="copy the master's, the workers' and the executors' logs "
+                   "(stdout, stderr) here before the work directory is deleted")
     p.add_argument("--out", default=None, help="results JSON (and a .md beside it)")
     p.add_argument("--log", default=None, help="progress log file (also on stderr)")
     p.add_argument("--step", default=None, help=argparse.SUPPRESS)  # internal: one contender in this process
@@ -318,6 +335,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 save()
         log.info("cluster stopped")
     finally:
+        if args.logs:
+            copy_logs(work / "standalone", Path(args.logs))
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     save()
