@@ -82,8 +82,11 @@ final class FragmentStager implements DataWriter<InternalRow> {
   private volatile List<FragmentMetadata> written;
   private RowRules.RowRuleException refused; // a row broke a rule: nothing more is staged
 
-  FragmentStager(WriteSpec spec, int partitionId, long taskId) {
+  private final int[] inputOrdinals; // where each row writer column is in the input rows (null: in order)
+
+  FragmentStager(WriteSpec spec, int partitionId, long taskId, int[] inputOrdinals) {
     this.spec = spec;
+    this.inputOrdinals = inputOrdinals;
     this.partitionId = partitionId;
     this.taskId = taskId;
     try {
@@ -173,7 +176,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
             + "' (the Python package and jvm-shim differ in version?)");
       }
     }
-    writer = new RowWriter(vectors);
+    writer = new RowWriter(vectors, inputOrdinals);
   }
 
   /** The non-plain columns of a finished batch of ``n`` rows (rows ``rows`` onwards of this task). */

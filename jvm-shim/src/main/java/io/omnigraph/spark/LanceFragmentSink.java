@@ -297,7 +297,12 @@ public final class LanceFragmentSink implements TableProvider {
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-      return new StagerFactory(spec);
+      return new StagerFactory(spec, null);
+    }
+
+    /** The writers of rows whose column {@code inputOrdinals[c]} is the sink's column {@code c}. */
+    DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info, int[] inputOrdinals) {
+      return new StagerFactory(spec, inputOrdinals);
     }
 
     @Override
@@ -345,15 +350,17 @@ public final class LanceFragmentSink implements TableProvider {
 
   static final class StagerFactory implements DataWriterFactory {
     private final WriteSpec spec;
+    private final int[] inputOrdinals; // null: the rows are the sink's rows
 
-    StagerFactory(WriteSpec spec) {
+    StagerFactory(WriteSpec spec, int[] inputOrdinals) {
       this.spec = spec;
+      this.inputOrdinals = inputOrdinals;
     }
 
     @Override
     public org.apache.spark.sql.connector.write.DataWriter<org.apache.spark.sql.catalyst.InternalRow> createWriter(
         int partitionId, long taskId) {
-      return new FragmentStager(spec, partitionId, taskId);
+      return new FragmentStager(spec, partitionId, taskId, inputOrdinals);
     }
   }
 

@@ -262,8 +262,8 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         }
         ProjectedRow.Mapping mapping = new ProjectedRow.Mapping(jvm.get("projection"), info.schema());
         boolean identity = mapping.identity(info.schema().size());
-        LOG.info("omnigraph write of {} on the JVM sink ({})", jvm.get("table").asText(),
-            identity ? "rows as given" : "rows projected per task");
+        LOG.info("omnigraph write of {} on the JVM sink ({})", jvm.get("table").asText(), identity ? "rows as given"
+            : mapping.reorder() != null ? "columns read in the input's order" : "rows projected per task");
         return new ProviderBatchWrite(bridge,
             new LanceFragmentSink.StagingBatchWrite(LanceFragmentSink.WriteSpec.parse(sink)),
             identity ? null : mapping);
@@ -291,8 +291,11 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-      DataWriterFactory inner = staging.createBatchWriterFactory(info);
-      return mapping == null ? inner : new ProjectingFactory(inner, mapping);
+      int[] reorder = mapping == null ? null : mapping.reorder();
+      if (mapping == null || reorder != null) { // the sink reads each column where it is
+        return staging.createBatchWriterFactory(info, reorder);
+      }
+      return new ProjectingFactory(staging.createBatchWriterFactory(info), mapping);
     }
 
     @Override

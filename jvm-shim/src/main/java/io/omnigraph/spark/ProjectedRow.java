@@ -125,6 +125,21 @@ final class ProjectedRow {
       }
     }
 
+    /**
+     * The input ordinal of each of the sink's columns when every column is read as given (no
+     * conversion, no null column), only in another order: the sink then reads the input rows
+     * where the values are ({@link RowWriter}) instead of a refilled row per input row. Null:
+     * some column is converted or null.
+     */
+    int[] reorder() {
+      for (int i = 0; i < ordinal.length; i++) {
+        if (ordinal[i] < 0 || op[i] == NULL || op[i] == DATE_TO_MICROS || !outputType(op[i], input[i]).equals(input[i])) {
+          return null;
+        }
+      }
+      return ordinal.clone();
+    }
+
     /** The input rows are the sink's rows already (every column as given, in order). */
     boolean identity(int inputWidth) {
       if (ordinal.length != inputWidth) {

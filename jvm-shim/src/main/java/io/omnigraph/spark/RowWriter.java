@@ -29,10 +29,29 @@ import org.apache.spark.unsafe.types.UTF8String;
  */
 final class RowWriter {
   private final ColumnWriter[] columns;
+  private final int[] inputs; // the input row's ordinal of each column
   private int count;
 
+  /** Column {@code c} of each row goes to {@code vectors[c]}. */
   RowWriter(List<FieldVector> vectors) {
+    this(vectors, null);
+  }
+
+  /**
+   * Column {@code inputOrdinals[c]} of each row goes to {@code vectors[c]} (null: column {@code
+   * c}). The provider's rows arrive in the DataFrame's column order, the table's columns are in
+   * its own: reading each value where it is spares a reordered copy of every row.
+   */
+  RowWriter(List<FieldVector> vectors, int[] inputOrdinals) {
     columns = new ColumnWriter[vectors.size()];
+    if (inputOrdinals != null && inputOrdinals.length != columns.length) {
+      throw new IllegalArgumentException("row writer: " + inputOrdinals.length + " input ordinals for "
+          + columns.length + " columns");
+    }
+    inputs = new int[columns.length];
+    for (int i = 0; i < columns.length; i++) {
+      inputs[i] = inputOrdinals == null ? i : inputOrdinals[i];
+    }
     for (int i = 0; i < columns.length; i++) {
       FieldVector v = vectors.get(i);
       v.allocateNew();
@@ -42,7 +61,7 @@ final class RowWriter {
 
   void write(InternalRow row) {
     for (int c = 0; c < columns.length; c++) {
-      columns[c].write(row, c, count);
+      columns[c].write(row, inputs[c], count);
     }
     count++;
   }
