@@ -11,6 +11,7 @@ import datetime as dt
 import io
 import json
 import os
+import time
 
 import pytest
 from chispa import assert_df_equality
@@ -140,6 +141,18 @@ def test_the_provider_reads_columns_of_table_type_where_the_input_has_them(jvm, 
     fast, slow = _load(jvm, roots["jvm"], "Thing"), _load(jvm, roots["python"], "Thing")
     assert fast.count() == 1500
     assert_df_equality(fast, slow, ignore_row_order=True)
+
+
+def test_a_local_session_loads_lances_native_library_ahead(jvm):
+    """With a local master (its executors are the driver's JVM) the shim's driver plugin loads
+    Lance's native library in the background when the session starts, so the first staging
+    task or scan does not wait for Lance to unpack it."""
+    plugin = jvm.sparkContext._jvm.io.omnigraph.spark.BridgePlugin
+    assert "io.omnigraph.spark.BridgePlugin" in jvm.sparkContext.getConf().get("spark.plugins", "")
+    deadline = time.monotonic() + 120
+    while plugin.lanceLoadedAheadMillis() < 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert plugin.lanceLoadedAheadMillis() >= 0
 
 
 def test_the_python_source_refuses_engine_jvm(jvm, tmp_path):

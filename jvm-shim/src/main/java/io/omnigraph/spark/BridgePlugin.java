@@ -20,6 +20,9 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *       or write finds it warm instead of paying a Python start and the imports of lance and
  *       pyarrow (1.5-4 s) itself. In a background thread; a failure is only logged (the first
  *       load then starts its planner and reports the problem);
+ *   <li>with a local master, whose executor is this JVM, loads Lance's native library
+ *       ({@link #loadLance}) in another background thread, so that the first staging task or
+ *       scan does not wait for it;
  *   <li>ships to the executors the jars {@code spark-submit} resolved for {@code
  *       spark.jars.packages} that the session's {@code spark.jars} no longer lists ({@link
  *       #droppedJars}). A Python session built with {@code SparkSession.builder} starts its JVM
@@ -33,6 +36,8 @@ import org.apache.spark.api.plugin.SparkPlugin;
  */
 public final class BridgePlugin implements SparkPlugin {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(BridgePlugin.class);
+  /** milliseconds {@link #loadLance} took in this JVM; -1: it has not finished (or not run) */
+  private static volatile long lanceAheadMillis = -1;
 
   @Override
   public DriverPlugin driverPlugin() {
@@ -57,9 +62,37 @@ public final class BridgePlugin implements SparkPlugin {
         }, "omnigraph-planner-prestart");
         t.setDaemon(true);
         t.start();
+        if (sc.isLocal()) { // its executors are this JVM
+          Thread lance = new Thread(BridgePlugin::loadLance, "omnigraph-lance-preload");
+          lance.setDaemon(true);
+          lance.start();
+        }
         return Map.of();
       }
     };
+  }
+
+  /**
+   * Loads Lance's native library into this JVM. Lance's loader copies the 181 MB library out of
+   * the lance-core jar into a temporary file (inflating it) and loads that, once per JVM: 0.8 s
+   * of CPU and 1-2 s on two busy cores, which the first staging task or scan otherwise waits for.
+   * A failure is only logged: the first Lance call then loads it and reports the problem.
+   */
+  static void loadLance() {
+    try {
+      LanceDispatcherGuard.install(); // before this JVM's first Lance call (its javadoc)
+      long t0 = System.nanoTime();
+      org.lance.JniLoader.ensureLoaded();
+      lanceAheadMillis = (System.nanoTime() - t0) / 1_000_000;
+      LOG.debug("Lance's native library loaded ahead in {} ms", lanceAheadMillis);
+    } catch (Throwable e) { // LinkageError too: a missing Lance jar is the first load's to report
+      LOG.info("Lance's native library not loaded ahead: {}", e.toString());
+    }
+  }
+
+  /** How long loading Lance ahead took in this JVM, in ms; -1 until it finished (tests). */
+  public static long lanceLoadedAheadMillis() {
+    return lanceAheadMillis;
   }
 
   @Override
