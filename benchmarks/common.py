@@ -56,6 +56,22 @@ def descendants(table: Mapping[int, tuple], root: int) -> List[int]:
     return out
 
 
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) used so far by ``root`` and every live process under it,
+    with the children each has waited for: the difference over a timed step is what that step's
+    processes computed (the contender's driver Python, its JVM, the bridge, Python workers),
+    whatever else the shared machine runs meanwhile."""
+    hz = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in [root] + descendants(proc_table(), root):
+        stat = read_text(f"/proc/{pid}/stat")
+        try:
+            total += sum(int(x) for x in stat[stat.rindex(")") + 2:].split()[11:15])
+        except (ValueError, IndexError):
+            continue  # exited meanwhile
+    return total / hz
+
+
 def setup_logging(logger: logging.Logger, log_path: Optional[str]) -> None:
     """Progress lines of a benchmark on stderr and, with ``log_path``, in that file; the
     benchmark's own logger at INFO, everything else at WARNING."""

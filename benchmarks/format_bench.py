@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from benchmarks.common import descendants, free_port, listening, proc_table, read_text, setup_logging
+from benchmarks.common import descendants, free_port, listening, proc_table, read_text, setup_logging, tree_cpu_s
 from benchmarks.scale_bench import _machine, dir_stats, input_files, status_kb, tree_hwm
 
 log = logging.getLogger("benchmarks.format_bench")
@@ -299,12 +299,15 @@ def run_contender(name: str, mode: str, work: Path, args, session=None) -> Dict[
         df.write.format("omnigraph").option("type", "Item").option("engine", engine).mode("append").save(uri)
 
     if kind(name) == "write":
+        local_tree = mode == "classic" and session is None  # the write's processes are all under this one
         src = spark.read.parquet(str(work / "input"))
         out = _target(work, mode, "write_omnigraph" if name == "write_omnigraph" else name)
         probe_out = out + "-probe"
         one = spark.read.parquet(str(work / "input")).limit(1)
         if name == "write_parquet":
+            cpu0 = tree_cpu_s(os.getpid())
             res["write_s"] = _timed(lambda: src.write.parquet(out))
+            res["write_cpu_s"] = round(tree_cpu_s(os.getpid()) - cpu0, 2) if local_tree else None
             res["probe_write_s"] = _timed(lambda: one.write.parquet(probe_out))
             res["rows"] = spark.read.parquet(out).count()
             res.update(dir_stats(out, ".parquet"))
@@ -313,7 +316,9 @@ def run_contender(name: str, mode: str, work: Path, args, session=None) -> Dict[
             Graph.init(out, SCHEMA)
             Graph.init(probe_out, SCHEMA)
             res["engine"] = engine
+            cpu0 = tree_cpu_s(os.getpid())
             res["write_s"] = _timed(lambda: omnigraph_write(src, out, engine))
+            res["write_cpu_s"] = round(tree_cpu_s(os.getpid()) - cpu0, 2) if local_tree else None
             res["probe_write_s"] = _timed(lambda: omnigraph_write(one, probe_out, engine))
             g = Graph.open(out)
             ds = g.open_table("node:Item", g.snapshot())
@@ -595,6 +600,10 @@ def markdown(r: Mapping[str, Any]) -> str:
                     ratio = "baseline" if name == BASELINE[name] else fmt_ratio(rat.get(f"{name}.{q}_s"))
                     lines.append(f"| {name} ({q}) | {c[q + '_answer'][0]:,} | {c[q + '_s']} (cold {c[q + '_cold_s']}) "
                                  f"| {ratio} | {c['plan_s']} | {' | '.join(mem)} | {load} |")
+        cpu = [f"{n} {c['write_cpu_s']} s" for n, c in cs.items() if c.get("write_cpu_s") is not None]
+        if cpu:
+            lines.append("\nCPU seconds of the timed write (the contender's process tree: driver Python, JVM, "
+                         "bridge, Python workers): " + ", ".join(cpu) + ".")
         w, rd = cs.get("write_omnigraph", {}), cs.get("read_omnigraph", {})
         if w.get("bridge_start_s") or rd.get("bridge_plan_read_s"):
             lines.append(f"\nThe provider's bridge process alone (median of 3, from start to exit): start-up and "

@@ -3,6 +3,8 @@ how ratios against Parquet are taken per mode, how a process tree is split by ro
 report's table. No Spark; never asserts timings."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from benchmarks import format_bench as fb
@@ -95,3 +97,25 @@ def test_markdown_has_a_row_per_measurement_and_the_ratios():
     assert "| read_omnigraph (full) | 100 | 2.0 (cold 2.0) | 0.50x |" in text
     assert "| read_omnigraph (filter) | 1 | 0.5 (cold 1.0) | 2.00x |" in text
     assert text.count("| baseline |") == 3  # the Parquet write, full scan and filter
+
+
+def test_tree_cpu_counts_the_cpu_of_a_child_process():
+    """The writes' CPU seconds: a live child that has spun for 0.3 s of CPU adds at least that
+    much to its parent's tree; one that only sleeps adds next to nothing."""
+    import subprocess
+    import sys
+
+    from benchmarks.common import tree_cpu_s
+
+    before = tree_cpu_s(os.getpid())
+    spin = subprocess.Popen([sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
+                             "while time.process_time() - t < 0.3: pass\nprint('spun', flush=True)\n"
+                             "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    idle = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert spin.stdout.readline().strip() == "spun"  # its 0.3 s of CPU are spent; it waits, alive
+        assert 0.3 <= tree_cpu_s(spin.pid) and tree_cpu_s(idle.pid) < 0.3
+        assert tree_cpu_s(os.getpid()) - before >= 0.3
+    finally:
+        spin.communicate("")
+        idle.communicate(b"")
