@@ -18,7 +18,10 @@ plugin (``spark.plugins`` empty), as ``format_bench``'s baselines do. The conten
 * ``read_parquet`` / ``read_omnigraph``: what those two wrote, a full scan aggregate and a 1 %
   filter (``qty < 10``), ``--read-repeats`` times each in the application (median; the first is cold).
 
-Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet).
+Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). With
+``--rounds N`` every contender runs N times on the same cluster, odd rounds in reverse order on
+each side (omnigraph's writer before Parquet's, its reader before Parquet's), each round into
+fresh outputs; the ratio reported is the median of the rounds' ratios.
 
 Memory: the driver's VmHWM (its Python, its JVM, the Python processes under that JVM: the
 provider's bridge, Spark's driver-side Python workers) read from ``/proc`` by the driver before its
@@ -28,6 +31,7 @@ runs (the executors exit with it). The load average is recorded before and after
 
     .venv/bin/python -m benchmarks.cluster_bench --rows 1000000 \\
         --out benchmarks/out/cluster-1m.json --log benchmarks/out/cluster-1m.log
+    .venv/bin/python -m benchmarks.cluster_bench --rows 1000000 --rounds 3 --out benchmarks/out/cluster-1m-r3.json
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ import logging
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -70,6 +75,27 @@ def executor_peaks(hwm_kb: Mapping[int, int], roles: Mapping[int, str]) -> Dict[
     return {"executor_jvm_hwm_mb": round(max(jvm, default=0) / 1024), "executor_jvms": len(jvm),
             "python_max_hwm_mb": round(max(py, default=0) / 1024),
             "python_sum_hwm_mb": round(sum(py) / 1024), "pythons": len(py)}
+
+
+def round_order(names: Sequence[str], k: int) -> List[str]:
+    """The contenders' order in round ``k`` (0-based): as listed in even rounds; in odd rounds the
+    writers in reverse among themselves, then the readers in reverse (every reader still after
+    every writer), so neither side of a ratio always runs first."""
+    writers = [n for n in names if kind(n) == "write"]
+    readers = [n for n in names if kind(n) == "read"]
+    if k % 2 == 0:
+        return writers + readers
+    return writers[::-1] + readers[::-1]
+
+
+def median_ratios(per_round: Sequence[Mapping[str, Optional[float]]]) -> Dict[str, Optional[float]]:
+    """Per ratio key: the median over the rounds that have it (None when none has)."""
+    keys = sorted({k for r in per_round for k in r})
+    out: Dict[str, Optional[float]] = {}
+    for k in keys:
+        xs = [r[k] for r in per_round if r.get(k) is not None]
+        out[k] = round(statistics.median(xs), 3) if xs else None
+    return out
 
 
 def executor_role(comm: str) -> Optional[str]:
@@ -224,13 +250,36 @@ def markdown(r: Mapping[str, Any]) -> str:
              f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end.", "",
              f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
              f"generated in {r['generate_s']} s (local[2], before the cluster started). Reads: "
-             f"{r['read_repeats']} repeats per query in the application, median (cold = the first).", "",
-             "| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python / JVM peak (MB) "
-             "| driver's Python children max (MB) | executor JVM peak, worker1 / worker2 (MB) "
-             "| executor Python workers max, worker1 / worker2 (MB) | load before -> after |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    rat = r["ratios"]
-    for name, c in r["results"].items():
+             f"{r['read_repeats']} repeats per query in the application, median (cold = the first). "
+             f"Rounds: {len(r['rounds'])} (each contender once per round; odd rounds run each side's "
+             "contenders in reverse order).", ""]
+    rounds = r["rounds"]
+    if len(rounds) > 1:
+        med = r["ratios"]
+        lines += ["Median ratio over the rounds: " + ", ".join(f"{k} {fmt_ratio(v)}" for k, v in med.items())
+                  + " (per round: " + "; ".join(", ".join(fmt_ratio(rd["ratios"].get(k)) for rd in rounds)
+                                                for k in med) + ").", ""]
+    for i, rd in enumerate(rounds):
+        lines += _round_table(rd, f"Round {i + 1}: " + ", ".join(rd["order"]) if len(rounds) > 1 else "")
+    lines += ["Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
+              "peaks: VmHWM from /proc read by the driver before its session stopped (the driver's Python "
+              "children: the provider's bridge process and Spark's driver-side Python workers). Executor peaks: "
+              "VmHWM of the executor JVM each worker started for the application and of the largest Python "
+              "worker under it, sampled from /proc by the parent every 0.5 s. Load: the 1-minute load average "
+              "when the application started and when it ended. 1-row write: a one-row write through the same "
+              "path into a fresh target after the timed one (the fixed cost per write); plan: `load()` and "
+              "its schema."]
+    return "\n".join(lines) + "\n"
+
+
+def _round_table(rd: Mapping[str, Any], title: str) -> List[str]:
+    lines = ([f"## {title}", ""] if title else []) + [
+        "| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python / JVM peak (MB) "
+        "| driver's Python children max (MB) | executor JVM peak, worker1 / worker2 (MB) "
+        "| executor Python workers max, worker1 / worker2 (MB) | load before -> after |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
+    rat = rd["ratios"]
+    for name, c in rd["results"].items():
         h = c["memory_hwm"]
         mem = [f"{h['driver_python_hwm_mb']:,} / {h['driver_jvm_hwm_mb']:,}", f"{h['worker_max_hwm_mb']:,}",
                _exec_cell(c, "executor_jvm_hwm_mb"), _exec_cell(c, "python_max_hwm_mb")]
@@ -244,20 +293,12 @@ def markdown(r: Mapping[str, Any]) -> str:
                 ratio = "baseline" if name == BASELINE[name] else fmt_ratio(rat.get(f"{name}.{q}_s"))
                 lines.append(f"| {name} ({q}) | {c[q + '_answer'][0]:,} | {c[q + '_s']} (cold {c[q + '_cold_s']}) "
                              f"| {ratio} | {c['plan_s']} | {' | '.join(mem)} | {load} |")
-    replaced = [f"{name} on {w} ({e['executor_jvms']})" for name, c in r["results"].items()
+    replaced = [f"{name} on {w} ({e['executor_jvms']})" for name, c in rd["results"].items()
                 for w, e in c.get("executors", {}).items() if e["executor_jvms"] != 1]
     if replaced:
         lines += ["", "Executor JVMs other than one per worker and application (a lost executor is replaced): "
                   + ", ".join(replaced) + "."]
-    lines += ["", "Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
-              "peaks: VmHWM from /proc read by the driver before its session stopped (the driver's Python "
-              "children: the provider's bridge process and Spark's driver-side Python workers). Executor peaks: "
-              "VmHWM of the executor JVM each worker started for the application and of the largest Python "
-              "worker under it, sampled from /proc by the parent every 0.5 s. Load: the 1-minute load average "
-              "when the application started and when it ended. 1-row write: a one-row write through the same "
-              "path into a fresh target after the timed one (the fixed cost per write); plan: `load()` and "
-              "its schema."]
-    return "\n".join(lines) + "\n"
+    return lines + [""]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -266,6 +307,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--contenders", default=DEFAULT_CONTENDERS,
                    help=f"comma-separated, in run order (a reader after its writer); default {DEFAULT_CONTENDERS}")
     p.add_argument("--read-repeats", type=int, default=3, help="runs of each read query per contender (median)")
+    p.add_argument("--rounds", type=int, default=1, help="every contender once per round, on the same cluster; "
+                   "odd rounds reverse each side's order; the ratio reported is the median over rounds")
     p.add_argument("--driver-memory", default="2g", help="spark.driver.memory of each application")
     p.add_argument("--executor-memory", default="2g", help="spark.executor.memory of each application")
     p.add_argument("--worker-memory", default="3g", help="memory each worker offers (at least --executor-memory)")
@@ -282,8 +325,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--step", default=None, help=argparse.SUPPRESS)  # internal: one contender in this process
     p.add_argument("--master", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.rows < 100 or args.read_repeats < 1:
-        p.error("--rows must be at least 100 and --read-repeats at least 1")
+    if args.rows < 100 or args.read_repeats < 1 or args.rounds < 1:
+        p.error("--rows must be at least 100, --read-repeats and --rounds at least 1")
     setup_logging(log, args.log)
     if args.step:
         work = Path(args.work)
@@ -304,7 +347,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
                                "rows": args.rows, "driver_memory": args.driver_memory,
                                "executor_memory": args.executor_memory, "contenders": names,
-                               "read_repeats": args.read_repeats, "load_start": _load(), "results": {},
+                               "read_repeats": args.read_repeats, "load_start": _load(), "rounds": [],
                                "ratios": {}, "shim_start": shim_jar_state()}
 
     def save() -> None:
@@ -319,20 +362,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log.info("generating %s rows of Parquet input under %s", f"{args.rows:,}", work)
         gen = _spawn(args, work, "generate", None, {})
         results["input"], results["generate_s"] = gen["input"], gen["write_s"]
-        (work / MODE).mkdir()
         t0 = time.monotonic()
         with cluster(work / "standalone", workers=WORKERS, cores=WORKER_CORES, memory=args.worker_memory) as c:
             results["cluster"] = {"url": c.url, "workers": WORKERS, "cores": WORKER_CORES,
                                   "worker_memory": args.worker_memory, "start_s": round(time.monotonic() - t0, 1)}
             log.info("cluster %s up in %s s", c.url, results["cluster"]["start_s"])
-            for name in names:
-                log.info("%s: start (load %s)", name, _load())
-                res = _spawn(args, work, name, c.url, {w: proc.pid for w, proc in c.workers.items()})
-                results["results"][name] = res
-                results["ratios"] = ratios(results["results"])
-                log.info("%s: %s; executors %s", name, {k: v for k, v in res.items() if k.endswith("_s")},
-                         res.get("executors"))
-                save()
+            for i in range(args.rounds):
+                rd: Dict[str, Any] = {"order": round_order(names, i), "results": {}, "ratios": {}}
+                results["rounds"].append(rd)
+                (work / MODE).mkdir()  # this round's outputs
+                for name in rd["order"]:
+                    log.info("round %d %s: start (load %s)", i + 1, name, _load())
+                    res = _spawn(args, work, name, c.url, {w: proc.pid for w, proc in c.workers.items()})
+                    rd["results"][name] = res
+                    rd["ratios"] = ratios(rd["results"])
+                    results["ratios"] = median_ratios([x["ratios"] for x in results["rounds"]])
+                    log.info("%s: %s; executors %s", name, {k: v for k, v in res.items() if k.endswith("_s")},
+                             res.get("executors"))
+                    save()
+                shutil.rmtree(work / MODE)
         log.info("cluster stopped")
     finally:
         if args.logs:
