@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENDERS = {"memory": "0", "spark": "1"}
@@ -97,6 +97,17 @@ def _spawn(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[
     return res
 
 
+def plan(nodes: int, deletes: int, repeats: int) -> List[Tuple[str, int]]:
+    """(contender, first key) per run: the contenders alternate, first one then the other, and
+    every run deletes its own range of keys ``first .. first + deletes``, disjoint and inside
+    ``0 .. nodes``."""
+    spacing = nodes // (2 * repeats + 1)
+    if spacing < deletes:
+        raise ValueError(f"{nodes} nodes hold no {2 * repeats} disjoint ranges of {deletes} keys")
+    order = [n for i in range(repeats) for n in (("memory", "spark") if i % 2 == 0 else ("spark", "memory"))]
+    return [(name, (i + 1) * spacing) for i, name in enumerate(order)]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=1_000_000, help="Item nodes (edges: three times as many)")
@@ -115,10 +126,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="omnigraph-delete-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     runs = [_spawn(work, "seed", args.nodes, 0, 0)]
-    spacing = args.nodes // (2 * args.repeats + 1)
-    order = [n for i in range(args.repeats) for n in (("memory", "spark") if i % 2 == 0 else ("spark", "memory"))]
-    for i, name in enumerate(order):
-        runs.append(_spawn(work, name, args.nodes, (i + 1) * spacing, args.deletes))
+    for name, first in plan(args.nodes, args.deletes, args.repeats):
+        runs.append(_spawn(work, name, args.nodes, first, args.deletes))
         print(json.dumps(runs[-1]), flush=True)
     out = {"nodes": args.nodes, "edges": 3 * args.nodes, "deletes": args.deletes, "cores": os.cpu_count(),
            "runs": runs}
