@@ -256,9 +256,9 @@ def markdown(r: Mapping[str, Any]) -> str:
     rounds = r["rounds"]
     if len(rounds) > 1:
         med = r["ratios"]
-        lines += ["Median ratio over the rounds: " + ", ".join(f"{k} {fmt_ratio(v)}" for k, v in med.items())
-                  + " (per round: " + "; ".join(", ".join(fmt_ratio(rd["ratios"].get(k)) for rd in rounds)
-                                                for k in med) + ").", ""]
+        lines += ["Median ratio over the rounds (each round's in brackets): " + "; ".join(
+            f"{k} {fmt_ratio(v)} ({', '.join(fmt_ratio(rd['ratios'].get(k)) for rd in rounds)})"
+            for k, v in med.items()) + ".", ""]
     for i, rd in enumerate(rounds):
         lines += _round_table(rd, f"Round {i + 1}: " + ", ".join(rd["order"]) if len(rounds) > 1 else "")
     lines += ["Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
