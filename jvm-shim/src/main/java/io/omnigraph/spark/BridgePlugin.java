@@ -12,8 +12,9 @@ import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
 
 /**
- * The driver's part of the shim, set as {@code spark.plugins} by {@code
- * omnigraph_spark.configure_spark}. While the driver starts it
+ * The shim's Spark plugin, set as {@code spark.plugins} by {@code
+ * omnigraph_spark.configure_spark}. An executor of a cluster loads Lance's native library ahead
+ * as it starts ({@link #executorPlugin}). While the driver starts it
  *
  * <ul>
  *   <li>starts one {@code format("omnigraph")} planner ({@link PythonBridge}), so the first read
@@ -38,6 +39,9 @@ public final class BridgePlugin implements SparkPlugin {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(BridgePlugin.class);
   /** milliseconds {@link #loadLance} took in this JVM; -1: it has not finished (or not run) */
   private static volatile long lanceAheadMillis = -1;
+  /** whether this JVM started loading Lance ahead (a local master runs both plugins in one JVM) */
+  private static final java.util.concurrent.atomic.AtomicBoolean LANCE_AHEAD =
+      new java.util.concurrent.atomic.AtomicBoolean();
 
   @Override
   public DriverPlugin driverPlugin() {
@@ -63,13 +67,20 @@ public final class BridgePlugin implements SparkPlugin {
         t.setDaemon(true);
         t.start();
         if (sc.isLocal()) { // its executors are this JVM
-          Thread lance = new Thread(BridgePlugin::loadLance, "omnigraph-lance-preload");
-          lance.setDaemon(true);
-          lance.start();
+          loadLanceAhead();
         }
         return Map.of();
       }
     };
+  }
+
+  /** Starts {@link #loadLance} in a background thread, once per JVM. */
+  static void loadLanceAhead() {
+    if (LANCE_AHEAD.compareAndSet(false, true)) {
+      Thread lance = new Thread(BridgePlugin::loadLance, "omnigraph-lance-preload");
+      lance.setDaemon(true);
+      lance.start();
+    }
   }
 
   /**
@@ -95,9 +106,20 @@ public final class BridgePlugin implements SparkPlugin {
     return lanceAheadMillis;
   }
 
+  /**
+   * An executor of a cluster loads Lance's native library ahead as it starts, for the same
+   * reason as the driver of a local master: its first staging task or scan would wait for it.
+   * Spark starts an executor's plugins after it fetched the application's jars ({@code
+   * spark.jars}), so Lance is loadable here on every route the driver's plugin serves.
+   */
   @Override
   public ExecutorPlugin executorPlugin() {
-    return null;
+    return new ExecutorPlugin() {
+      @Override
+      public void init(PluginContext ctx, Map<String, String> extraConf) {
+        loadLanceAhead();
+      }
+    };
   }
 
   /**
