@@ -44,17 +44,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from benchmarks.format_bench import SCHEMA
+
 ROOT = Path(__file__).resolve().parents[1]
 CONTENDERS = ("parquet", "floor", "omnigraph")
-SCHEMA = """
-node Item {
-    name: String @key
-    qty: I64
-    price: F64?
-    label: String?
-    seq: I64
-}
-"""
 
 
 def session():

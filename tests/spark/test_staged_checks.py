@@ -52,6 +52,22 @@ def calls(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def jvm_key_hashes(monkeypatch):
+    """The fingerprints the JVM tasks of this test's loads write, one array per task file."""
+    import numpy as np
+
+    real, parts = jvm_write.stage_jvm, []
+
+    def capture(*a, **kw):
+        out = real(*a, **kw)
+        parts.extend(np.fromfile(f, dtype="<u8") for s in out for f in s.key_hashes or ())
+        return out
+
+    monkeypatch.setattr(jvm_write, "stage_jvm", capture)
+    return parts
+
+
 def people(spark, names=NAMES):
     return spark.createDataFrame([(n,) for n in names], "name string")
 
@@ -271,25 +287,17 @@ def test_key_uniqueness_proven_by_fingerprints(jvm, tmp_path, calls):
     assert left == []
 
 
-def test_each_task_writes_its_fingerprints_sorted(jvm, tmp_path, monkeypatch):
+def test_each_task_writes_its_fingerprints_sorted(jvm, tmp_path, jvm_key_hashes):
     """A task writes its key fingerprints ascending as unsigned 64-bit values (jvm-shim
     KeyHashes), so the driver merges the tasks' runs instead of sorting the whole load. String
     keys hash over the whole 64-bit range, so a signed order would show here."""
     import numpy as np
 
-    real, parts = jvm_write.stage_jvm, []
-
-    def capture(*a, **kw):
-        out = real(*a, **kw)
-        parts.extend(np.fromfile(f, dtype="<u8") for s in out for f in s.key_hashes or ())
-        return out
-
-    monkeypatch.setattr(jvm_write, "stage_jvm", capture)
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     names = [f"p{i:05d}" for i in range(30_000)]
     write_table(people(jvm, names).repartition(3), g.root, "Person", engine="jvm")
-    assert len(parts) == 3 and sum(len(p) for p in parts) == 30_000
-    for p in parts:
+    assert len(jvm_key_hashes) == 3 and sum(len(p) for p in jvm_key_hashes) == 30_000
+    for p in jvm_key_hashes:
         assert bool((p[1:] > p[:-1]).all())
         assert bool((p >= np.uint64(1 << 63)).any()) and bool((p < np.uint64(1 << 63)).any())
     assert read_table(jvm, g.root, "Person").count() == 30_000
@@ -323,7 +331,7 @@ def test_missing_fingerprint_files_fall_back_to_the_exact_check(jvm, tmp_path, c
     assert len(Graph.open(h.root).log()) == 1
 
 
-def test_python_tasks_fingerprint_keys_as_the_jvm_tasks_do(jvm, tmp_path, monkeypatch):
+def test_python_tasks_fingerprint_keys_as_the_jvm_tasks_do(jvm, tmp_path, jvm_key_hashes):
     """I15 on both paths: the fingerprints a Python task computes for a key are the ones a JVM
     task writes for it (NodeIdIndex.hash of the UTF-8 bytes), at every length around the 8-byte
     words, so the driver's comparison means the same whichever path staged a table."""
@@ -332,18 +340,10 @@ def test_python_tasks_fingerprint_keys_as_the_jvm_tasks_do(jvm, tmp_path, monkey
 
     from omnigraph_spark.ingest.fingerprints import sorted_fingerprints
 
-    real, parts = jvm_write.stage_jvm, []
-
-    def capture(*a, **kw):
-        out = real(*a, **kw)
-        parts.extend(np.fromfile(f, dtype="<u8") for s in out for f in s.key_hashes or ())
-        return out
-
-    monkeypatch.setattr(jvm_write, "stage_jvm", capture)
     names = NAMES + ["k" * n + str(n) for n in range(1, 41)]
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     write_table(people(jvm, names).repartition(2), g.root, "Person", engine="jvm")
-    jvm_side = np.sort(np.concatenate(parts))
+    jvm_side = np.sort(np.concatenate(jvm_key_hashes))
     assert len(jvm_side) == len(names)
     assert jvm_side.tolist() == sorted_fingerprints(pa.array(names)).tolist()
 
