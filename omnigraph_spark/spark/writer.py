@@ -849,20 +849,22 @@ class OmnigraphWriter(DataSourceArrowWriter):
         try:
             self._commit(messages)
         finally:
-            self._drop_side_files()
+            self._drop_side_files(messages)
 
-    def _drop_side_files(self) -> None:
-        """Driver: delete the load's side directory (every task attempt's fingerprints; best effort)."""
-        if self.side_dir is None:
-            return
-        fs = RootStorage(self.side_dir, self.opts.storage_options)
-        try:
-            for name in fs.list_dir(self.side_dir):
-                fs.delete(join(self.side_dir, name))
-            if is_local(self.side_dir) and os.path.isdir(self.side_dir):
-                os.rmdir(self.side_dir)
-        except (OSError, OmnigraphError) as e:  # left to cleanup's sweep of staging directories
-            log.warning("could not delete the fingerprints in %s: %s", self.side_dir, e)
+    def _drop_side_files(self, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
+        """Driver: delete the load's side directories (every task attempt's fingerprints; best
+        effort): this writer's, and the ones the messages' fingerprint files are in. A stream's
+        micro-batch is committed by another instance than the one its tasks ran."""
+        dirs = {f.rsplit("/", 1)[0] for s in self._staged(messages) for f in s.key_hashes or ()}
+        for d in sorted(dirs | ({self.side_dir} if self.side_dir is not None else set())):
+            fs = RootStorage(d, self.opts.storage_options)
+            try:
+                for name in fs.list_dir(d):
+                    fs.delete(join(d, name))
+                if is_local(d) and os.path.isdir(d):
+                    os.rmdir(d)
+            except (OSError, OmnigraphError) as e:  # left to cleanup's sweep of staging directories
+                log.warning("could not delete the fingerprints in %s: %s", d, e)
 
     def _commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         staged = self._staged(messages)
@@ -891,7 +893,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         """Driver: delete the files of the staged messages (failed job; best effort)."""
         n = abort(self._staged(messages), self.opts.storage_options)
-        self._drop_side_files()
+        self._drop_side_files(messages)
         if self.quarantine is not None:  # also after a failed commit: keep it if the load may still land
             try:
                 settle_quarantine(Graph.open(self.opts.path, self.opts.storage_options), self.quarantine)

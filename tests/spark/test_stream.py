@@ -73,7 +73,8 @@ def stream_commits(g: Graph) -> int:
 
 def test_file_stream_one_commit_per_micro_batch(spark, test_graph, tmp_path):
     """Three files, three micro-batches, three graph commits with the stream's txn token; a
-    restart from the checkpoint writes only the file dropped since."""
+    restart from the checkpoint writes only the file dropped since; nothing is left in the
+    staging area."""
     uri, src, ck = test_graph.root, tmp_path / "in", tmp_path / "ck"
     for i in range(3):
         drop(src, f"f{i}.json", people(f"p{i}-", 200))
@@ -91,6 +92,9 @@ def test_file_stream_one_commit_per_micro_batch(spark, test_graph, tmp_path):
     assert q2.exception() is None and str(q2.id) == str(q.id)  # same checkpoint, same query id
     g = Graph.open(uri)
     assert len(names(g)) == 650 and len(set(names(g))) == 650 and stream_commits(g) == 4
+    # each micro-batch removes what its tasks left beside the data (the key fingerprints, I15)
+    staging = Path(uri) / "_omnigraph_spark" / "staging"
+    assert [p for p in staging.rglob("*") if p.is_file()] == []
 
 
 def _drop_last_commit_log(ck: Path) -> int:
