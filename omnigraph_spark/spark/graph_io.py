@@ -323,8 +323,7 @@ def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quaranti
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pid, attempt = _task_ids()
         sink = quarantine.open_sink(td, f"p{pid}-a{attempt}") if quarantine is not None else None
-        keys_to = side_files.location(journal.directory, f"keys-{td.table_key.replace(':', '-')}-p{pid}-a{attempt}"
-                                      f"-{uuid.uuid4().hex[:8]}", ".bin")
+        keys_to = side_files.key_hashes_location(journal.directory, td.table_key, pid, attempt)
         st = stage_task(target, td, batches, f"{td.name} partition {pid}", sink, ends, key_hashes_to=keys_to)
         if isinstance(st, StagedTable):  # a Refusal staged nothing: nothing to journal
             journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])

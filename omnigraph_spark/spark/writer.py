@@ -822,9 +822,8 @@ class OmnigraphWriter(DataSourceArrowWriter):
             return StagedMessage((delete_task(self.target, self.typedef, iterator),), pid, attempt)
         sink = self.quarantine.open_sink(self.typedef, f"p{pid}-a{attempt}") if self.quarantine else None
         keys_to = None
-        if self.side_dir is not None:  # unique per attempt, as the JVM tasks name theirs
-            keys_to = side_files.location(self.side_dir, f"keys-{self.target.table_key.replace(':', '-')}-p{pid}"
-                                          f"-a{attempt}-{uuid.uuid4().hex[:8]}", ".bin")
+        if self.side_dir is not None:
+            keys_to = side_files.key_hashes_location(self.side_dir, self.target.table_key, pid, attempt)
         got = stage_task(self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}", sink,
                          key_hashes_to=keys_to)
         if isinstance(got, Refusal):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 from contextlib import ExitStack
 from typing import Dict, List, Optional, Sequence
 
@@ -27,6 +28,13 @@ LANCE_SUFFIX = ".lance"
 def location(directory: str, base: str, ext: str) -> str:
     """Where a side file named ``base + ext`` goes in ``directory`` (jvm-shim ``SideFiles.name``)."""
     return join(directory, base + ext + ("" if is_local(directory) else LANCE_SUFFIX))
+
+
+def key_hashes_location(directory: str, table_key: str, partition: int, attempt: int) -> str:
+    """Where one task attempt writes its key fingerprints in ``directory``: unique per attempt,
+    named as the JVM tasks name theirs."""
+    return location(directory, f"keys-{table_key.replace(':', '-')}-p{partition}-a{attempt}-{uuid.uuid4().hex[:8]}",
+                    ".bin")
 
 
 def is_entry(name: str) -> bool:
