@@ -76,13 +76,18 @@ class Distributed:
 
     @staticmethod
     def _edges(bad, with_ids: bool) -> Edges:
-        """Count, the first edges by POS and (``with_ids``) every id of the edges in ``bad``."""
-        n = bad.count()
-        if not n:
-            return Edges(0, pa.table({c: pa.array([], pa.string()) for c in ("src", "dst")}),
-                         pa.array([], pa.string()) if with_ids else None)
-        first = bad.orderBy(POS).limit(DESCRIBED_EDGES).select("src", "dst").toArrow()
-        return Edges(n, first, Distributed._ids(bad) if with_ids else None)
+        """Count, the first edges by POS and (``with_ids``) every id of the edges in ``bad``.
+        ``bad`` is kept by the executors for these reads, so its scan and join run once."""
+        bad = bad.persist()
+        try:
+            n = bad.count()
+            if not n:
+                return Edges(0, pa.table({c: pa.array([], pa.string()) for c in ("src", "dst")}),
+                             pa.array([], pa.string()) if with_ids else None)
+            first = bad.orderBy(POS).limit(DESCRIBED_EDGES).select("src", "dst").toArrow()
+            return Edges(n, first, Distributed._ids(bad) if with_ids else None)
+        finally:
+            bad.unpersist()
 
     def _pointing_at(self, edges, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]):
         """The rows of ``edges`` whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``; mirrors
