@@ -40,11 +40,11 @@ def _rows(df, drop=()) -> List[List[Any]]:
 
 def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
     """The same loads and reads on any session: a JSONL load (Python workers), a write_table and
-    a multi-type write_graph (the JVM sink when the shim answers), a format("omnigraph") append,
-    then read_table, read_graph (the JVM scan) and format("omnigraph") reads, the last two
+    a multi-type write_graph (the JVM sink when the shim answers), a format("omnigraph") append
+    and one refused for a repeated key (checked as Spark jobs: distributedCheckRows=1), then read_table, read_graph (the JVM scan) and format("omnigraph") reads, the last two
     with engine=jvm (the shim's provider, or an error). Edge ids are minted
     ULIDs, so edge rows are compared without them."""
-    from omnigraph_spark import load_jsonl, read_graph, read_table, register, write_graph, write_table
+    from omnigraph_spark import load_jsonl, read_graph, read_table, register, unwrap_error, write_graph, write_table
 
     register(spark)
     load_jsonl(spark, root, jsonl)
@@ -58,8 +58,19 @@ def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
     # engine=jvm: the shim's provider or an error (the Python source refuses it), no py4j involved
     (spark.createDataFrame([("Initech",)], "name string").write.format("omnigraph").option("type", "Company")
      .option("engine", "jvm").mode("append").save(root))
+    # a key repeated in one load, above distributedCheckRows=1: the provider's commit checks it
+    # as Spark jobs of the write's session (SparkGateway), and refuses the load
+    try:
+        (spark.createDataFrame([("Hooli",), ("Pied Piper",), ("Hooli",)], "name string").write.format("omnigraph")
+         .option("type", "Company").option("engine", "jvm").option("distributedCheckRows", "1").mode("append")
+         .save(root))
+        repeated = None
+    except Exception as e:  # noqa: BLE001 - the typed error it carries is the result
+        err = unwrap_error(e)
+        repeated = f"{type(err).__name__}: {err}" if err is not None else f"untyped: {str(e)[:500]}"
     g = read_graph(spark, root)
     return {
+        "repeated_key": repeated,
         "read_table": _rows(read_table(spark, root, "Person")),
         "read_graph": {name: _rows(df, drop=("id",) if name in g.edges else ())
                        for name, df in {**g.nodes, **g.edges}.items()},

@@ -59,7 +59,9 @@ def serve(workdir: Path, class_path: Sequence[str], conf: Optional[Dict[str, str
            "--driver-memory", "1g", "--name", "omnigraph-spark-connect-tests"]
     for k, v in settings.items():
         cmd += ["--conf", f"{k}={v}"]
-    env = {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+    # the provider's planners log at INFO into the server's log (the distributed checks they run)
+    env = {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+           "OMNIGRAPH_SPARK_BRIDGE_LOG": "INFO"}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     log_path = workdir / "connect-server.log"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -21,8 +21,11 @@ request         answer
 An answer is ``{"ok": {...}}`` or ``{"error": {"code", "class", "message"}}``; the message
 starts with ``[CODE]``, so :func:`~.writer.unwrap_error` finds the typed error in the JVM
 exception that carries it. Nothing here goes through py4j, so Spark Connect takes the same path.
-The process has no SparkSession: a load's checks run in its memory, as the Python source's
-commit runs them in its Python worker (option ``distributedCheckRows`` needs ``write_table``).
+While it commits, the process may ask the JVM for the write's SparkSession (``{"need":
+"spark"}``, answered on its stdin, see :func:`attach`): the checks above option
+``distributedCheckRows`` then run as Spark jobs on the write's own session, as ``write_table``
+runs them on its driver, instead of in this process's memory. It asks only when such a check
+runs; a process that attached exits after its answer (the JVM's gateway closes with the commit).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import sys
 import traceback
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, IO, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, IO, List, Mapping, Optional, Tuple
 
 from ..errors import JvmReadUnavailableError, JvmWriteUnavailableError, OmnigraphError
 from ..graph import Graph
@@ -185,9 +188,10 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     return answer, _Load(graph, opts, typedef, target, plan, journal, handoff, ends, fresh)
 
 
-def commit(load: _Load) -> LoadResult:
+def commit(load: _Load, spark: Optional[Callable[[], Any]] = None) -> LoadResult:
     """After the job: ONE graph commit of what its tasks staged (or nothing, and every staged
-    file deleted, with the typed error)."""
+    file deleted, with the typed error). ``spark``: returns the write's SparkSession for the
+    checks that run as Spark jobs (called only when one does)."""
     from . import jvm_write as _jvm_write
     from .graph_io import _finish
 
@@ -205,7 +209,7 @@ def commit(load: _Load) -> LoadResult:
                  sum(s.rows for s in got), sum(len(s.fragments) for s in got), len(got))
         return got
 
-    return _finish(load.graph, load.opts, load.journal, run)
+    return _finish(load.graph, load.opts, load.journal, run, spark=spark)
 
 
 def abort(load: _Load) -> int:
@@ -216,6 +220,36 @@ def abort(load: _Load) -> int:
 
 
 # -- the process -------------------------------------------------------------------------------
+
+def attach(port: int, secret: str, token: str):
+    """A SparkSession in this process on the JVM's session lent under ``token``, through the
+    py4j gateway at ``port`` (``SparkGateway``): pyspark's own way into a running driver, as
+    ``spark-submit`` starts a Python application. The JVM's default session stays what it was."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_GATEWAY_PORT"] = str(port)
+    os.environ["PYSPARK_GATEWAY_SECRET"] = secret
+    gateway = launch_gateway()
+    jvm = gateway.jvm
+    jss = jvm.io.omnigraph.spark.SparkGateway.session(token)
+    jsc = jvm.org.apache.spark.api.java.JavaSparkContext(jss.sparkContext())
+    conf = jsc.getConf()
+    # the executors' Python workers run the checks' Arrow functions: the session's interpreter
+    os.environ["PYSPARK_PYTHON"] = (conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON")
+                                    or sys.executable)
+    sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=conf))
+    sessions = getattr(jvm, "org.apache.spark.sql.classic.SparkSession")
+    default = sessions.getDefaultSession()
+    spark = SparkSession(sc, jsparkSession=jss)
+    if default.isDefined():
+        sessions.setDefaultSession(default.get())
+    else:
+        sessions.clearDefaultSession()
+    log.info("omnigraph bridge: attached to the driver's session for the load's checks")
+    return spark
+
 
 def _error(e: BaseException) -> Dict[str, Any]:
     from .writer import tag_error, unwrap_error
@@ -243,6 +277,7 @@ class Bridge:
         self.out = out
         self.idle_s = idle_s
         self.load: Optional[_Load] = None
+        self.attached = False  # a SparkSession was lent to this process: it exits after the answer
 
     def _idle(self) -> bool:
         """Whether no request came within ``idle_s`` (never while a write is in progress)."""
@@ -265,7 +300,7 @@ class Bridge:
             raise RuntimeError(f"'{op}' without a planned write")
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
-            result = commit(load)
+            result = commit(load, self._spark)
             return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
                            "skipped": bool(result.skipped)}}
         if op == "abort":
@@ -273,6 +308,17 @@ class Bridge:
             self.load = None
             return {"ok": {"removed": removed}}
         raise RuntimeError(f"unknown request {op!r}")
+
+    def _spark(self):
+        """The write's SparkSession, asked of the JVM mid-commit (see :func:`attach`)."""
+        self.out.write(json.dumps({"need": "spark"}) + "\n")
+        self.out.flush()
+        line = self.inp.readline()
+        reply = json.loads(line) if line.strip() else {"refused": "the JVM closed the conversation"}
+        if "port" not in reply:
+            raise RuntimeError(f"the driver lent no SparkSession: {reply.get('refused')}")
+        self.attached = True
+        return attach(int(reply["port"]), reply["secret"], reply["session"])
 
     def serve(self) -> None:
         while True:
@@ -290,6 +336,9 @@ class Bridge:
                 reply = _error(e)
             self.out.write(json.dumps(reply) + "\n")
             self.out.flush()
+            if self.attached:
+                log.info("omnigraph bridge: exiting after a commit that used the driver's session")
+                break
         if self.load is not None:  # the JVM went away mid-load: nothing of it may stay
             abort(self.load)
 

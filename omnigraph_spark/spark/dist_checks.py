@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -128,32 +129,56 @@ class _Unsupported(Exception):
     """A column type Spark cannot carry: the check stays on the driver."""
 
 
+#: the job tag of every Spark job a check runs (Spark's UI lists them under it;
+#: ``SparkContext.cancelJobsWithTag`` cancels them)
+JOB_TAG = "omnigraph-load-check"
+
+
 class DistChecks:
     """The distributed form of every load-wide check, memoised by the inputs it read.
 
-    Driver only (it launches Spark jobs). ``threshold``: the rows a check reads at which it
-    runs here instead of in the driver's memory (option ``distributedCheckRows``)."""
+    Driver only (it launches Spark jobs). ``spark``: a SparkSession, or a function returning
+    one, called when the first check needs it (the JVM provider's planner attaches to the
+    driver's session only then). ``threshold``: the rows a check reads at which it runs here
+    instead of in the driver's memory (option ``distributedCheckRows``)."""
 
     def __init__(self, spark, threshold: int, storage_options: Optional[Dict[str, str]] = None) -> None:
-        self.spark = spark
+        self._session = spark if not callable(spark) else None
+        self._lend = spark if callable(spark) else None
         self.threshold = threshold
         self.storage_options = storage_options
         self._memo = Once()
+        self._tagged = threading.local()  # whether this thread's jobs carry JOB_TAG now
         self.runs: List[tuple] = []  # keys of the checks actually run (tests: proofs reused or not)
 
     @classmethod
-    def for_load(cls, threshold: Optional[int], storage_options) -> Optional["DistChecks"]:
-        """The runner of a load on this driver, or None when no SparkSession is active here
-        (checks then run in memory) or the option is 0 (never distributed)."""
+    def for_load(cls, threshold: Optional[int], storage_options,
+                 spark: Optional[Callable[[], object]] = None) -> Optional["DistChecks"]:
+        """The runner of a load on this driver, or None when the option is 0 (never
+        distributed) or no SparkSession is active here and ``spark`` (returns one) is not
+        given: the checks then run in memory."""
         if not threshold:
             return None
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.getActiveSession()
-        if spark is None:
+        active = SparkSession.getActiveSession()
+        if active is None and spark is None:
             log.info("no active SparkSession on this driver process: load-wide checks run in memory")
             return None
-        return cls(spark, threshold, storage_options)
+        return cls(active if active is not None else spark, threshold, storage_options)
+
+    @property
+    def spark(self):
+        """The session the checks run on; the calling thread's jobs are tagged :data:`JOB_TAG`
+        until its check ends (:meth:`timed`)."""
+        session = self._resolved()
+        if not getattr(self._tagged, "on", False):
+            session.sparkContext.addJobTag(JOB_TAG)
+            self._tagged.on = True
+        return session
+
+    def _resolved(self):
+        return self._session if self._session is not None else self._memo(("spark",), self._lend)
 
     def wants(self, rows: int) -> bool:
         return rows >= self.threshold
@@ -181,6 +206,9 @@ class DistChecks:
             outcome = "passed"
             return result
         finally:
+            if getattr(self._tagged, "on", False):
+                self._tagged.on = False
+                self._resolved().sparkContext.removeJobTag(JOB_TAG)
             log.info("distributed %s check of %s: %s in %.1f s", key[0], key[1], outcome, time.monotonic() - t0)
 
     # -- frames -----------------------------------------------------------------------------

@@ -162,14 +162,15 @@ def _targets(graph: Graph, opts: WriteOptions, keys: Sequence[str]) -> Dict[str,
 
 
 def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine: Optional[Quarantine] = None,
-            rejected: Sequence[Rejected] = ()) -> LoadResult:
+            rejected: Sequence[Rejected] = (), spark=None) -> LoadResult:
     """Driver: run the staging jobs (``run`` returns the staged tables), commit once, and clean
     up the journal; any failure leaves the graph unchanged and removes every staged file (and
-    the load's quarantined rows: ``rejected``, filled by ``run``)."""
+    the load's quarantined rows: ``rejected``, filled by ``run``). ``spark``: as
+    :func:`~.writer.commit_staged`'s."""
     staged: List[StagedTable] = []
     try:
         staged = run()
-        result = commit_staged(graph, opts.branch, staged, opts, quarantine, rejected)
+        result = commit_staged(graph, opts.branch, staged, opts, quarantine, rejected, spark=spark)
     except BaseException as e:
         if quarantine is not None:
             settle_quarantine(graph, quarantine)

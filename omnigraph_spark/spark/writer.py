@@ -26,7 +26,7 @@ import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -679,14 +679,17 @@ def run_checks(checks: Sequence[Callable[[], None]], max_workers: Optional[int] 
 
 
 def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions,
-                  quarantine: Optional[Quarantine] = None, rejected: Sequence[Rejected] = ()) -> LoadResult:
+                  quarantine: Optional[Quarantine] = None, rejected: Sequence[Rejected] = (),
+                  spark: Optional[Callable[[], Any]] = None) -> LoadResult:
     """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure.
     ``rejected``: what the tasks quarantined into ``quarantine`` (its counts travel in the
     commit's properties; its files are published after the commit, deleted on failure).
 
-    With an active SparkSession on this process, the checks above ``distributedCheckRows`` run
-    as Spark jobs first, outside the commit lease, on the branch's current snapshot (I21)."""
-    dist = DistChecks.for_load(opts.distributed_check_rows, graph.storage_options)
+    With an active SparkSession on this process, or ``spark`` (returns one; called only when a
+    check runs as Spark jobs: the JVM provider's planner, :mod:`.bridge`), the checks above
+    ``distributedCheckRows`` run as Spark jobs first, outside the commit lease, on the branch's
+    current snapshot (I21)."""
+    dist = DistChecks.for_load(opts.distributed_check_rows, graph.storage_options, spark)
     validate = make_validator(graph, cascade=opts.cascade, dist=dist)
     if dist is not None:
         try:

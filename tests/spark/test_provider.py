@@ -186,6 +186,36 @@ def test_I10_a_bad_row_or_a_key_conflict_commits_nothing_and_leaves_no_file(jvm,
         assert data_files(g.root) == files and not _staging_left(g.root)
 
 
+def test_I21_the_providers_checks_above_distributedCheckRows_run_as_spark_jobs_of_the_write(jvm, tmp_path):
+    """The planner has no SparkSession of its own: while it commits, the driver lends it the
+    write's session through a gateway (SparkGateway), so a check above ``distributedCheckRows``
+    runs as Spark jobs of this application (tagged JOB_TAG), not in the planner's memory. The
+    error is the in-memory check's, word for word; the graph is unchanged; a clean load commits."""
+    from omnigraph_spark.spark.dist_checks import JOB_TAG
+
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    repeat = jvm.createDataFrame(_things(40) + _things(3, 10), DDL).repartition(2)  # t00010-t00012 twice
+    tracker = jvm.sparkContext._jsc.sc().statusTracker()
+
+    def tagged():
+        return set(tracker.getJobIdsForTag(JOB_TAG))
+
+    errors = {}
+    for threshold in ("1", "5000000"):
+        before = tagged()
+        with pytest.raises(Exception) as ei:
+            _save(repeat, g.root, "Thing", engine="jvm", distributedCheckRows=threshold)
+        errors[threshold] = unwrap_error(ei.value)
+        assert errors[threshold] is not None, str(ei.value)[:2000]
+        assert bool(tagged() - before) == (threshold == "1"), threshold
+        assert len(Graph.open(g.root).log()) == 1 and data_files(g.root) == set() and not _staging_left(g.root)
+    spark_jobs, in_memory = errors["1"], errors["5000000"]
+    assert (type(spark_jobs), spark_jobs.code, str(spark_jobs)) == (type(in_memory), in_memory.code, str(in_memory))
+    assert "'t00010'" in str(spark_jobs)
+    _save(jvm.createDataFrame(_things(40), DDL), g.root, "Thing", engine="jvm", distributedCheckRows="1")
+    assert _load(jvm, g.root, "Thing").count() == 40
+
+
 def test_I10_a_failed_job_leaves_no_staged_file(jvm, tmp_path):
     """A task that fails after others staged: Spark aborts the write, the provider's abort
     deletes every journaled file, the graph is unchanged."""

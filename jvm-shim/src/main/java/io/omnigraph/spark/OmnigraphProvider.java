@@ -266,7 +266,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
             : mapping.reorder() != null ? "columns read in the input's order" : "rows projected per task");
         return new ProviderBatchWrite(bridge,
             new LanceFragmentSink.StagingBatchWrite(LanceFragmentSink.WriteSpec.parse(sink)),
-            identity ? null : mapping);
+            identity ? null : mapping, SparkSession.active());
       }
     }
   }
@@ -280,13 +280,15 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
     private final PythonBridge bridge;
     private final LanceFragmentSink.StagingBatchWrite staging;
     private final ProjectedRow.Mapping mapping; // null: the input rows are the sink's rows
+    private final SparkSession session; // the write's: lent to the commit's checks (SparkGateway)
     private boolean finished; // committed or aborted: the planner went back to the pool
 
     ProviderBatchWrite(PythonBridge bridge, LanceFragmentSink.StagingBatchWrite staging,
-        ProjectedRow.Mapping mapping) {
+        ProjectedRow.Mapping mapping, SparkSession session) {
       this.bridge = bridge;
       this.staging = staging;
       this.mapping = mapping;
+      this.session = session;
     }
 
     @Override
@@ -300,11 +302,12 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
 
     @Override
     public void commit(WriterCommitMessage[] messages) {
+      SparkGateway gateway = new SparkGateway(session);
       try {
         staging.commit(messages); // the hand-off file
         ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
         request.put("op", "commit");
-        JsonNode done = bridge.call(request);
+        JsonNode done = bridge.call(request, gateway);
         LOG.info("omnigraph write committed: manifest version {}{}", done.get("manifest_version").asText(),
             done.get("skipped").asBoolean() ? " (an applied txn token: skipped)" : "");
       } catch (RuntimeException e) {
@@ -314,7 +317,12 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         throw e;
       } finally {
         finished = true;
-        bridge.release(); // a dead planner is closed instead
+        if (gateway.used()) { // its Python holds a context bound to the gateway: not reused
+          bridge.close();
+        } else {
+          bridge.release(); // a dead planner is closed instead
+        }
+        gateway.close();
       }
     }
 

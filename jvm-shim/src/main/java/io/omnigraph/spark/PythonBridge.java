@@ -165,25 +165,25 @@ final class PythonBridge implements AutoCloseable {
 
   /** Send one request and return its {@code ok} answer; a Python error is thrown as OmnigraphException. */
   JsonNode call(ObjectNode request) {
-    String line;
-    try {
-      requests.write(request.toString());
-      requests.write('\n');
-      requests.flush();
-      line = answers.readLine();
-    } catch (IOException e) {
-      line = null;
-    }
-    if (line == null) {
-      throw new IllegalStateException("format(\"omnigraph\")'s planner `" + python + " -m " + MODULE
-          + "` exited before answering (" + exitStatus() + "); its error is in the driver's log. Is "
-          + "omnigraph-spark installed in that interpreter (spark.pyspark.python / PYSPARK_PYTHON)?");
-    }
-    JsonNode answer;
-    try {
-      answer = LanceSnapshotSource.JSON.readTree(line);
-    } catch (IOException e) {
-      throw new IllegalStateException("format(\"omnigraph\")'s planner answered with no JSON: " + line);
+    return call(request, null);
+  }
+
+  /**
+   * {@link #call(ObjectNode)}, where the planner may ask for the write's SparkSession on the way
+   * ({@code {"need": "spark"}}, answered on its stdin): {@code spark} lends it, null refuses.
+   */
+  JsonNode call(ObjectNode request, SparkGateway spark) {
+    send(request);
+    JsonNode answer = receive();
+    while (answer.has("need")) {
+      ObjectNode reply = LanceSnapshotSource.JSON.createObjectNode();
+      if (spark != null && "spark".equals(answer.get("need").asText())) {
+        reply = spark.open();
+      } else {
+        reply.put("refused", "this request has no SparkSession to lend");
+      }
+      send(reply);
+      answer = receive();
     }
     JsonNode error = answer.get("error");
     if (error != null) {
@@ -193,6 +193,35 @@ final class PythonBridge implements AutoCloseable {
       throw new OmnigraphException(code, message.startsWith(cls + ":") ? message : cls + ": " + message);
     }
     return answer.get("ok");
+  }
+
+  private void send(ObjectNode message) {
+    try {
+      requests.write(message.toString());
+      requests.write('\n');
+      requests.flush();
+    } catch (IOException e) {
+      // the planner exited: receive() reports it
+    }
+  }
+
+  private JsonNode receive() {
+    String line;
+    try {
+      line = answers.readLine();
+    } catch (IOException e) {
+      line = null;
+    }
+    if (line == null) {
+      throw new IllegalStateException("format(\"omnigraph\")'s planner `" + python + " -m " + MODULE
+          + "` exited before answering (" + exitStatus() + "); its error is in the driver's log. Is "
+          + "omnigraph-spark installed in that interpreter (spark.pyspark.python / PYSPARK_PYTHON)?");
+    }
+    try {
+      return LanceSnapshotSource.JSON.readTree(line);
+    } catch (IOException e) {
+      throw new IllegalStateException("format(\"omnigraph\")'s planner answered with no JSON: " + line);
+    }
   }
 
   private String exitStatus() {
