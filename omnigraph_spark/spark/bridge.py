@@ -11,10 +11,12 @@ request         answer
 ==============  =====================================================================================
 ``plan_read``   the JVM scan's options (``LanceSnapshotSource``) and the Spark schema; or
                 ``python`` and why, and the provider hands the read to the Python source
-``plan_write``  the sink's spec (``LanceFragmentSink``) and the row projection; or ``python`` and
-                why. The process keeps the load (graph, target, journal) for the next request
-``commit``      after the Spark job: the fragments the tasks staged (the sink's hand-off file)
-                validated and published as ONE graph commit, exactly as ``write_table`` does it
+``plan_write``  the sink's spec (``LanceFragmentSink``) and the row projection; for
+                ``writeMode=delete`` the key columns the tasks collect; or ``python`` and why.
+                The process keeps the load (graph, target, journal) for the next request
+``commit``      after the Spark job: the fragments the tasks staged (the sink's hand-off file), or
+                a delete's keys (``deletes``: each partition's rows), validated and published as
+                ONE graph commit, exactly as ``write_table`` does it
 ``abort``       the job failed: every file it staged deleted
 ==============  =====================================================================================
 
@@ -38,6 +40,8 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, IO, List, Mapping, Optional, Tuple
+
+import pyarrow as pa
 
 from ..errors import JvmReadUnavailableError, JvmWriteUnavailableError, OmnigraphError
 from ..graph import Graph
@@ -126,6 +130,11 @@ def projection(plan, input_schema) -> Tuple[List[Dict[str, Any]], List[str]]:
     return out, why
 
 
+#: the input kinds of a delete key the JVM tasks collect (JSON strings and numbers; a date as
+#: days since the epoch): the Python source reads the others
+_DELETE_KINDS = ("string", "byte", "short", "int", "long", "date")
+
+
 @dataclass
 class _Load:
     """The write ``plan_write`` planned, kept for its ``commit`` or ``abort``."""
@@ -136,9 +145,52 @@ class _Load:
     target: WriteTarget
     plan: Any
     journal: Any
-    handoff: str
+    handoff: Optional[str]
     ends: Any
     fresh: Any
+    keys: Optional[pa.Schema] = None  # a delete: the Arrow schema of the key columns the tasks collect
+
+
+def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable) -> Tuple[Dict[str, Any], Optional[_Load]]:
+    """``writeMode=delete``: the JVM tasks collect the key columns (the ones the Python source
+    reads, :func:`~..ingest.integrity.delete_columns`) and the commit resolves them, with the
+    Python source's errors: a missing column at planning, a null key or a key of an unsupported
+    type at the commit (:func:`~..ingest.integrity.delete_keys`)."""
+    from pyspark.sql.types import StructType
+
+    from ..ingest.integrity import delete_columns
+    from .graph_io import _Journal
+    from .writer import spark_to_arrow_schema
+
+    cols = delete_columns(typedef, schema.fieldNames())
+    ordinals = {f.name: i for i, f in enumerate(schema.fields)}
+    columns, why = [], []
+    for c in cols:
+        kind = _INPUT_KINDS.get(type(schema[c].dataType).__name__, "other")
+        if kind not in _DELETE_KINDS:
+            why.append(f"delete key column '{c}' of {schema[c].dataType.simpleString()} is read by the Python source")
+        columns.append({"column": c, "ordinal": ordinals[c], "kind": kind})
+    if why:
+        return _python(why, opts.engine, unavailable), None
+    keys = spark_to_arrow_schema(StructType([schema[c] for c in cols]))
+    target = prepare_target(graph, opts.branch, typedef.table_key, "delete")
+    log.info("omnigraph delete planned for the JVM tasks: %s on %s, keys %s", typedef.table_key, opts.branch, cols)
+    return ({"jvm": {"delete": columns, "table": typedef.table_key}},
+            _Load(graph, opts, typedef, target, None, _Journal.new(graph), None, None, None, keys))
+
+
+def _delete_keys(load: _Load, partitions: List[List[List[Any]]]) -> Optional[pa.Table]:
+    """The keys the tasks collected (per partition, in partition order) as the Python source's
+    tasks turn each of theirs into keys (:func:`~..ingest.integrity.delete_keys`)."""
+    from ..ingest.integrity import delete_keys
+
+    parts = []
+    for rows in partitions:
+        if not rows:
+            continue
+        data = pa.table({f.name: pa.array([r[i] for r in rows], type=f.type) for i, f in enumerate(load.keys)})
+        parts.append(delete_keys(load.typedef, data))
+    return pa.concat_tables(parts) if parts else None
 
 
 def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) -> Tuple[Dict[str, Any], Optional[_Load]]:
@@ -158,12 +210,11 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     typedef = graph.catalog.resolve(opts.type or "")
     unavailable = (lambda m: JvmWriteUnavailableError(
         f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}", type=typedef.name))
-    if opts.write_mode == "delete":
-        return _python(["writeMode=delete collects its keys on the driver (the Python source)"], opts.engine,
-                       unavailable), None
     if opts.rejected_rows_path:
         return _python(["rejectedRowsPath is set: bad rows are quarantined by the Python path only"], opts.engine,
                        unavailable), None
+    if opts.write_mode == "delete":
+        return _plan_delete(graph, opts, typedef, StructType.fromJson(json.loads(schema_json)), unavailable)
     target = prepare_target(graph, opts.branch, typedef.table_key, opts.write_mode,
                             max_rows_per_file=opts.max_rows_per_file, max_bytes_per_file=opts.max_bytes_per_file)
     schema = StructType.fromJson(json.loads(schema_json))
@@ -188,12 +239,21 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     return answer, _Load(graph, opts, typedef, target, plan, journal, handoff, ends, fresh)
 
 
-def commit(load: _Load, spark: Optional[Callable[[], Any]] = None) -> LoadResult:
-    """After the job: ONE graph commit of what its tasks staged (or nothing, and every staged
-    file deleted, with the typed error). ``spark``: returns the write's SparkSession for the
-    checks that run as Spark jobs (called only when one does)."""
+def commit(load: _Load, spark: Optional[Callable[[], Any]] = None,
+           deletes: Optional[List[List[List[Any]]]] = None) -> LoadResult:
+    """After the job: ONE graph commit of what its tasks staged, or of a delete's keys
+    (``deletes``: each partition's rows); or nothing, and every staged file deleted, with the
+    typed error. ``spark``: returns the write's SparkSession for the checks that run as Spark
+    jobs (called only when one does)."""
     from . import jvm_write as _jvm_write
     from .graph_io import _finish
+
+    def keys() -> List[StagedTable]:
+        table = _delete_keys(load, deletes or [])
+        t = load.target
+        log.info("delete from %s (jvm provider): %d keys", t.table_key, 0 if table is None else table.num_rows)
+        return [StagedTable(t.table_key, "delete", t.stage_uri, t.base_version, (),
+                            0 if table is None else table.num_rows, 0, deletes=table)]
 
     def run() -> List[StagedTable]:
         so = load.opts.storage_options
@@ -209,7 +269,7 @@ def commit(load: _Load, spark: Optional[Callable[[], Any]] = None) -> LoadResult
                  sum(s.rows for s in got), sum(len(s.fragments) for s in got), len(got))
         return got
 
-    return _finish(load.graph, load.opts, load.journal, run, spark=spark)
+    return _finish(load.graph, load.opts, load.journal, keys if load.keys is not None else run, spark=spark)
 
 
 def abort(load: _Load) -> int:
@@ -300,7 +360,7 @@ class Bridge:
             raise RuntimeError(f"'{op}' without a planned write")
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
-            result = commit(load, self._spark)
+            result = commit(load, self._spark, request.get("deletes"))
             return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
                            "skipped": bool(result.skipped)}}
         if op == "abort":

@@ -216,6 +216,54 @@ def test_I21_the_providers_checks_above_distributedCheckRows_run_as_spark_jobs_o
     assert _load(jvm, g.root, "Thing").count() == 40
 
 
+def test_I18_a_delete_through_the_provider_is_the_python_sources_delete(jvm, tmp_path):
+    """writeMode=delete on the provider: the JVM tasks collect the key columns, the planner
+    resolves them and deletes (cascades included) in one commit, exactly as the Python source:
+    the same rows left, the same errors for a null key and a missing column. Above
+    ``distributedCheckRows`` its I18 parts run as Spark jobs of the write (JOB_TAG)."""
+    import shutil
+
+    from omnigraph_spark.spark.dist_checks import JOB_TAG
+
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    _save(jvm.createDataFrame(_things(30), DDL), g.root, "Thing", engine="jvm")
+    _save(jvm.createDataFrame(_rels(60, 30), "src string, dst string, w double"), g.root, "Rel", engine="jvm")
+    copy = str(tmp_path / "copy")
+    shutil.copytree(g.root, copy)
+    tracker = jvm.sparkContext._jsc.sc().statusTracker()
+    gone = jvm.createDataFrame([("t00003",), ("t00004",), ("nobody",)], "slug string").repartition(2)
+    for root, engine in ((g.root, "jvm"), (copy, "python")):
+        before = set(tracker.getJobIdsForTag(JOB_TAG))
+        _save(gone, root, "Thing", engine=engine, writeMode="delete", distributedCheckRows="1")
+        assert bool(set(tracker.getJobIdsForTag(JOB_TAG)) - before) == (engine == "jvm"), engine
+        assert not _staging_left(root)
+    for t in ("Thing", "Rel"):
+        got, want = (sorted(map(tuple, _load(jvm, r, t).collect())) for r in (g.root, copy))
+        assert got == want
+    assert sorted(r.slug for r in _load(jvm, g.root, "Thing").collect()) == [
+        f"t{i:05d}" for i in range(30) if i not in (3, 4)]
+    assert len(Graph.open(g.root).log()) == len(Graph.open(copy).log()) == 4  # init, two loads, ONE delete commit
+
+    by_edge = jvm.createDataFrame([("t00001", "t00008")], "src string, dst string")
+    for root, engine in ((g.root, "jvm"), (copy, "python")):
+        _save(by_edge, root, "Rel", engine=engine, writeMode="delete")
+    assert sorted(map(tuple, _load(jvm, g.root, "Rel").collect())) == sorted(map(tuple, _load(jvm, copy, "Rel").collect()))
+
+    version = Graph.open(g.root).snapshot().version
+    errors = {}
+    for engine in ("jvm", "python"):
+        for name, df in (("null", jvm.createDataFrame([("t00005",), (None,)], "slug string").coalesce(1)),
+                         ("missing", jvm.createDataFrame([(5,)], "nope int"))):
+            with pytest.raises(Exception) as ei:
+                _save(df, g.root, "Thing", engine=engine, writeMode="delete")
+            err = unwrap_error(ei.value)
+            assert err is not None, str(ei.value)[:2000]
+            errors[engine, name] = (type(err), err.code, str(err))
+    assert errors["jvm", "null"] == errors["python", "null"] and errors["jvm", "null"][1] == "NULL_VIOLATION"
+    assert errors["jvm", "missing"] == errors["python", "missing"] and errors["jvm", "missing"][1] == "MISSING_COLUMN"
+    assert Graph.open(g.root).snapshot().version == version and not _staging_left(g.root)
+
+
 def test_I10_a_failed_job_leaves_no_staged_file(jvm, tmp_path):
     """A task that fails after others staged: Spark aborts the write, the provider's abort
     deletes every journaled file, the graph is unchanged."""

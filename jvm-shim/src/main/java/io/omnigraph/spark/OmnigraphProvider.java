@@ -255,6 +255,10 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
           return pythonWrite().toBatch();
         }
         JsonNode jvm = answer.get("jvm");
+        if (jvm.has("delete")) {
+          LOG.info("omnigraph delete from {}: keys collected by the tasks", jvm.get("table").asText());
+          return new DeleteKeysWrite(bridge, jvm.get("delete"), SparkSession.active());
+        }
         Map<String, String> sink = new HashMap<>();
         sink.put("spec", jvm.get("spec").toString());
         if (jvm.hasNonNull("storageSecrets")) {
@@ -272,41 +276,29 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
   }
 
   /**
-   * The sink's tasks, then ONE graph commit in Python. {@link #commit} gets exactly the messages
-   * of the task attempts Spark committed (one per partition): the sink hands them to Python in
-   * its hand-off file, and the bridge validates and publishes them as {@code write_table} does.
+   * A write whose ONE graph commit is the planner's ({@link PythonBridge}): {@link #commit}
+   * sends the request {@link #commitRequest} builds from the messages of the task attempts
+   * Spark committed (one per partition), lending the write's session to the planner's checks
+   * ({@link SparkGateway}); {@link #abort} has the planner delete what the tasks staged.
    */
-  static final class ProviderBatchWrite implements BatchWrite {
+  abstract static class BridgedWrite implements BatchWrite {
     private final PythonBridge bridge;
-    private final LanceFragmentSink.StagingBatchWrite staging;
-    private final ProjectedRow.Mapping mapping; // null: the input rows are the sink's rows
     private final SparkSession session; // the write's: lent to the commit's checks (SparkGateway)
     private boolean finished; // committed or aborted: the planner went back to the pool
 
-    ProviderBatchWrite(PythonBridge bridge, LanceFragmentSink.StagingBatchWrite staging,
-        ProjectedRow.Mapping mapping, SparkSession session) {
+    BridgedWrite(PythonBridge bridge, SparkSession session) {
       this.bridge = bridge;
-      this.staging = staging;
-      this.mapping = mapping;
       this.session = session;
     }
 
-    @Override
-    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-      int[] reorder = mapping == null ? null : mapping.reorder();
-      if (mapping == null || reorder != null) { // the sink reads each column where it is
-        return staging.createBatchWriterFactory(info, reorder);
-      }
-      return new ProjectingFactory(staging.createBatchWriterFactory(info), mapping);
-    }
+    /** The planner's {@code commit} request for these messages. */
+    abstract ObjectNode commitRequest(WriterCommitMessage[] messages);
 
     @Override
     public void commit(WriterCommitMessage[] messages) {
       SparkGateway gateway = new SparkGateway(session);
       try {
-        staging.commit(messages); // the hand-off file
-        ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
-        request.put("op", "commit");
+        ObjectNode request = commitRequest(messages);
         JsonNode done = bridge.call(request, gateway);
         LOG.info("omnigraph write committed: manifest version {}{}", done.get("manifest_version").asText(),
             done.get("skipped").asBoolean() ? " (an applied txn token: skipped)" : "");
@@ -344,6 +336,152 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         LOG.warn("omnigraph write abort: {} (the next open's recovery and cleanup remove what stays)",
             e.getMessage());
       }
+    }
+  }
+
+  /**
+   * The sink's tasks, then ONE graph commit in Python: the sink hands the messages to Python in
+   * its hand-off file, and the bridge validates and publishes them as {@code write_table} does.
+   */
+  static final class ProviderBatchWrite extends BridgedWrite {
+    private final LanceFragmentSink.StagingBatchWrite staging;
+    private final ProjectedRow.Mapping mapping; // null: the input rows are the sink's rows
+
+    ProviderBatchWrite(PythonBridge bridge, LanceFragmentSink.StagingBatchWrite staging,
+        ProjectedRow.Mapping mapping, SparkSession session) {
+      super(bridge, session);
+      this.staging = staging;
+      this.mapping = mapping;
+    }
+
+    @Override
+    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+      int[] reorder = mapping == null ? null : mapping.reorder();
+      if (mapping == null || reorder != null) { // the sink reads each column where it is
+        return staging.createBatchWriterFactory(info, reorder);
+      }
+      return new ProjectingFactory(staging.createBatchWriterFactory(info), mapping);
+    }
+
+    @Override
+    ObjectNode commitRequest(WriterCommitMessage[] messages) {
+      staging.commit(messages); // the hand-off file
+      ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+      request.put("op", "commit");
+      return request;
+    }
+  }
+
+  /**
+   * {@code writeMode=delete}: each task collects its rows' key columns (the ones the planner
+   * named, read as strings, integers or a date's days) and nothing is staged; the commit hands
+   * every partition's keys to the planner, which resolves them and deletes in ONE graph commit
+   * as the Python source does (the driver holds the keys: linear in the size of the delete).
+   */
+  static final class DeleteKeysWrite extends BridgedWrite {
+    private final int[] ordinals;
+    private final String[] kinds;
+
+    DeleteKeysWrite(PythonBridge bridge, JsonNode columns, SparkSession session) {
+      super(bridge, session);
+      ordinals = new int[columns.size()];
+      kinds = new String[columns.size()];
+      for (int i = 0; i < columns.size(); i++) {
+        ordinals[i] = columns.get(i).get("ordinal").asInt();
+        kinds[i] = columns.get(i).get("kind").asText();
+      }
+    }
+
+    @Override
+    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+      return new KeysFactory(ordinals, kinds);
+    }
+
+    @Override
+    ObjectNode commitRequest(WriterCommitMessage[] messages) {
+      ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
+      request.put("op", "commit");
+      com.fasterxml.jackson.databind.node.ArrayNode partitions = request.putArray("deletes");
+      for (WriterCommitMessage m : messages) {
+        com.fasterxml.jackson.databind.node.ArrayNode rows = partitions.addArray();
+        if (m instanceof Keys) {
+          for (Object[] row : ((Keys) m).rows) {
+            com.fasterxml.jackson.databind.node.ArrayNode out = rows.addArray();
+            for (Object v : row) {
+              if (v == null) {
+                out.addNull();
+              } else if (v instanceof String) {
+                out.add((String) v);
+              } else {
+                out.add(((Number) v).longValue());
+              }
+            }
+          }
+        }
+      }
+      return request;
+    }
+  }
+
+  /** One task's delete keys. */
+  static final class Keys implements WriterCommitMessage {
+    private static final long serialVersionUID = 1L;
+    final java.util.ArrayList<Object[]> rows;
+
+    Keys(java.util.ArrayList<Object[]> rows) {
+      this.rows = rows;
+    }
+  }
+
+  /** The tasks of a delete: each collects its rows' key columns. */
+  static final class KeysFactory implements DataWriterFactory {
+    private static final long serialVersionUID = 1L;
+    private final int[] ordinals;
+    private final String[] kinds;
+
+    KeysFactory(int[] ordinals, String[] kinds) {
+      this.ordinals = ordinals;
+      this.kinds = kinds;
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+      java.util.ArrayList<Object[]> rows = new java.util.ArrayList<>();
+      return new DataWriter<InternalRow>() {
+        @Override
+        public void write(InternalRow row) {
+          Object[] key = new Object[ordinals.length];
+          for (int i = 0; i < ordinals.length; i++) {
+            int o = ordinals[i];
+            if (row.isNullAt(o)) {
+              continue;
+            }
+            switch (kinds[i]) {
+              case "string": key[i] = row.getUTF8String(o).toString(); break;
+              case "byte": key[i] = (long) row.getByte(o); break;
+              case "short": key[i] = (long) row.getShort(o); break;
+              case "int": case "date": key[i] = (long) row.getInt(o); break;
+              case "long": key[i] = row.getLong(o); break;
+              default: throw new IllegalStateException("delete key kind " + kinds[i]);
+            }
+          }
+          rows.add(key);
+        }
+
+        @Override
+        public WriterCommitMessage commit() {
+          return new Keys(rows);
+        }
+
+        @Override
+        public void abort() {
+          rows.clear();
+        }
+
+        @Override
+        public void close() {
+        }
+      };
     }
   }
 
