@@ -1,5 +1,8 @@
-"""Integrity across writes (invariant I18) on the driver, inside the commit lease: what a load
-deletes, and the committed edges it must not leave dangling.
+"""Integrity across writes (invariant I18) on the driver: what a load deletes, and the committed
+edges it must not leave dangling. The validator runs it inside the commit lease on the snapshot
+the commit lands on; when a part may run as Spark jobs it runs before the lease too, on the
+branch's snapshot, so those parts' answers are memoised by the inputs they read
+(:mod:`.dist_integrity`) and reused inside the lease where nothing moved.
 
 :func:`deletions` asks its questions part by part (resolve a delete's keys, find the edges of
 deleted nodes, find the edges a node overwrite orphans, recheck @card's min) of a reader that

@@ -192,12 +192,15 @@ class DistChecks:
 
     # -- memo -------------------------------------------------------------------------------
 
-    def _once(self, key: tuple, compute: Callable[[], object]):
+    def once(self, key: tuple, compute: Callable[[], object]):
+        """The outcome of ``compute`` (a check keyed ``(kind, table, ...)`` by every input it
+        reads), computed once per key: a later call with the same key gets the same result or
+        raises the same error."""
         return self._memo(key, lambda: self.timed(key, compute))
 
     def timed(self, key: tuple, compute: Callable[[], object]):
         """Run ``compute`` (a check keyed ``(kind, table, ...)``), recorded in :attr:`runs` and
-        logged, not memoised: the memoised checks go through :meth:`_once`."""
+        logged, not memoised: the memoised checks go through :meth:`once`."""
         self.runs.append(key)
         t0 = time.monotonic()
         outcome = "failed"
@@ -274,7 +277,7 @@ class DistChecks:
         exactly as :func:`~..ingest.checks.check_unique` words it."""
         files = StagedFiles.of(s)
         key = ("unique", td.table_key, tuple(cols), what, conflict, files.uris)
-        self._once(key, lambda: self._unique(td, files, schema, list(cols), what, conflict))
+        self.once(key, lambda: self._unique(td, files, schema, list(cols), what, conflict))
 
     def _unique(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, cols: List[str], what: str,
                 conflict: bool) -> None:
@@ -314,7 +317,7 @@ class DistChecks:
         """KEY_CONFLICT for an append's ids already committed, as :func:`~..ingest.checks.check_fresh_ids`."""
         files = StagedFiles.of(s)
         key = ("fresh", td.table_key, files.uris, pinned)
-        self._once(key, lambda: self._fresh(td, files, schema, pinned, committed_rows, branch))
+        self.once(key, lambda: self._fresh(td, files, schema, pinned, committed_rows, branch))
 
     def _fresh(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, pinned: Pinned, committed_rows: int,
                branch: str) -> None:
@@ -340,7 +343,7 @@ class DistChecks:
         :func:`~..ingest.checks.check_endpoints`."""
         files = StagedFiles.of(s)
         key = ("endpoints", td.table_key, files.uris, from_src, to_src)
-        self._once(key, lambda: self._endpoints(td, files, edge_schema, from_src, to_src, from_schema, to_schema,
+        self.once(key, lambda: self._endpoints(td, files, edge_schema, from_src, to_src, from_schema, to_schema,
                                                 limit))
 
     def _endpoints(self, td, files: StagedFiles, edge_schema, from_src, to_src, from_schema, to_schema,
@@ -382,7 +385,7 @@ class DistChecks:
         is pending; overwrite counts pending only): the most edges any source has, or the error."""
         files = StagedFiles.of(s)
         key = ("card", td.table_key, mode, files.uris, None if mode == "overwrite" else pinned)
-        return self._once(key, lambda: self._card(td, mode, files, schema, pinned, limit))
+        return self.once(key, lambda: self._card(td, mode, files, schema, pinned, limit))
 
     def _card(self, td: TypeDef, mode: str, files: StagedFiles, schema, pinned, limit: int) -> Optional[int]:
         from pyspark.sql import functions as F

@@ -13,13 +13,18 @@ deletions), counts, and the first few edges a message names (in table order: the
 committed fragments or of the staged files, as the in-memory path sees them). The small sides
 (delete keys, deleted ids) go to Spark as local relations, so its planner can broadcast them.
 
-These run inside the commit lease, at the validator's turn (invariant I21's checks before the
-lease do not cover them), so each runs on exactly the snapshot the commit lands on.
+Each part's answer (or error) is memoised under every input it read
+(:meth:`~.dist_checks.DistChecks.once`): the committed ``(base path, Lance branch, version)``
+of the table it scans, the staged files, and a digest of the ids or keys the driver hands it
+(:func:`digest`). The writer asks I18 first on the branch's snapshot before it takes the commit
+lease; inside the lease the validator asks again on the fresh snapshot and gets a memoised
+answer only where those inputs are the same, else the part runs again there (invariant I21).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +51,23 @@ def _strings(a) -> pa.Array:
     return a if a.type == pa.string() else pc.cast(a, pa.string())
 
 
+def digest(values: Union[None, pa.Array, pa.ChunkedArray, pa.Table]) -> Optional[str]:
+    """A digest of ``values`` (ids or delete keys the driver holds) for a memo key: equal
+    digests mean equal values, type and order (the Arrow IPC stream of their one-chunk form);
+    None stays None (an end with nothing deleted)."""
+    if values is None:
+        return None
+    if isinstance(values, pa.Table):
+        table = values.combine_chunks()
+    else:
+        a = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        table = pa.table({"v": a})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return hashlib.blake2b(sink.getvalue(), digest_size=20).hexdigest()
+
+
 class Distributed:
     """I18's reads as Spark jobs over one snapshot and one load's staged tables (driver)."""
 
@@ -67,8 +89,15 @@ class Distributed:
         """A small DataFrame of string columns held by the driver (delete keys, deleted ids)."""
         return self.dist.spark.createDataFrame(pa.table({c: _strings(a) for c, a in columns.items()}))
 
-    def _run(self, kind: str, key: str, compute):
-        return self.dist.timed((kind, key, committed_pin(self.snap, key)), compute)
+    def _run(self, kind: str, key: str, inputs: tuple, compute):
+        """``compute``'s answer, memoised under ``(kind, key) + inputs``: everything it reads."""
+        return self.dist.once((kind, key) + inputs, compute)
+
+    def _pin(self, key: str):
+        return committed_pin(self.snap, key)
+
+    def _files(self, key: str) -> Tuple[str, ...]:
+        return StagedFiles.of(self.staged_tables[key]).uris
 
     @staticmethod
     def _ids(df, col: str = "id") -> pa.Array:
@@ -122,26 +151,27 @@ class Distributed:
             found = self._ids(self._committed(key, ["id"]).join(self._local(id=wanted), on="id", how="left_semi")
                               .select("id").distinct())
             return found, len(wanted) - len(found)
-        return self._run("delete", key, run)
+        return self._run("delete", key, (self._pin(key), digest(keys)), run)
 
     def restaged(self, key: str, ids: pa.Array) -> pa.Array:
         """Those of ``ids`` that this load also stages in ``key`` (a node deleted and written
         again by the same load stays); the in-memory form tests membership in the staged ids."""
         if not len(ids):
             return ids
-        return self._run("restaged", key, lambda: self._ids(
+        return self._run("restaged", key, (self._files(key), digest(ids)), lambda: self._ids(
             self._staged(key, ["id"]).join(self._local(id=ids).distinct(), on="id", how="left_semi")))
 
     def staged_pointing_at(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> Edges:
         """The load's staged edges of ``ekey`` that point at deleted nodes; mirrors
         :func:`~..ingest.integrity.pointing_at`."""
-        return self._run("staged_pointing_at", ekey, lambda: self._edges(
+        return self._run("staged_pointing_at", ekey, (self._files(ekey), digest(src_gone), digest(dst_gone)),
+                         lambda: self._edges(
             self._pointing_at(self._staged(ekey, ["src", "dst"]), src_gone, dst_gone), with_ids=False))
 
     def incident(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
         """Ids of the committed edges incident to deleted nodes; mirrors
         :func:`~..ingest.integrity.incident_edges`."""
-        return self._run("incident", ekey, lambda: self._ids(
+        return self._run("incident", ekey, (self._pin(ekey), digest(src_gone), digest(dst_gone)), lambda: self._ids(
             self._pointing_at(self._committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)))
 
     def orphaned(self, ekey: str, src_after: Optional[str], dst_after: Optional[str], with_ids: bool) -> Edges:
@@ -161,7 +191,8 @@ class Distributed:
                     b = F.col(flag).isNull()
                     bad = b if bad is None else bad | b
             return self._edges(edges.limit(0) if bad is None else edges.where(bad), with_ids)
-        return self._run("orphaned", ekey, run)
+        ends = tuple((nkey, None if nkey is None else self._files(nkey)) for nkey in (src_after, dst_after))
+        return self._run("orphaned", ekey, (self._pin(ekey),) + ends + (with_ids,), run)
 
     def card_after_delete(self, etd: TypeDef, ids: pa.Array) -> None:
         """@card of the committed edges of ``etd`` that stay once ``ids`` are deleted, as the
@@ -172,7 +203,7 @@ class Distributed:
             kept = self._committed(etd.table_key, ["id", "src"]).join(self._local(id=ids), on="id", how="left_anti")
             self.dist.card_verdict(etd, kept.where(F.col("src").isNotNull()).groupBy("src")
                                    .agg(F.count(F.lit(1)).alias("n")))
-        self._run("card_after_delete", etd.table_key, run)
+        self._run("card_after_delete", etd.table_key, (self._pin(etd.table_key), digest(ids)), run)
 
 
-__all__ = ["Distributed", "Edges"]
+__all__ = ["Distributed", "Edges", "digest"]

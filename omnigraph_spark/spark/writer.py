@@ -343,8 +343,10 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
     distributed_only=True)`` runs only those, before the lease, memoising their outcomes under
     the exact versions and files they read; the validator inside the lease reuses an outcome
     only if its inputs did not move, else the check runs again. The parts of I18
-    (:func:`~.deletions.deletions`) run inside the lease, each in memory or as Spark jobs
-    (:mod:`.dist_integrity`) by the same rule.
+    (:func:`~.deletions.deletions`) run each in memory or as Spark jobs (:mod:`.dist_integrity`)
+    by the same rule; when one may run as Spark jobs, I18 runs before the lease too, so that its
+    Spark-job parts are memoised alike (under the versions and files they read and the ids they
+    were given); inside the lease the in-memory parts run again.
     """
     catalog: Catalog = graph.catalog
     so = graph.storage_options
@@ -490,21 +492,41 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                     checks.append((functools.partial(card_dist, td, mode, s.ends, key), True))
                 else:
                     checks.append((functools.partial(card_check, td, mode, s.ends, key, end_cols), False))
+
+        def integrity() -> Tuple[Dict[str, pa.Array], Dict[str, int]]:
+            """I18, each part in memory or as Spark jobs (I21) by the rows it reads."""
+            in_memory = InMemory(committed, staged_cols)
+            spark_jobs = Distributed(dist, snap, staged, schema_of) if dist is not None else None
+            return _deletions(catalog, snap, staged, cascade,
+                              lambda rows, *keys_cols: spark_jobs if spread(rows, *keys_cols) else in_memory)
+
         if distributed_only:
             if dist is not None:
-                dist.prove([c for c, spread_out in checks if spread_out])
+                proofs = [c for c, spread_out in checks if spread_out]
+                if dist.wants(_integrity_rows(catalog, snap, staged)):
+                    # its Spark-job parts memoise their answers; its in-memory parts, each under
+                    # the threshold, run again inside the lease
+                    proofs.append(integrity)
+                dist.prove(proofs)
             return facts
         run_checks([c for c, _ in checks])
-        # I18, each part in memory or as Spark jobs (I21) by the rows it reads
-        in_memory = InMemory(committed, staged_cols)
-        spark_jobs = Distributed(dist, snap, staged, schema_of) if dist is not None else None
-        deletions, missing = _deletions(catalog, snap, staged, cascade,
-                                        lambda rows, *keys_cols: spark_jobs if spread(rows, *keys_cols) else in_memory)
+        deletions, missing = integrity()
         if deletions or missing:
             return Checked(facts, deletions, missing)
         return facts
 
     return validate
+
+
+def _integrity_rows(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable]) -> int:
+    """At least the rows the largest part of I18 (:func:`~.deletions.deletions`) reads: the
+    biggest committed table plus every staged row; 0 when the load neither deletes nor
+    overwrites a node type (I18 has no part to run)."""
+    if not any(s.mode == "delete" or s.deletes is not None
+               or (s.mode == "overwrite" and not catalog.by_table_key(k).is_edge) for k, s in staged.items()):
+        return 0
+    return (max(snap.table(td.table_key).row_count for td in catalog.types())
+            + sum(s.rows for s in staged.values()))
 
 
 def _read_staged(s: StagedTable, cols: Sequence[str], storage_options) -> pa.Table:

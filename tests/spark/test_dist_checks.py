@@ -507,3 +507,87 @@ def test_each_part_of_a_delete_picks_its_path_by_the_rows_it_reads(spark, tmp_pa
     assert sorted((k[0], k[1]) for d in dist_runs for k in d.runs) == [("card_after_delete", "edge:Likes"),
                                                                       ("incident", "edge:Likes")]
     assert rows(spark, g.root, "Likes") == sorted([(p, c) for p in "acde" for c in "xy"], key=repr)
+
+
+I18_KINDS = {"delete", "restaged", "staged_pointing_at", "incident", "orphaned", "card_after_delete"}
+
+
+@pytest.fixture
+def lease_taken(monkeypatch, dist_runs):
+    """How many checks the load under test's runner (``dist_runs[0]``) had run each time a commit
+    took the graph's commit lease."""
+    import contextlib
+
+    from omnigraph_spark.store import lease
+
+    real_hold = lease.hold
+    taken = []
+
+    @contextlib.contextmanager
+    def hold(*a, **kw):
+        with real_hold(*a, **kw) as token:
+            taken.append(len(dist_runs[0].runs) if dist_runs and dist_runs[0] is not None else None)
+            yield token
+
+    monkeypatch.setattr(lease, "hold", hold)
+    return taken
+
+
+@pytest.mark.parametrize("case", ["node_delete", "card_min"])
+def test_a_deletes_spark_jobs_run_before_the_commit_lease(spark, tmp_path, dist_runs, lease_taken, case):
+    """I18 with I21: the parts of a delete that run as Spark jobs (resolving its keys, the
+    cascade into each edge type, @card's min after) run before the commit lease is taken, on the
+    branch's snapshot; inside the lease, where nothing moved, the validator reuses each answer
+    (or raises the error found before, at its turn) and runs no Spark job."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    _seed_graph(spark, g.root, {"distributedCheckRows": "0"})
+    dist_runs.clear()
+    lease_taken.clear()
+    err = result = None
+    try:
+        result = _delete_cases(spark)[case](g.root, {"distributedCheckRows": "1"})
+    except OmnigraphError as e:
+        err = e
+    runs = dist_runs[0].runs
+    assert len(lease_taken) == 1 and lease_taken[0] is not None, lease_taken
+    before, inside = runs[:lease_taken[0]], runs[lease_taken[0]:]
+    assert I18_PARTS[case] <= {k[0] for k in before}, before
+    assert not inside, inside
+    assert len(set(runs)) == len(runs)
+    if case == "node_delete":
+        assert err is None, err
+        assert _result(result) == [("edge:Knows", 5, 0), ("edge:Likes", 2, 0), ("node:Person", 2, 1)]
+    else:
+        assert isinstance(err, CardinalityViolationError) and "source 'a' has 1 edges (min 2)" in str(err), err
+        assert rows(spark, g.root, "Likes") == sorted([(p, c) for p in "abcde" for c in "xy"], key=repr)
+
+
+def test_a_delete_whose_edge_table_moved_before_the_lease_cascades_on_the_fresh_table(spark, tmp_path, monkeypatch,
+                                                                                     dist_runs):
+    """I18 with I21: another writer adds an edge onto a node between the delete's checks before
+    the lease and the commit: the cascade into that edge type, proven on the older version, runs
+    again inside the lease on the fresh one and deletes the new edge too (a stale answer would
+    leave it dangling); the parts whose tables did not move are reused."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    _seed_graph(spark, g.root, {"distributedCheckRows": "0"})
+    dist_runs.clear()  # the load under test's runner comes first
+    real_commit = writer.commit_load
+    moved = []
+
+    def commit_load(graph, branch, staged, **kw):
+        if not moved:  # once: the concurrent writer, between the checks and the lease
+            moved.append(True)
+            write_graph(g.root, {"Knows": edges(spark, [("k7", "a", "b")], parts=1, with_id=True)},
+                        engine="python", options={"distributedCheckRows": "0"})
+        return real_commit(graph, branch, staged, **kw)
+
+    monkeypatch.setattr(writer, "commit_load", commit_load)
+    r = write_table(names(spark, ["b"]), g.root, "Person", mode="delete", engine="python",
+                    options={"distributedCheckRows": "1"})
+    assert _result(r) == [("edge:Knows", 5, 0), ("edge:Likes", 2, 0), ("node:Person", 1, 0)]
+    assert rows(spark, g.root, "Knows") == sorted([("c", "a"), ("f", "e")], key=repr)
+    parts = [k for k in dist_runs[0].runs if k[0] in I18_KINDS]
+    knows = [k for k in parts if k[:2] == ("incident", "edge:Knows")]
+    assert len(knows) == 2 and knows[0][2] != knows[1][2]  # pinned to two Knows versions: run twice
+    others = sorted((k[0], k[1]) for k in parts if k[:2] != ("incident", "edge:Knows"))
+    assert others == [("card_after_delete", "edge:Likes"), ("delete", "node:Person"), ("incident", "edge:Likes")]
