@@ -9,7 +9,9 @@ run a disjoint range of keys, so every run cascades into about six edges per nod
 * ``memory``: ``distributedCheckRows=0``, the committed ids and edges read into the driver;
 * ``spark``: ``distributedCheckRows=1``, every part of I18 as Spark jobs.
 
-Per run: seconds of the delete (resolve, cascade, @card, commit), and the driver's Python
+Per run: seconds of the delete (resolve, cascade, @card, commit), the seconds it held the
+graph's commit lease (``lease_s``: every other writer waits that long; read by wrapping
+:func:`omnigraph_spark.store.lease.hold` in the run's process), and the driver's Python
 process's peak RSS during it over its RSS just before (``/proc/self/clear_refs`` resets the
 peak first). The commit reads each committed fragment's ``id`` column to write the deletion
 files (store/writes.py ``_delete_operation``), on both paths.
@@ -19,6 +21,7 @@ files (store/writes.py ``_delete_operation``), on both paths.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -50,6 +53,24 @@ def _session():
     return spark
 
 
+def _timed_lease(held: List[float]) -> None:
+    """Record in ``held`` how long each commit lease of this process is held."""
+    from omnigraph_spark.store import lease
+
+    real = lease.hold
+
+    @contextlib.contextmanager
+    def hold(*a, **kw):
+        with real(*a, **kw) as token:
+            t0 = time.perf_counter()
+            try:
+                yield token
+            finally:
+                held.append(time.perf_counter() - t0)
+
+    lease.hold = hold
+
+
 def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[str, Any]:
     """One step in this process: ``seed``, or a contender deleting keys ``first ..``."""
     from benchmarks.run import SCHEMA, edge_frame, node_frame
@@ -68,12 +89,15 @@ def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[st
         Graph.open(uri).snapshot()  # imports and opens done before the peak is reset
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # VmHWM := VmRSS: the peak below is the delete's
+        held: List[float] = []
+        _timed_lease(held)
         before = _status_kb()["VmRSS"]
         t0 = time.perf_counter()
         r = write_table(keys, uri, "Item", mode="delete", options={"distributedCheckRows": CONTENDERS[name]})
         seconds = time.perf_counter() - t0
         peak = _status_kb()["VmHWM"]
-        return {"step": name, "s": round(seconds, 1), "rss_before_mb": before // 1024,
+        return {"step": name, "s": round(seconds, 1), "lease_s": round(sum(held), 1),
+                "rss_before_mb": before // 1024,
                 "peak_over_before_mb": (peak - before) // 1024,
                 "rows_deleted": {t.table_key: t.rows_deleted for t in r.tables}}
     finally:

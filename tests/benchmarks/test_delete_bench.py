@@ -1,9 +1,11 @@
 """benchmarks/delete_bench.py's harness: which run deletes which keys."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from benchmarks.delete_bench import _status_kb, plan
+from benchmarks.delete_bench import _status_kb, _timed_lease, plan
 
 
 @pytest.mark.parametrize("nodes,deletes,repeats", [(1_000_000, 1000, 2), (5000, 1000, 2), (30, 3, 3)])
@@ -25,3 +27,18 @@ def test_too_few_nodes_for_disjoint_ranges():
 def test_status_kb_reads_this_process():
     st = _status_kb()
     assert st["VmHWM"] >= st["VmRSS"] > 0
+
+
+def test_timed_lease_records_each_hold(tmp_path, monkeypatch):
+    """``lease_s``: every commit lease this process takes is timed from taking to release."""
+    from omnigraph_spark.store import lease
+    from omnigraph_spark.store.fs import RootStorage
+
+    monkeypatch.setattr(lease, "hold", lease.hold)  # restored after the test
+    held = []
+    _timed_lease(held)
+    st = RootStorage(str(tmp_path))
+    for pause in (0.05, 0.0):
+        with lease.hold(st, str(tmp_path), timeout_s=5):
+            time.sleep(pause)
+    assert len(held) == 2 and held[0] >= 0.05 and held[1] < held[0]
