@@ -1,10 +1,11 @@
 """omnigraph-spark: move graph data between Apache Spark and Omnigraph 0.7.
 
-Public names only. Spark-dependent helpers are imported lazily so the store layer works
-without pyspark installed.
+Public names only, each imported when first used: Spark-dependent helpers so that the store
+layer works without pyspark installed, and the graph (lance, pyarrow) so that importing the
+package is cheap. Spark imports ``pyspark_omnigraph`` (this package's data source) in a Python
+worker of every session to look up data sources, before any of them is used.
 """
 from . import errors
-from .graph import Graph, Snapshot, TableInfo
 
 __all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "write_table", "load_jsonl", "read_graph", "read_table",
            "shim_jars", "configure_spark", "unwrap_error", "stream_graph", "GraphBatchWriter"]
@@ -64,6 +65,10 @@ def stream_graph(stream_df, uri, split, checkpoint_location, **kwargs):
 
 
 def __getattr__(name):
+    if name in ("Graph", "Snapshot", "TableInfo"):
+        from . import graph
+
+        return getattr(graph, name)
     if name == "GraphBatchWriter":  # the foreachBatch function of stream_graph (needs pyspark)
         from .spark.stream import GraphBatchWriter
 
