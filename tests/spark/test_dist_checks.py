@@ -108,6 +108,21 @@ def w(spark, root, frames, opts, mode="append", engine="python"):
     return write_graph(root, frames, mode=mode, engine=engine, options=opts)
 
 
+def another_writer_before_the_lease(monkeypatch, write) -> None:
+    """``write`` (another writer's commit) runs once, after the load's checks before the commit
+    lease and before the lease is taken."""
+    real_commit = writer.commit_load
+    moved = []
+
+    def commit_load(graph, branch, staged, **kw):
+        if not moved:
+            moved.append(True)
+            write()
+        return real_commit(graph, branch, staged, **kw)
+
+    monkeypatch.setattr(writer, "commit_load", commit_load)
+
+
 def test_unique_violation_same_on_both_paths(spark, tmp_path, no_driver_reads):
     """I21: @unique over one column, across several staged files: the first duplicated value in
     load order, its first two rows and the count of duplicated values."""
@@ -254,17 +269,8 @@ def test_a_proof_whose_table_moved_is_not_accepted(spark, tmp_path, monkeypatch,
     opts = {"distributedCheckRows": "1"}
     w(spark, g.root, {"Person": names(spark, list("abc"))}, opts)
     dist_runs.clear()  # the load under test's runner comes first
-    real_commit = writer.commit_load
-    moved = []
-
-    def commit_load(graph, branch, staged, **kw):
-        if not moved:  # once: the concurrent writer, between the checks and the lease
-            moved.append(True)
-            write_table(spark.createDataFrame([("b",)], "name string"), g.root, "Person", mode="delete",
-                        engine="python")
-        return real_commit(graph, branch, staged, **kw)
-
-    monkeypatch.setattr(writer, "commit_load", commit_load)
+    another_writer_before_the_lease(monkeypatch, lambda: write_table(
+        spark.createDataFrame([("b",)], "name string"), g.root, "Person", mode="delete", engine="python"))
     with pytest.raises(DanglingEdgeError) as e:
         w(spark, g.root, {"Knows": edges(spark, [("a", "b"), ("c", "a")])}, opts)
     assert "dst 'b' not found in Person" in str(e.value)
@@ -571,17 +577,9 @@ def test_a_delete_whose_edge_table_moved_before_the_lease_cascades_on_the_fresh_
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     _seed_graph(spark, g.root, {"distributedCheckRows": "0"})
     dist_runs.clear()  # the load under test's runner comes first
-    real_commit = writer.commit_load
-    moved = []
-
-    def commit_load(graph, branch, staged, **kw):
-        if not moved:  # once: the concurrent writer, between the checks and the lease
-            moved.append(True)
-            write_graph(g.root, {"Knows": edges(spark, [("k7", "a", "b")], parts=1, with_id=True)},
-                        engine="python", options={"distributedCheckRows": "0"})
-        return real_commit(graph, branch, staged, **kw)
-
-    monkeypatch.setattr(writer, "commit_load", commit_load)
+    another_writer_before_the_lease(monkeypatch, lambda: write_graph(
+        g.root, {"Knows": edges(spark, [("k7", "a", "b")], parts=1, with_id=True)}, engine="python",
+        options={"distributedCheckRows": "0"}))
     r = write_table(names(spark, ["b"]), g.root, "Person", mode="delete", engine="python",
                     options={"distributedCheckRows": "1"})
     assert _result(r) == [("edge:Knows", 5, 0), ("edge:Likes", 2, 0), ("node:Person", 1, 0)]
