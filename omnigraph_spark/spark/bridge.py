@@ -289,9 +289,17 @@ def attach(port: int, secret: str, token: str):
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    os.environ["PYSPARK_GATEWAY_PORT"] = str(port)
-    os.environ["PYSPARK_GATEWAY_SECRET"] = secret
-    gateway = launch_gateway()
+    given = {"PYSPARK_GATEWAY_PORT": str(port), "PYSPARK_GATEWAY_SECRET": secret}
+    saved = {k: os.environ.get(k) for k in given}
+    os.environ.update(given)  # pyspark's way in (launch_gateway reads them); not left behind
+    try:
+        gateway = launch_gateway()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     jvm = gateway.jvm
     jss = jvm.io.omnigraph.spark.SparkGateway.session(token)
     jsc = jvm.org.apache.spark.api.java.JavaSparkContext(jss.sparkContext())
@@ -370,15 +378,23 @@ class Bridge:
         raise RuntimeError(f"unknown request {op!r}")
 
     def _spark(self):
-        """The write's SparkSession, asked of the JVM mid-commit (see :func:`attach`)."""
+        """The write's SparkSession, asked of the JVM mid-commit (see :func:`attach`); a
+        JvmWriteUnavailableError naming the remedy when the driver cannot lend it."""
         self.out.write(json.dumps({"need": "spark"}) + "\n")
         self.out.flush()
         line = self.inp.readline()
         reply = json.loads(line) if line.strip() else {"refused": "the JVM closed the conversation"}
-        if "port" not in reply:
-            raise RuntimeError(f"the driver lent no SparkSession: {reply.get('refused')}")
-        self.attached = True
-        return attach(int(reply["port"]), reply["secret"], reply["session"])
+        why = reply.get("refused")
+        if "port" in reply:
+            self.attached = True
+            try:
+                return attach(int(reply["port"]), reply["secret"], reply["session"])
+            except Exception as e:  # noqa: BLE001 - any failure to attach has the same remedy
+                why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        raise JvmWriteUnavailableError(
+            f"format('omnigraph') could not run the commit's checks above distributedCheckRows as Spark jobs "
+            f"of the write's session ({why}); nothing was committed. Set option distributedCheckRows=0 to "
+            "check in the planner's memory, or load with write_table", option="distributedCheckRows")
 
     def serve(self) -> None:
         while True:

@@ -383,3 +383,20 @@ def test_an_idle_planner_exits_unless_a_write_is_in_progress(tmp_path):
         requests.flush()
         serving.join(10)
         assert not serving.is_alive() and json.loads(out.getvalue().splitlines()[-1]) == {"ok": {"removed": 0}}
+
+
+def test_I21_a_planner_the_driver_cannot_lend_a_session_to_refuses_with_the_remedy(monkeypatch):
+    """The commit's distributed checks need the write's session: a refusal, or a gateway that
+    cannot be reached, is a typed JVM_WRITE_UNAVAILABLE naming distributedCheckRows=0 (the load
+    is then aborted like any refused commit), never an untyped crash of the planner."""
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", ""))  # restored after the test
+    for reply in ({"refused": "this request has no SparkSession to lend"},
+                  {"port": 9, "secret": "x", "session": "gone"}):  # nothing listens on port 9
+        out = io.StringIO()
+        b = bridge.Bridge(io.StringIO(json.dumps(reply) + "\n"), out)
+        with pytest.raises(JvmWriteUnavailableError) as ei:
+            b._spark()
+        assert json.loads(out.getvalue()) == {"need": "spark"}
+        assert ei.value.code == "JVM_WRITE_UNAVAILABLE" and "distributedCheckRows=0" in str(ei.value)
+        assert "PYSPARK_GATEWAY_PORT" not in os.environ  # pyspark's way in is not left behind
