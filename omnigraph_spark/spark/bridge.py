@@ -179,17 +179,20 @@ def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable)
             _Load(graph, opts, typedef, target, None, _Journal.new(graph), None, None, None, keys))
 
 
-def _delete_keys(load: _Load, partitions: List[List[List[Any]]]) -> Optional[pa.Table]:
+def _delete_keys(load: _Load, partitions: List[List[List[Any]]], batch: int = 0) -> Optional[pa.Table]:
     """The keys the tasks collected (per partition, in partition order) as the Python source's
-    tasks turn each of theirs into keys (:func:`~..ingest.integrity.delete_keys`)."""
+    tasks turn theirs into keys (:func:`~..ingest.integrity.delete_keys`): in batches of
+    ``batch`` rows (Spark's ``arrow.maxRecordsPerBatch``; 0: a partition at once), so a null key
+    is reported with the same count."""
     from ..ingest.integrity import delete_keys
 
     parts = []
     for rows in partitions:
-        if not rows:
-            continue
-        data = pa.table({f.name: pa.array([r[i] for r in rows], type=f.type) for i, f in enumerate(load.keys)})
-        parts.append(delete_keys(load.typedef, data))
+        step = batch if batch > 0 else max(1, len(rows))
+        for start in range(0, len(rows), step):
+            chunk = rows[start:start + step]
+            data = pa.table({f.name: pa.array([r[i] for r in chunk], type=f.type) for i, f in enumerate(load.keys)})
+            parts.append(delete_keys(load.typedef, data))
     return pa.concat_tables(parts) if parts else None
 
 
@@ -240,16 +243,16 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
 
 
 def commit(load: _Load, spark: Optional[Callable[[], Any]] = None,
-           deletes: Optional[List[List[List[Any]]]] = None) -> LoadResult:
+           deletes: Optional[List[List[List[Any]]]] = None, batch: int = 0) -> LoadResult:
     """After the job: ONE graph commit of what its tasks staged, or of a delete's keys
-    (``deletes``: each partition's rows); or nothing, and every staged file deleted, with the
-    typed error. ``spark``: returns the write's SparkSession for the checks that run as Spark
-    jobs (called only when one does)."""
+    (``deletes``: each partition's rows, checked ``batch`` rows at a time); or nothing, and
+    every staged file deleted, with the typed error. ``spark``: returns the write's SparkSession
+    for the checks that run as Spark jobs (called only when one does)."""
     from . import jvm_write as _jvm_write
     from .graph_io import _finish
 
     def keys() -> List[StagedTable]:
-        table = _delete_keys(load, deletes or [])
+        table = _delete_keys(load, deletes or [], batch)
         t = load.target
         log.info("delete from %s (jvm provider): %d keys", t.table_key, 0 if table is None else table.num_rows)
         return [StagedTable(t.table_key, "delete", t.stage_uri, t.base_version, (),
@@ -368,7 +371,7 @@ class Bridge:
             raise RuntimeError(f"'{op}' without a planned write")
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
-            result = commit(load, self._spark, request.get("deletes"))
+            result = commit(load, self._spark, request.get("deletes"), int(request.get("batch") or 0))
             return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
                            "skipped": bool(result.skipped)}}
         if op == "abort":

@@ -251,15 +251,22 @@ def test_I18_a_delete_through_the_provider_is_the_python_sources_delete(jvm, tmp
 
     version = Graph.open(g.root).snapshot().version
     errors = {}
-    for engine in ("jvm", "python"):
-        for name, df in (("null", jvm.createDataFrame([("t00005",), (None,)], "slug string").coalesce(1)),
-                         ("missing", jvm.createDataFrame([(5,)], "nope int"))):
-            with pytest.raises(Exception) as ei:
-                _save(df, g.root, "Thing", engine=engine, writeMode="delete")
-            err = unwrap_error(ei.value)
-            assert err is not None, str(ei.value)[:2000]
-            errors[engine, name] = (type(err), err.code, str(err))
+    # three Arrow batches of 2 rows in the one partition: the nulls of the second are counted
+    nulls = jvm.createDataFrame([("t00005",), ("t00006",), (None,), ("t00007",), (None,), (None,)],
+                                "slug string").coalesce(1)
+    jvm.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "2")
+    try:
+        for engine in ("jvm", "python"):
+            for name, df in (("null", nulls), ("missing", jvm.createDataFrame([(5,)], "nope int"))):
+                with pytest.raises(Exception) as ei:
+                    _save(df, g.root, "Thing", engine=engine, writeMode="delete")
+                err = unwrap_error(ei.value)
+                assert err is not None, str(ei.value)[:2000]
+                errors[engine, name] = (type(err), err.code, str(err))
+    finally:
+        jvm.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert errors["jvm", "null"] == errors["python", "null"] and errors["jvm", "null"][1] == "NULL_VIOLATION"
+    assert "has 1 null(s)" in errors["jvm", "null"][2]  # the second batch's, as Spark batches the rows
     assert errors["jvm", "missing"] == errors["python", "missing"] and errors["jvm", "missing"][1] == "MISSING_COLUMN"
     assert Graph.open(g.root).snapshot().version == version and not _staging_left(g.root)
 

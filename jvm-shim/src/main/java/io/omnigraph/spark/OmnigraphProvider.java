@@ -283,7 +283,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
    */
   abstract static class BridgedWrite implements BatchWrite {
     private final PythonBridge bridge;
-    private final SparkSession session; // the write's: lent to the commit's checks (SparkGateway)
+    final SparkSession session; // the write's: lent to the commit's checks (SparkGateway)
     private boolean finished; // committed or aborted: the planner went back to the pool
 
     BridgedWrite(PythonBridge bridge, SparkSession session) {
@@ -401,6 +401,8 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
     ObjectNode commitRequest(WriterCommitMessage[] messages) {
       ObjectNode request = LanceSnapshotSource.JSON.createObjectNode();
       request.put("op", "commit");
+      // the Python source's tasks check each Arrow batch Spark hands them; the bridge cuts the same
+      request.put("batch", session.conf().get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"));
       com.fasterxml.jackson.databind.node.ArrayNode partitions = request.putArray("deletes");
       for (WriterCommitMessage m : messages) {
         com.fasterxml.jackson.databind.node.ArrayNode rows = partitions.addArray();
