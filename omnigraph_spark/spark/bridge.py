@@ -176,7 +176,8 @@ def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable)
     target = prepare_target(graph, opts.branch, typedef.table_key, "delete")
     log.info("omnigraph delete planned for the JVM tasks: %s on %s, keys %s", typedef.table_key, opts.branch, cols)
     return ({"jvm": {"delete": columns, "table": typedef.table_key}},
-            _Load(graph, opts, typedef, target, None, _Journal.new(graph), None, None, None, keys))
+            _Load(graph, opts, typedef, target, plan=None, journal=_Journal.new(graph), handoff=None, ends=None,
+                  fresh=None, keys=keys))
 
 
 def _delete_keys(load: _Load, partitions: List[List[List[Any]]], batch: int = 0) -> Optional[pa.Table]:

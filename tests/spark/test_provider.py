@@ -44,6 +44,13 @@ def _load(spark, root, type_, **opts):
     return r.load(root)
 
 
+def _check_jobs(spark):
+    """The ids of the Spark jobs the load-wide checks ran so far (tagged JOB_TAG)."""
+    from omnigraph_spark.spark.dist_checks import JOB_TAG
+
+    return set(spark.sparkContext._jsc.sc().statusTracker().getJobIdsForTag(JOB_TAG))
+
+
 def _staging_left(root):
     d = os.path.join(root, "_omnigraph_spark", "staging")
     return [os.path.join(p, f) for p, _, fs in os.walk(d) for f in fs] if os.path.isdir(d) else []
@@ -191,23 +198,16 @@ def test_I21_the_providers_checks_above_distributedCheckRows_run_as_spark_jobs_o
     write's session through a gateway (SparkGateway), so a check above ``distributedCheckRows``
     runs as Spark jobs of this application (tagged JOB_TAG), not in the planner's memory. The
     error is the in-memory check's, word for word; the graph is unchanged; a clean load commits."""
-    from omnigraph_spark.spark.dist_checks import JOB_TAG
-
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     repeat = jvm.createDataFrame(_things(40) + _things(3, 10), DDL).repartition(2)  # t00010-t00012 twice
-    tracker = jvm.sparkContext._jsc.sc().statusTracker()
-
-    def tagged():
-        return set(tracker.getJobIdsForTag(JOB_TAG))
-
     errors = {}
     for threshold in ("1", "5000000"):
-        before = tagged()
+        before = _check_jobs(jvm)
         with pytest.raises(Exception) as ei:
             _save(repeat, g.root, "Thing", engine="jvm", distributedCheckRows=threshold)
         errors[threshold] = unwrap_error(ei.value)
         assert errors[threshold] is not None, str(ei.value)[:2000]
-        assert bool(tagged() - before) == (threshold == "1"), threshold
+        assert bool(_check_jobs(jvm) - before) == (threshold == "1"), threshold
         assert len(Graph.open(g.root).log()) == 1 and data_files(g.root) == set() and not _staging_left(g.root)
     spark_jobs, in_memory = errors["1"], errors["5000000"]
     assert (type(spark_jobs), spark_jobs.code, str(spark_jobs)) == (type(in_memory), in_memory.code, str(in_memory))
@@ -223,19 +223,16 @@ def test_I18_a_delete_through_the_provider_is_the_python_sources_delete(jvm, tmp
     ``distributedCheckRows`` its I18 parts run as Spark jobs of the write (JOB_TAG)."""
     import shutil
 
-    from omnigraph_spark.spark.dist_checks import JOB_TAG
-
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     _save(jvm.createDataFrame(_things(30), DDL), g.root, "Thing", engine="jvm")
     _save(jvm.createDataFrame(_rels(60, 30), "src string, dst string, w double"), g.root, "Rel", engine="jvm")
     copy = str(tmp_path / "copy")
     shutil.copytree(g.root, copy)
-    tracker = jvm.sparkContext._jsc.sc().statusTracker()
     gone = jvm.createDataFrame([("t00003",), ("t00004",), ("nobody",)], "slug string").repartition(2)
     for root, engine in ((g.root, "jvm"), (copy, "python")):
-        before = set(tracker.getJobIdsForTag(JOB_TAG))
+        before = _check_jobs(jvm)
         _save(gone, root, "Thing", engine=engine, writeMode="delete", distributedCheckRows="1")
-        assert bool(set(tracker.getJobIdsForTag(JOB_TAG)) - before) == (engine == "jvm"), engine
+        assert bool(_check_jobs(jvm) - before) == (engine == "jvm"), engine
         assert not _staging_left(root)
     for t in ("Thing", "Rel"):
         got, want = (sorted(map(tuple, _load(jvm, r, t).collect())) for r in (g.root, copy))

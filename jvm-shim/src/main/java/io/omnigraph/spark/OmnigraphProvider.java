@@ -1,7 +1,9 @@
 package io.omnigraph.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.Map;
@@ -403,12 +405,12 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
       request.put("op", "commit");
       // the Python source's tasks check each Arrow batch Spark hands them; the bridge cuts the same
       request.put("batch", session.conf().get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"));
-      com.fasterxml.jackson.databind.node.ArrayNode partitions = request.putArray("deletes");
+      ArrayNode partitions = request.putArray("deletes");
       for (WriterCommitMessage m : messages) {
-        com.fasterxml.jackson.databind.node.ArrayNode rows = partitions.addArray();
+        ArrayNode rows = partitions.addArray();
         if (m instanceof Keys) {
           for (Object[] row : ((Keys) m).rows) {
-            com.fasterxml.jackson.databind.node.ArrayNode out = rows.addArray();
+            ArrayNode out = rows.addArray();
             for (Object v : row) {
               if (v == null) {
                 out.addNull();
@@ -428,9 +430,9 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
   /** One task's delete keys. */
   static final class Keys implements WriterCommitMessage {
     private static final long serialVersionUID = 1L;
-    final java.util.ArrayList<Object[]> rows;
+    final ArrayList<Object[]> rows;
 
-    Keys(java.util.ArrayList<Object[]> rows) {
+    Keys(ArrayList<Object[]> rows) {
       this.rows = rows;
     }
   }
@@ -448,7 +450,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
 
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-      java.util.ArrayList<Object[]> rows = new java.util.ArrayList<>();
+      ArrayList<Object[]> rows = new ArrayList<>();
       return new DataWriter<InternalRow>() {
         @Override
         public void write(InternalRow row) {
