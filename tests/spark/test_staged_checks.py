@@ -156,6 +156,34 @@ def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, monke
     assert len(edge_rows(jvm, g.root)) == len(ids) * len(ids[::7])
 
 
+def test_the_index_is_read_in_parts_and_honours_deleted_nodes(jvm, tmp_path, calls, monkeypatch):
+    """The tasks' index is read in parts, one per committed fragment and staged node file, by
+    whichever threads wait for it: with the node table in three fragments (one with a deleted
+    row) and more nodes staged in the same load, every live endpoint is proven in the tasks, and
+    an edge to the deleted node is counted dangling there and refused by the driver."""
+    staged, dangling = jvm_write.stage_jvm, []
+
+    def spy(*a, **kw):
+        out = staged(*a, **kw)
+        dangling.extend(s.ends.dangling for s in out if s.ends is not None)
+        return out
+
+    monkeypatch.setattr(graph_io._jvm_write, "stage_jvm", spy)
+    g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
+    for chunk in (NAMES[:3], NAMES[3:6], NAMES[6:]):
+        write_table(people(jvm, chunk), g.root, "Person", engine="jvm")
+    write_table(people(jvm, ["bob"]), g.root, "Person", mode="delete")
+    live = [n for n in NAMES if n != "bob"] + ["new1", "new2"]
+    write_graph(g.root, {"Person": people(jvm, ["new1", "new2"]), "Knows": knows(jvm, ring(live), parts=3)},
+                engine="jvm")
+    assert dangling == [0, 0, 0] and calls["endpoints"] == 0
+    dangling.clear()
+    with pytest.raises(DanglingEdgeError, match=r"dst 'bob' not found in Person"):
+        write_table(knows(jvm, [("ann", "bob")] + ring(live), parts=3), g.root, "Knows", engine="jvm")
+    assert sum(dangling) == 1 and calls["endpoints"] == 1
+    assert edge_rows(jvm, g.root) == sorted(ring(live))
+
+
 def test_nodes_staged_in_the_same_load_are_indexed_from_their_files(jvm, tmp_path, calls):
     """write_graph of nodes + edges: the tasks index the load's own staged node files, so the
     driver skips the probe here too; an overwrite of the node type drops the committed ids."""

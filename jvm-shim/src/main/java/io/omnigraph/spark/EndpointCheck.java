@@ -29,8 +29,8 @@ final class EndpointCheck {
   private static final long MAX_PENDING_VALUES = 4_000_000;
 
   private final String label;
-  private final CompletableFuture<NodeIdIndex> from;
-  private final CompletableFuture<NodeIdIndex> to;
+  private final NodeIdIndex.Pending from;
+  private final NodeIdIndex.Pending to;
   private final int[] buckets = new int[BUCKETS];
   private final List<Ends> pending = new ArrayList<>();
   private final NodeIdIndex.Probe probe = new NodeIdIndex.Probe();
@@ -75,7 +75,7 @@ final class EndpointCheck {
       f = from.join();
       t = to.join();
     } catch (RuntimeException e) {
-      LOG.warn("{}: endpoints not checked while staging (the driver checks them): {}", label, e.toString());
+      LOG.warn("{}: endpoints not checked while staging (the driver checks them): {}", label, NodeIdIndex.cause(e));
       failed = true;
       pending.clear();
       return;

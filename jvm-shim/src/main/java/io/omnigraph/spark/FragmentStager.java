@@ -328,6 +328,9 @@ final class FragmentStager implements DataWriter<InternalRow> {
     if (refused != null) {
       return new LanceFragmentSink.RefusedMessage(partitionId, taskId, refused.toJson().toString());
     }
+    if (lance != null) {
+      offer(END); // Lance finishes the files while the set-aside values are probed
+    }
     if (ends != null) {
       ends.finish();
     }
@@ -338,7 +341,6 @@ final class FragmentStager implements DataWriter<InternalRow> {
     long bytes = 0;
     List<String> files = new ArrayList<>();
     if (lance != null) {
-      offer(END);
       join();
       if (lanceError != null) {
         throw new IOException(spec.label + ": staging failed (" + spec.where + " " + partitionId + "): "

@@ -24,7 +24,7 @@ final class FreshIdCheck {
   private static final long MAX_PENDING_VALUES = 4_000_000;
 
   private final String label;
-  private final CompletableFuture<NodeIdIndex> committed;
+  private final NodeIdIndex.Pending committed;
   private final List<StringValues> pending = new ArrayList<>();
   private final NodeIdIndex.Probe probe = new NodeIdIndex.Probe();
   private long pendingValues;
@@ -62,7 +62,7 @@ final class FreshIdCheck {
     try {
       index = committed.join();
     } catch (RuntimeException e) {
-      LOG.warn("{}: committed ids not probed while staging (the driver checks them): {}", label, e.toString());
+      LOG.warn("{}: committed ids not probed while staging (the driver checks them): {}", label, NodeIdIndex.cause(e));
       failed = true;
       pending.clear();
       return;

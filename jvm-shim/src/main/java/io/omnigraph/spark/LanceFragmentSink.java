@@ -20,6 +20,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -60,6 +61,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * short name, so it never shadows the Python source.
  */
 public final class LanceFragmentSink implements TableProvider {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(LanceFragmentSink.class);
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
@@ -74,7 +76,9 @@ public final class LanceFragmentSink implements TableProvider {
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-    return new SinkTable(schema, WriteSpec.parse(properties));
+    WriteSpec spec = WriteSpec.parse(properties);
+    spec.startIndexesIfLocal();
+    return new SinkTable(schema, spec);
   }
 
   /** The parsed options: small and serialisable, shipped to executors with the writer factory. */
@@ -177,6 +181,34 @@ public final class LanceFragmentSink implements TableProvider {
         }
       }
       return new WriteSpec(new CaseInsensitiveStringMap(all));
+    }
+
+    /**
+     * With a local master this JVM runs the tasks: start building the node id indexes they will
+     * probe ({@link NodeIdIndex#of}, shared by key) now, while Spark plans the write, rather than
+     * when the first task starts. Call on the driver. A cluster's driver runs no task, so it builds
+     * nothing.
+     */
+    void startIndexesIfLocal() {
+      if (endpoints == null && freshIds == null) {
+        return;
+      }
+      try {
+        if (!SparkSession.active().sparkContext().isLocal()) {
+          return;
+        }
+        if (endpoints != null) {
+          JsonNode e = LanceSnapshotSource.JSON.readTree(endpoints);
+          NodeIdIndex.of(e.get("load").asText(), e.get("src"), storageOptions);
+          NodeIdIndex.of(e.get("load").asText(), e.get("dst"), storageOptions);
+        }
+        if (freshIds != null) {
+          JsonNode f = LanceSnapshotSource.JSON.readTree(freshIds);
+          NodeIdIndex.of(f.get("load").asText(), f.get("ids"), storageOptions);
+        }
+      } catch (IOException | RuntimeException e) { // the tasks start them (and report a bad option)
+        LOG.debug("{}: node id indexes not started ahead: {}", tableKey, e.toString());
+      }
     }
 
   }

@@ -13,6 +13,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
@@ -39,11 +42,20 @@ import org.lance.ipc.ScanOptions;
  * Within one load the source is immutable (a pinned version, finished files); soft references
  * let the GC reclaim an index when memory runs short.
  *
+ * <p>The build reads the table's fragments and the staged files as separate parts. One
+ * background thread starts it, and every task that needs the index before it is done reads
+ * unread parts instead of blocking ({@link Pending#join}): a task that has staged its rows holds
+ * a core Spark gave it, so the build spreads over the executor's cores exactly when they would
+ * otherwise wait (12.5M ids: one thread took 3.7 s beside the staging tasks).
+ *
  * <p>Layout: open addressing over 16-byte slots (two longs, see {@link Keys}). An id of at most
  * 15 bytes lives in its slot, so a probe costs one cache miss; a longer id's slot holds 56 bits
  * of its hash and where its bytes are in an arena, compared byte for byte on a match. Why: past
  * a few million ids neither the slots nor the ids fit the CPU caches, and an arena read per
- * probe made the probes ~4x slower (4M probes into 4M ids of 15 bytes: 560 vs 146 ms).
+ * probe made the probes ~4x slower (4M probes into 4M ids of 15 bytes: 560 vs 146 ms). The
+ * table has {@link #SLOTS_PER_ID} slots per id (any count, not a power of two: a hash's slot is
+ * its top 32 bits scaled to the table), so 12.5M ids take 320 MB rather than the 512 MB of the
+ * next power of two above twice the ids.
  */
 final class NodeIdIndex {
   static {
@@ -52,6 +64,9 @@ final class NodeIdIndex {
 
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NodeIdIndex.class);
   private static final VarHandle LONGS = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final VarHandle SLOT = MethodHandles.arrayElementVarHandle(long[].class);
+  /** slots per id: at most 5/8 of the slots are taken, so a probe for an absent id ends within a few slots */
+  static final double SLOTS_PER_ID = 1.6;
   private static final int MAX_CACHED = 4;
   /** an index may take at most this share of the executor's heap (else: "not checked") */
   private static final double HEAP_SHARE = 0.25;
@@ -60,7 +75,7 @@ final class NodeIdIndex {
   /** the low byte of a slot's first word for an id kept in the arena (inline ids: length + 1) */
   private static final long IN_ARENA = 0xFF;
   /** load token + source JSON -> the index being built or built; guarded by itself */
-  private static final Map<String, SoftReference<CompletableFuture<NodeIdIndex>>> CACHE = recentlyUsed();
+  private static final Map<String, SoftReference<Pending>> CACHE = recentlyUsed();
   /** a committed table's content key (see {@link #contentKey}) -> its index, across loads; guarded by itself */
   private static final Map<String, SoftReference<NodeIdIndex>> BY_CONTENT = recentlyUsed();
   /** indexes built from the data (not taken from {@link #BY_CONTENT}), for tests */
@@ -68,16 +83,19 @@ final class NodeIdIndex {
 
   private final long[] slots; // slot i: words 2i, 2i + 1; first word 0 = empty
   private final byte[] arena; // the bytes of the ids longer than INLINE, back to back
-  private final int shift; // a hash's slot: its top bits
-  private final int mask; // slots - 1: linear probing wraps
+  private final int cap; // slots; linear probing wraps from the last to the first
   private final int size; // ids in the set
 
-  private NodeIdIndex(long[] slots, byte[] arena, int shift, int mask, int size) {
+  private NodeIdIndex(long[] slots, byte[] arena, int cap, int size) {
     this.slots = slots;
     this.size = size;
     this.arena = arena;
-    this.shift = shift;
-    this.mask = mask;
+    this.cap = cap;
+  }
+
+  /** The first slot of hash {@code h} in a table of {@code cap} slots: its top 32 bits scaled to the table. */
+  static int home(long h, int cap) {
+    return (int) (((h >>> 32) * cap) >>> 32);
   }
 
   /**
@@ -92,6 +110,7 @@ final class NodeIdIndex {
     final long[] hash = new long[BLOCK];
     final long[] k0 = new long[BLOCK];
     final long[] k1 = new long[BLOCK];
+    long loaded; // keeps a block's slot loads from being optimised away
 
     /** Keys of the ids ``bytes[starts[from + j], +lens[from + j])``, j < m, into slots 0..m-1. */
     void fill(byte[] bytes, int[] starts, int[] lens, int from, int m) {
@@ -150,22 +169,70 @@ final class NodeIdIndex {
    * loads: a Lance branch deleted and re-created can reuse a version number for other rows.
    * {@code storage}: the load's Lance storage options (empty on a local root).
    */
-  static CompletableFuture<NodeIdIndex> of(String load, JsonNode source, java.util.Map<String, String> storage) {
+  static Pending of(String load, JsonNode source, java.util.Map<String, String> storage) {
     String key = load + " " + source;
     synchronized (CACHE) {
-      SoftReference<CompletableFuture<NodeIdIndex>> ref = CACHE.get(key);
-      CompletableFuture<NodeIdIndex> f = ref == null ? null : ref.get();
-      if (f == null || f.isCompletedExceptionally()) {
-        f = CompletableFuture.supplyAsync(() -> build(source, storage));
+      SoftReference<Pending> ref = CACHE.get(key);
+      Pending f = ref == null ? null : ref.get();
+      if (f == null || f.failed()) {
+        f = new Pending(source, storage);
         CACHE.put(key, new SoftReference<>(f));
       }
       return f;
     }
   }
 
+  /**
+   * An index being built or built. A background thread opens the sources, sizes the table and
+   * reads parts; {@link #join} reads unread parts too before it waits for the rest.
+   */
+  static final class Pending {
+    private final CompletableFuture<Build> started = new CompletableFuture<>();
+    private final CompletableFuture<NodeIdIndex> done = new CompletableFuture<>();
+
+    private Pending(JsonNode source, java.util.Map<String, String> storage) {
+      CompletableFuture.runAsync(() -> {
+        Build b;
+        try {
+          b = Build.start(source, storage, done);
+        } catch (Throwable t) {
+          started.completeExceptionally(t);
+          done.completeExceptionally(t);
+          return;
+        }
+        started.complete(b);
+        if (b != null) {
+          b.help();
+        }
+      });
+    }
+
+    boolean isDone() {
+      return done.isDone();
+    }
+
+    boolean failed() {
+      return done.isCompletedExceptionally();
+    }
+
+    /** The index, once built; helps build it meanwhile. Throws (unchecked) if it cannot be built. */
+    NodeIdIndex join() {
+      Build b;
+      try {
+        b = started.join();
+      } catch (CompletionException e) {
+        return done.join(); // throws the build's failure
+      }
+      if (b != null) {
+        b.help();
+      }
+      return done.join();
+    }
+  }
+
   /** Is the id ``b[off, off + len)`` (hash {@code h}, key words k0, k1) in the set? Linear probing. */
   private boolean contains(byte[] b, int off, int len, long h, long k0, long k1) {
-    for (int s = (int) (h >>> shift); ; s = (s + 1) & mask) {
+    for (int s = home(h, cap); ; s = s + 1 == cap ? 0 : s + 1) {
       long e = slots[2 * s];
       if (e == 0) {
         return false;
@@ -187,30 +254,29 @@ final class NodeIdIndex {
    */
   static final class Probe {
     private final Keys keys = new Keys();
-    private long loaded; // keeps the slot loads from being optimised away
 
     /** How many of ``n`` values (``bytes[starts[i], +lens[i])``) are not in ``index``; counts each value's hash bucket in ``buckets`` (if given). */
     long misses(NodeIdIndex index, byte[] bytes, int[] starts, int[] lens, int n, int[] buckets) {
       long missing = 0;
       long[] slots = index.slots;
-      int shift = index.shift;
+      int cap = index.cap;
       long[] hashes = keys.hash;
       for (int b = 0; b < n; b += Keys.BLOCK) {
         int m = Math.min(Keys.BLOCK, n - b);
         keys.fill(bytes, starts, lens, b, m);
         long any = 0;
         for (int j = 0; j < m; j++) {
-          any |= slots[2 * (int) (hashes[j] >>> shift)];
+          any |= slots[2 * home(hashes[j], cap)];
         }
         if (index.arena.length > 0) { // ids in the arena: load the bytes of each first slot's id too
           for (int j = 0; j < m; j++) {
-            int s = 2 * (int) (hashes[j] >>> shift);
+            int s = 2 * home(hashes[j], cap);
             if (slots[s] == keys.k0[j] && (keys.k0[j] & 0xFF) == IN_ARENA) {
               any |= index.arena[(int) slots[s + 1]];
             }
           }
         }
-        loaded |= any;
+        keys.loaded |= any;
         for (int j = 0; j < m; j++) {
           long h = hashes[j];
           if (buckets != null) {
@@ -272,144 +338,264 @@ final class NodeIdIndex {
     return b.toString();
   }
 
-  private static NodeIdIndex build(JsonNode source, java.util.Map<String, String> storage) {
-    long t0 = System.nanoTime();
-    try (BufferAllocator allocator = new RootAllocator()) {
-      JsonNode table = source.get("table");
-      Dataset ds = null;
-      if (table != null && !table.isNull()) {
-        JsonNode branch = table.get("branch");
-        ds = LanceSnapshotSource.openAt(allocator, table.get("path").asText(),
-            branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong(), storage);
-      }
-      List<LanceFileReader> files = new ArrayList<>();
+  /**
+   * One build: the table being filled and the parts still to read (a committed fragment, a
+   * staged file). Any thread may read parts ({@link #help}); the one that finishes the last part
+   * completes the index.
+   */
+  private static final class Build {
+    private final JsonNode source;
+    private final java.util.Map<String, String> storage;
+    private final BufferAllocator allocator;
+    private final Builder ids;
+    private final String content; // the committed table's content key (null: not cached by content)
+    private final ConcurrentLinkedQueue<Part> parts;
+    private final AtomicInteger unread;
+    private final AtomicInteger readers = new AtomicInteger(); // threads that read at least one part
+    private final CompletableFuture<NodeIdIndex> done;
+    private final long t0;
+
+    private Build(JsonNode source, java.util.Map<String, String> storage, BufferAllocator allocator, Builder ids,
+        String content, List<Part> parts, CompletableFuture<NodeIdIndex> done, long t0) {
+      this.source = source;
+      this.storage = storage;
+      this.allocator = allocator;
+      this.ids = ids;
+      this.content = content;
+      this.parts = new ConcurrentLinkedQueue<>(parts);
+      this.unread = new AtomicInteger(parts.size());
+      this.done = done;
+      this.t0 = t0;
+    }
+
+    /**
+     * Opens the sources, counts their rows and sizes the table. Returns null when {@code done}
+     * is already complete (an index of the same committed rows was reused, or there is nothing
+     * to read).
+     */
+    static Build start(JsonNode source, java.util.Map<String, String> storage, CompletableFuture<NodeIdIndex> done) {
+      long t0 = System.nanoTime();
+      BufferAllocator allocator = new RootAllocator();
+      Build b = null;
       try {
-        String content = ds != null && source.get("files").size() == 0
-            ? contentKey(table.get("path").asText(), ds) : null;
-        if (content != null) {
-          synchronized (BY_CONTENT) {
-            SoftReference<NodeIdIndex> ref = BY_CONTENT.get(content);
-            NodeIdIndex hit = ref == null ? null : ref.get();
+        List<Part> parts = new ArrayList<>();
+        long rows = 0;
+        String content = null;
+        JsonNode table = source.get("table");
+        if (table != null && !table.isNull()) {
+          try (Dataset ds = openTable(allocator, table, storage)) {
+            content = source.get("files").size() == 0 ? contentKey(table.get("path").asText(), ds) : null;
+            NodeIdIndex hit = content == null ? null : reusable(content);
             if (hit != null) {
               LOG.info("reused the index of {} node ids for the endpoint check: {}", hit.size, source);
-              return hit;
+              done.complete(hit);
+              return null;
+            }
+            for (Fragment f : ds.getFragments()) {
+              rows += f.countRows();
+              parts.add(new Part(f.getId(), null));
             }
           }
         }
-        long rows = ds == null ? 0 : ds.countRows();
         for (JsonNode f : source.get("files")) {
-          files.add(LanceFileReader.open(f.asText(), storage, allocator));
-          rows += files.get(files.size() - 1).numRows();
-        }
-        Builder c = new Builder(rows);
-        if (ds != null) {
-          try (LanceScanner sc = LanceScanner.create(ds,
-                   new ScanOptions.Builder().columns(Collections.singletonList("id")).batchSize(262_144).build(),
-                   allocator);
-               ArrowReader r = sc.scanBatches()) {
-            c.addAll(r);
+          try (LanceFileReader r = LanceFileReader.open(f.asText(), storage, allocator)) {
+            rows += r.numRows();
           }
+          parts.add(new Part(-1, f.asText()));
         }
-        for (LanceFileReader fr : files) {
-          try (ArrowReader r = fr.readAll(Collections.singletonList("id"), null, 262_144)) {
-            c.addAll(r);
-          }
+        b = new Build(source, storage, allocator, new Builder(rows), content, parts, done, t0);
+        if (parts.isEmpty()) {
+          b.finish();
+          return null;
         }
-        NodeIdIndex index = c.build();
-        BUILDS.incrementAndGet();
-        if (content != null) {
-          synchronized (BY_CONTENT) {
-            BY_CONTENT.put(content, new SoftReference<>(index));
-          }
-        }
-        LOG.info("indexed {} node ids in {} ms for the endpoint check: {}", c.n,
-            (System.nanoTime() - t0) / 1_000_000, source);
-        return index;
+        return b;
+      } catch (Exception e) {
+        throw new IllegalStateException("cannot index the node ids of " + source, e);
       } finally {
-        for (LanceFileReader fr : files) {
-          fr.close();
-        }
-        if (ds != null) {
-          ds.close();
+        if (b == null) {
+          allocator.close();
         }
       }
-    } catch (Exception e) {
-      throw new IllegalStateException("cannot index the node ids of " + source, e);
+    }
+
+    /** Reads unread parts until none is left; the thread reading the last one completes the index. */
+    void help() {
+      boolean counted = false;
+      for (Part p = parts.poll(); p != null; p = parts.poll()) {
+        if (!counted) {
+          readers.incrementAndGet();
+          counted = true;
+        }
+        try {
+          if (!done.isDone()) {
+            p.read(this);
+          }
+        } catch (Throwable t) {
+          done.completeExceptionally(new IllegalStateException("cannot index the node ids of " + source, t));
+        } finally {
+          if (unread.decrementAndGet() == 0) {
+            finish();
+          }
+        }
+      }
+    }
+
+    private void finish() {
+      try {
+        if (!done.isDone()) {
+          NodeIdIndex index = ids.build();
+          BUILDS.incrementAndGet();
+          if (content != null) {
+            synchronized (BY_CONTENT) {
+              BY_CONTENT.put(content, new SoftReference<>(index));
+            }
+          }
+          LOG.info("indexed {} node ids in {} ms ({} parts read by {} threads) for the endpoint check: {}", index.size,
+              (System.nanoTime() - t0) / 1_000_000, ids.parts.get(), readers.get(), source);
+          done.complete(index);
+        }
+      } catch (Throwable t) {
+        done.completeExceptionally(new IllegalStateException("cannot index the node ids of " + source, t));
+      } finally {
+        allocator.close();
+      }
     }
   }
 
-  /** Inserts every non-null id of a stream into slots sized up front (its row count). */
+  /** A committed fragment (its id) or a staged data file (its path) of the ids being indexed. */
+  private static final class Part {
+    private final int fragment;
+    private final String file;
+
+    Part(int fragment, String file) {
+      this.fragment = fragment;
+      this.file = file;
+    }
+
+    void read(Build b) throws Exception {
+      Keys keys = new Keys();
+      try (BufferAllocator a = b.allocator.newChildAllocator("node-ids", 0, Long.MAX_VALUE)) {
+        if (file != null) {
+          try (LanceFileReader fr = LanceFileReader.open(file, b.storage, a);
+               ArrowReader r = fr.readAll(Collections.singletonList("id"), null, 262_144)) {
+            b.ids.addAll(r, keys);
+          }
+        } else {
+          try (Dataset ds = openTable(a, b.source.get("table"), b.storage);
+               LanceScanner sc = LanceScanner.create(ds, new ScanOptions.Builder()
+                   .columns(Collections.singletonList("id")).fragmentIds(List.of(fragment)).batchSize(262_144).build(), a);
+               ArrowReader r = sc.scanBatches()) {
+            b.ids.addAll(r, keys);
+          }
+        }
+      }
+      b.ids.parts.incrementAndGet();
+    }
+  }
+
+  /** Why a build failed, for a log line: each cause's message, outermost first. */
+  static String cause(Throwable e) {
+    StringBuilder b = new StringBuilder();
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (!(t instanceof CompletionException)) {
+        b.append(b.length() == 0 ? "" : ": caused by ").append(t);
+      }
+    }
+    return b.toString();
+  }
+
+  private static Dataset openTable(BufferAllocator allocator, JsonNode table, java.util.Map<String, String> storage) {
+    JsonNode branch = table.get("branch");
+    return LanceSnapshotSource.openAt(allocator, table.get("path").asText(),
+        branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong(), storage);
+  }
+
+  /** An index built earlier from the same committed rows, if the GC has not reclaimed it. */
+  private static NodeIdIndex reusable(String content) {
+    synchronized (BY_CONTENT) {
+      SoftReference<NodeIdIndex> ref = BY_CONTENT.get(content);
+      return ref == null ? null : ref.get();
+    }
+  }
+
+  /**
+   * Inserts every non-null id of the parts into slots sized up front (their row count). Any
+   * number of threads may add at once: a slot is taken by a compare-and-set of its first word,
+   * and the arena grows under a lock. Nothing reads the table until the build completes.
+   */
   static final class Builder {
     final long[] slots;
-    final int mask;
-    final int shift;
+    final int cap;
     final int limit; // entries allowed: the table stays at most 3/4 full (a probe always ends)
-    final Keys keys = new Keys();
     final double budget = HEAP_SHARE * Runtime.getRuntime().maxMemory(); // bytes of heap
-    byte[] arena = new byte[0];
-    int arenaEnd;
-    int n;
-    long loaded;
+    final AtomicInteger n = new AtomicInteger();
+    final AtomicInteger parts = new AtomicInteger();
+    private byte[] arena = new byte[0]; // guarded by this
+    private int arenaEnd; // guarded by this
 
     Builder(long rows) {
-      long cap = Long.highestOneBit(Math.max(2L, rows) * 2 - 1) << 1; // a power of two >= 2 * rows
-      if (cap > (1 << 29) || 16.0 * cap > budget) {
+      long want = Math.max(2L, (long) Math.ceil(rows * SLOTS_PER_ID));
+      if (want > (1 << 30) - 16 || 16.0 * want > budget) {
         throw new IllegalStateException("too many node ids to index in this executor (" + rows + ")");
       }
-      slots = new long[(int) (2 * cap)];
-      mask = (int) cap - 1;
-      shift = 64 - Long.numberOfTrailingZeros(cap);
-      limit = (int) (cap / 4 * 3);
+      cap = (int) want;
+      slots = new long[2 * cap];
+      limit = (int) (cap * 3L / 4);
     }
 
-    void addAll(ArrowReader r) throws IOException {
+    void addAll(ArrowReader r, Keys keys) throws IOException {
       while (r.loadNextBatch()) {
-        add(new StringValues((VarCharVector) r.getVectorSchemaRoot().getVector("id")));
+        add(new StringValues((VarCharVector) r.getVectorSchemaRoot().getVector("id")), keys);
       }
     }
 
-    void add(StringValues ids) {
-      if (n + ids.n > limit) {
-        throw new IllegalStateException("more node ids than the sources counted (" + (n + ids.n) + ")");
+    void add(StringValues ids, Keys keys) {
+      if (n.addAndGet(ids.n) > limit) {
+        throw new IllegalStateException("more node ids than the sources counted (" + n.get() + ")");
       }
       for (int i = 0; i < ids.n; i += Keys.BLOCK) {
         int m = Math.min(Keys.BLOCK, ids.n - i);
         keys.fill(ids.bytes, ids.starts, ids.lens, i, m);
         long any = 0; // the block's first slots, loaded together (see Probe)
         for (int j = 0; j < m; j++) {
-          any |= slots[2 * (int) (keys.hash[j] >>> shift)];
+          any |= slots[2 * home(keys.hash[j], cap)];
         }
-        loaded |= any;
+        keys.loaded |= any;
         for (int j = 0; j < m; j++) {
           insert(ids.bytes, ids.starts[i + j], ids.lens[i + j], keys.hash[j], keys.k0[j], keys.k1[j]);
         }
       }
-      n += ids.n;
     }
 
-    NodeIdIndex build() {
-      return new NodeIdIndex(slots, Arrays.copyOf(arena, arenaEnd), shift, mask, n);
+    /** The finished index; call once every part is read (the last part's thread does). */
+    synchronized NodeIdIndex build() {
+      return new NodeIdIndex(slots, Arrays.copyOf(arena, arenaEnd), cap, n.get());
     }
 
     private void insert(byte[] b, int off, int len, long h, long k0, long k1) {
       if (len > INLINE) {
-        if (arenaEnd + len > arena.length) {
-          long grown = Math.max((long) arenaEnd + len, 2L * arena.length + 1024);
-          if (grown > Integer.MAX_VALUE - 16 || 8.0 * slots.length + grown > budget) {
-            throw new IllegalStateException("node ids too long to index in this executor (" + n + "+)");
-          }
-          arena = Arrays.copyOf(arena, (int) grown);
-        }
-        System.arraycopy(b, off, arena, arenaEnd, len);
-        k1 = (long) len << 32 | arenaEnd;
-        arenaEnd += len;
+        k1 = toArena(b, off, len);
       }
-      int s = (int) (h >>> shift);
-      while (slots[2 * s] != 0) {
-        s = (s + 1) & mask;
+      int s = home(h, cap);
+      while (slots[2 * s] != 0 || !SLOT.compareAndSet(slots, 2 * s, 0L, k0)) {
+        s = s + 1 == cap ? 0 : s + 1;
       }
-      slots[2 * s] = k0;
       slots[2 * s + 1] = k1;
+    }
+
+    /** Copies an id into the arena; returns its slot's second word (length, offset). */
+    private synchronized long toArena(byte[] b, int off, int len) {
+      if (arenaEnd + len > arena.length) {
+        long grown = Math.max((long) arenaEnd + len, 2L * arena.length + 1024);
+        if (grown > Integer.MAX_VALUE - 16 || 8.0 * slots.length + grown > budget) {
+          throw new IllegalStateException("node ids too long to index in this executor (" + n.get() + "+)");
+        }
+        arena = Arrays.copyOf(arena, (int) grown);
+      }
+      System.arraycopy(b, off, arena, arenaEnd, len);
+      long where = (long) len << 32 | arenaEnd;
+      arenaEnd += len;
+      return where;
     }
   }
 }

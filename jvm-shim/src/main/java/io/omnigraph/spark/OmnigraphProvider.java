@@ -270,8 +270,9 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         boolean identity = mapping.identity(info.schema().size());
         LOG.info("omnigraph write of {} on the JVM sink ({})", jvm.get("table").asText(), identity ? "rows as given"
             : mapping.reorder() != null ? "columns read in the input's order" : "rows projected per task");
-        return new ProviderBatchWrite(bridge,
-            new LanceFragmentSink.StagingBatchWrite(LanceFragmentSink.WriteSpec.parse(sink)),
+        LanceFragmentSink.WriteSpec spec = LanceFragmentSink.WriteSpec.parse(sink);
+        spec.startIndexesIfLocal();
+        return new ProviderBatchWrite(bridge, new LanceFragmentSink.StagingBatchWrite(spec),
             identity ? null : mapping, SparkSession.active());
       }
     }
