@@ -567,9 +567,11 @@ final class NodeIdIndex {
       }
     }
 
-    /** The finished index; call once every part is read (the last part's thread does). */
+    /** The finished index; call once, after every part is read (the last part's thread does). */
     synchronized NodeIdIndex build() {
-      return new NodeIdIndex(slots, Arrays.copyOf(arena, arenaEnd), cap, n.get());
+      byte[] ids = arenaEnd == arena.length ? arena : Arrays.copyOf(arena, arenaEnd);
+      arena = null; // the index holds the bytes now (this builder stays reachable while the index is cached)
+      return new NodeIdIndex(slots, ids, cap, n.get());
     }
 
     private void insert(byte[] b, int off, int len, long h, long k0, long k1) {
