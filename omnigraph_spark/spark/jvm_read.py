@@ -37,7 +37,7 @@ from ..errors import JvmReadUnavailableError, OptionError
 from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
-from .reader import DEFAULT_MAX_ROWS_PER_PARTITION, _range_filter, column_kinds, fragment_rows, plan_partitions
+from .reader import _range_filter, column_kinds, default_max_rows, fragment_rows, plan_partitions
 from .options import ENGINES
 from .shim_conf import SHIM_DIR_ENV, SHIM_JAR, configure_spark, shim_jars, shim_spark_conf  # noqa: F401 (re-exported)
 
@@ -225,7 +225,7 @@ def scan_options(snap: Snapshot, typedef: TypeDef, schema, ds, parallelism: int,
     read_columns = set(schema.fieldNames())
     frags = fragment_rows(ds)
     tasks = []
-    for ids, rng in plan_partitions(frags, max_rows_per_partition or DEFAULT_MAX_ROWS_PER_PARTITION,
+    for ids, rng in plan_partitions(frags, max_rows_per_partition or default_max_rows(ds, frags, parallelism),
                                     parallelism):
         if ids:  # an empty table plans one empty task: the JVM source just gets none
             tasks.append({"fragments": list(ids), "filter": _range_filter(ids[0], rng) if rng else None})

@@ -79,8 +79,11 @@ OPTIONS: Tuple[OptionSpec, ...] = (
     OptionSpec("timestampAsOf", "read", None,
                "Read the latest commit at or before this ISO-8601 timestamp. Excludes version/commit."),
     OptionSpec("columns", "read", None, "Comma-separated columns to read (default: all)."),
-    OptionSpec("maxRowsPerPartition", "read", str(DEFAULT_MAX_ROWS_PER_FILE),
-               "Split fragments into partitions of at most this many rows."),
+    OptionSpec("maxRowsPerPartition", "read", "Spark's file split size in rows",
+               "At most this many rows per read task (a larger fragment is split into row ranges). "
+               "Default: whole fragments grouped up to `min(128 MB, max(4 MB, table bytes / cores))` of "
+               "data files, as Spark packs Parquet files into tasks, and never fewer rows than one writer "
+               "file (1,048,576)."),
     OptionSpec("minPartitions", "read", None,
                "Spread the read over at least this many tasks when each keeps >= 65,536 rows "
                "(default: the driver's CPU count; on a cluster, the executor cores)."),

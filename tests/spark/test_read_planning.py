@@ -58,6 +58,34 @@ def test_full_size_files_are_read_whole():
         (0, full // 2), (full // 2, full)]
 
 
+class _Files:
+    """A table's fragments as default_max_rows sees them: data file sizes only."""
+
+    def __init__(self, sizes):
+        from types import SimpleNamespace as NS
+
+        self.frags = [NS(metadata=NS(files=[NS(file_size_bytes=s)])) for s in sizes]
+
+    def get_fragments(self):
+        return self.frags
+
+
+def test_the_default_cap_groups_whole_fragments_as_spark_splits_files():
+    """Without maxRowsPerPartition a read task groups whole fragments up to Spark's file split
+    size, min(128 MB, max(4 MB, bytes / cores)) in the table's rows, never below a writer file's
+    rows: ten 1M-row fragments of 30 MB on two cores read as three tasks (Parquet files of that
+    size get three), not ten; a table of small files on many cores keeps one file per task."""
+    full = R.DEFAULT_MAX_ROWS_PER_PARTITION
+    ten = [(i, full, full) for i in range(10)]
+    cap = R.default_max_rows(_Files([30 << 20] * 10), ten, 2)
+    assert cap == (128 << 20) * 10 * full // (300 << 20)
+    assert [ids for ids, _ in R.plan_partitions(ten, cap, 2)] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
+    assert R.default_max_rows(_Files([30 << 20] * 10), ten, 16) == full  # 19 MB splits: a file each
+    assert R.default_max_rows(_Files([30 << 20, None]), ten[:2], 2) == full  # a size unknown
+    assert R.default_max_rows(_Files([30 << 20, 0]), ten[:2], 2) == full
+    assert R.default_max_rows(_Files([]), [], 2) == full
+
+
 def test_row_ranges_cover_a_fragment_with_deletions_exactly_once(tmp_path):
     uri = str(tmp_path / "t")
     lance.write_dataset(pa.table({"id": [f"r{i:02d}" for i in range(50)], "x": list(range(50))}), uri,
