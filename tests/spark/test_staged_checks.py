@@ -68,6 +68,20 @@ def jvm_key_hashes(monkeypatch):
     return parts
 
 
+@pytest.fixture
+def dangling(monkeypatch):
+    """The rows with an unknown endpoint each JVM edge task of this test's loads counted."""
+    staged, counts = jvm_write.stage_jvm, []
+
+    def spy(*a, **kw):
+        out = staged(*a, **kw)
+        counts.extend(s.ends.dangling for s in out if s.ends is not None)
+        return out
+
+    monkeypatch.setattr(graph_io._jvm_write, "stage_jvm", spy)
+    return counts
+
+
 def people(spark, names=NAMES):
     return spark.createDataFrame([(n,) for n in names], "name string")
 
@@ -125,7 +139,7 @@ def test_a_committed_node_index_is_reused_only_while_the_node_rows_stay(jvm, tmp
     assert edge_rows(jvm, g.root) == [("a", "b"), ("a", "c"), ("b", "c"), ("c", "a"), ("d", "a")]
 
 
-def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, monkeypatch):
+def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, dangling):
     """The index keeps ids of up to 15 bytes inside its slots and longer ones in a byte arena:
     whatever the length, the tasks count exactly the rows whose endpoint is not a node id, near
     misses included (last byte changed, one byte cut, a NUL appended, multi-byte UTF-8)."""
@@ -134,15 +148,6 @@ def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, monke
     near = [v for i in ids if len(i.encode()) in (6, 7, 8, 9, 14, 15, 16, 17, 26)
             for v in (i[:-1] + chr(ord(i[-1]) ^ 1), i[:-1], i + "\x00")]
     assert not set(near) & set(ids)
-    staged = jvm_write.stage_jvm
-    dangling = []
-
-    def spy(*a, **kw):
-        out = staged(*a, **kw)
-        dangling.extend(s.ends.dangling for s in out if s.ends is not None)
-        return out
-
-    monkeypatch.setattr(graph_io._jvm_write, "stage_jvm", spy)
     g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
     write_table(people(jvm, ids), g.root, "Person", engine="jvm")
     write_table(knows(jvm, [(i, j) for i in ids for j in ids[::7]], parts=3), g.root, "Knows", engine="jvm")
@@ -156,19 +161,11 @@ def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, monke
     assert len(edge_rows(jvm, g.root)) == len(ids) * len(ids[::7])
 
 
-def test_the_index_is_read_in_parts_and_honours_deleted_nodes(jvm, tmp_path, calls, monkeypatch):
+def test_the_index_is_read_in_parts_and_honours_deleted_nodes(jvm, tmp_path, calls, dangling):
     """The tasks' index is read in parts, one per committed fragment and staged node file, by
     whichever threads wait for it: with the node table in three fragments (one with a deleted
     row) and more nodes staged in the same load, every live endpoint is proven in the tasks, and
     an edge to the deleted node is counted dangling there and refused by the driver."""
-    staged, dangling = jvm_write.stage_jvm, []
-
-    def spy(*a, **kw):
-        out = staged(*a, **kw)
-        dangling.extend(s.ends.dangling for s in out if s.ends is not None)
-        return out
-
-    monkeypatch.setattr(graph_io._jvm_write, "stage_jvm", spy)
     g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
     for chunk in (NAMES[:3], NAMES[3:6], NAMES[6:]):
         write_table(people(jvm, chunk), g.root, "Person", engine="jvm")
