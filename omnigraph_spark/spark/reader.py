@@ -51,9 +51,10 @@ from .options import DEFAULT_MAX_ROWS_PER_FILE
 log = logging.getLogger(__name__)
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-#: a task's row cap: the writer's default rows per file, so a full-size file is one task. A task
-#: that reads part of a file costs more than its share (a row-address filter; 4M rows in 1Mi-row
-#: files, split below that: 11 % slower)
+#: the least rows a task's default cap allows (:func:`default_max_rows`): the writer's default
+#: rows per file, so a full-size file is never cut for the cap. A task that reads part of a file
+#: costs more than its share (a row-address filter; 4M rows in 1Mi-row files, split below that:
+#: 11 % slower)
 DEFAULT_MAX_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE
 #: below this, a second task costs more (a Python worker round trip) than it saves
 MIN_ROWS_PER_PARTITION = 65_536
