@@ -185,9 +185,10 @@ public final class LanceFragmentSink implements TableProvider {
 
     /**
      * With a local master this JVM runs the tasks: start building the node id indexes they will
-     * probe ({@link NodeIdIndex#of}, shared by key) now, while Spark plans the write, rather than
-     * when the first task starts. Call on the driver. A cluster's driver runs no task, so it builds
-     * nothing.
+     * probe now, while Spark plans the write, rather than when the first task starts. The checks
+     * start their indexes as they are made, keyed by load and source ({@link NodeIdIndex#of}), so
+     * the tasks' own checks find these. Call on the driver. A cluster's driver runs no task, so it
+     * builds nothing.
      */
     void startIndexesIfLocal() {
       if (endpoints == null && freshIds == null) {
@@ -198,13 +199,10 @@ public final class LanceFragmentSink implements TableProvider {
           return;
         }
         if (endpoints != null) {
-          JsonNode e = LanceSnapshotSource.JSON.readTree(endpoints);
-          NodeIdIndex.of(e.get("load").asText(), e.get("src"), storageOptions);
-          NodeIdIndex.of(e.get("load").asText(), e.get("dst"), storageOptions);
+          new EndpointCheck(LanceSnapshotSource.JSON.readTree(endpoints), label, storageOptions);
         }
         if (freshIds != null) {
-          JsonNode f = LanceSnapshotSource.JSON.readTree(freshIds);
-          NodeIdIndex.of(f.get("load").asText(), f.get("ids"), storageOptions);
+          new FreshIdCheck(LanceSnapshotSource.JSON.readTree(freshIds), label, storageOptions);
         }
       } catch (IOException | RuntimeException e) { // the tasks start them (and report a bad option)
         LOG.debug("{}: node id indexes not started ahead: {}", tableKey, e.toString());

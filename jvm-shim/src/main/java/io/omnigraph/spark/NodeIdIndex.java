@@ -340,29 +340,33 @@ final class NodeIdIndex {
 
   /**
    * One build: the table being filled and the parts still to read (a committed fragment, a
-   * staged file). Any thread may read parts ({@link #help}); the one that finishes the last part
-   * completes the index.
+   * staged file). The sources are opened once, in {@link #start}: the parts scan the one
+   * committed table (Lance's {@code Dataset} takes concurrent scans) and read the staged files
+   * through the readers that counted their rows. Any thread may read parts ({@link #help}); the
+   * one that finishes the last part completes the index and closes the sources.
    */
   private static final class Build {
     private final JsonNode source;
-    private final java.util.Map<String, String> storage;
     private final BufferAllocator allocator;
+    private final Dataset table; // the committed table at its pinned version; null: none
     private final Builder ids;
     private final String content; // the committed table's content key (null: not cached by content)
     private final ConcurrentLinkedQueue<Part> parts;
+    private final int count; // parts in all
     private final AtomicInteger unread;
     private final AtomicInteger readers = new AtomicInteger(); // threads that read at least one part
     private final CompletableFuture<NodeIdIndex> done;
     private final long t0;
 
-    private Build(JsonNode source, java.util.Map<String, String> storage, BufferAllocator allocator, Builder ids,
-        String content, List<Part> parts, CompletableFuture<NodeIdIndex> done, long t0) {
+    private Build(JsonNode source, BufferAllocator allocator, Dataset table, Builder ids, String content,
+        List<Part> parts, CompletableFuture<NodeIdIndex> done, long t0) {
       this.source = source;
-      this.storage = storage;
       this.allocator = allocator;
+      this.table = table;
       this.ids = ids;
       this.content = content;
       this.parts = new ConcurrentLinkedQueue<>(parts);
+      this.count = parts.size();
       this.unread = new AtomicInteger(parts.size());
       this.done = done;
       this.t0 = t0;
@@ -376,34 +380,35 @@ final class NodeIdIndex {
     static Build start(JsonNode source, java.util.Map<String, String> storage, CompletableFuture<NodeIdIndex> done) {
       long t0 = System.nanoTime();
       BufferAllocator allocator = new RootAllocator();
+      Dataset ds = null;
+      List<Part> parts = new ArrayList<>();
       Build b = null;
       try {
-        List<Part> parts = new ArrayList<>();
         long rows = 0;
         String content = null;
         JsonNode table = source.get("table");
         if (table != null && !table.isNull()) {
-          try (Dataset ds = openTable(allocator, table, storage)) {
-            content = source.get("files").size() == 0 ? contentKey(table.get("path").asText(), ds) : null;
-            NodeIdIndex hit = content == null ? null : reusable(content);
-            if (hit != null) {
-              LOG.info("reused the index of {} node ids for the endpoint check: {}", hit.size, source);
-              done.complete(hit);
-              return null;
-            }
-            for (Fragment f : ds.getFragments()) {
-              rows += f.countRows();
-              parts.add(new Part(f.getId(), null));
-            }
+          JsonNode branch = table.get("branch");
+          ds = LanceSnapshotSource.openAt(allocator, table.get("path").asText(),
+              branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong(), storage);
+          content = source.get("files").size() == 0 ? contentKey(table.get("path").asText(), ds) : null;
+          NodeIdIndex hit = content == null ? null : reusable(content);
+          if (hit != null) {
+            LOG.info("reused the index of {} node ids for the endpoint check: {}", hit.size, source);
+            done.complete(hit);
+            return null;
+          }
+          for (Fragment f : ds.getFragments()) {
+            rows += f.countRows();
+            parts.add(new Part(f.getId(), null));
           }
         }
         for (JsonNode f : source.get("files")) {
-          try (LanceFileReader r = LanceFileReader.open(f.asText(), storage, allocator)) {
-            rows += r.numRows();
-          }
-          parts.add(new Part(-1, f.asText()));
+          LanceFileReader r = LanceFileReader.open(f.asText(), storage, allocator);
+          parts.add(new Part(-1, r));
+          rows += r.numRows();
         }
-        b = new Build(source, storage, allocator, new Builder(rows), content, parts, done, t0);
+        b = new Build(source, allocator, ds, new Builder(rows), content, parts, done, t0);
         if (parts.isEmpty()) {
           b.finish();
           return null;
@@ -413,6 +418,12 @@ final class NodeIdIndex {
         throw new IllegalStateException("cannot index the node ids of " + source, e);
       } finally {
         if (b == null) {
+          for (Part p : parts) {
+            p.close();
+          }
+          if (ds != null) {
+            ds.close();
+          }
           allocator.close();
         }
       }
@@ -433,6 +444,7 @@ final class NodeIdIndex {
         } catch (Throwable t) {
           done.completeExceptionally(new IllegalStateException("cannot index the node ids of " + source, t));
         } finally {
+          p.close();
           if (unread.decrementAndGet() == 0) {
             finish();
           }
@@ -451,63 +463,67 @@ final class NodeIdIndex {
             }
           }
           LOG.info("indexed {} node ids in {} ms ({} parts read by {} threads) for the endpoint check: {}", index.size,
-              (System.nanoTime() - t0) / 1_000_000, ids.parts.get(), readers.get(), source);
+              (System.nanoTime() - t0) / 1_000_000, count, readers.get(), source);
           done.complete(index);
         }
       } catch (Throwable t) {
         done.completeExceptionally(new IllegalStateException("cannot index the node ids of " + source, t));
       } finally {
+        if (table != null) {
+          table.close();
+        }
         allocator.close();
       }
     }
   }
 
-  /** A committed fragment (its id) or a staged data file (its path) of the ids being indexed. */
+  /** A committed fragment (its id) or a staged data file (its open reader) of the ids being indexed. */
   private static final class Part {
     private final int fragment;
-    private final String file;
+    private final LanceFileReader file; // null: a fragment of the build's table
 
-    Part(int fragment, String file) {
+    Part(int fragment, LanceFileReader file) {
       this.fragment = fragment;
       this.file = file;
     }
 
     void read(Build b) throws Exception {
       Keys keys = new Keys();
-      try (BufferAllocator a = b.allocator.newChildAllocator("node-ids", 0, Long.MAX_VALUE)) {
-        if (file != null) {
-          try (LanceFileReader fr = LanceFileReader.open(file, b.storage, a);
-               ArrowReader r = fr.readAll(Collections.singletonList("id"), null, 262_144)) {
-            b.ids.addAll(r, keys);
-          }
-        } else {
-          try (Dataset ds = openTable(a, b.source.get("table"), b.storage);
-               LanceScanner sc = LanceScanner.create(ds, new ScanOptions.Builder()
-                   .columns(Collections.singletonList("id")).fragmentIds(List.of(fragment)).batchSize(262_144).build(), a);
-               ArrowReader r = sc.scanBatches()) {
-            b.ids.addAll(r, keys);
-          }
+      if (file != null) {
+        try (ArrowReader r = file.readAll(Collections.singletonList("id"), null, 262_144)) {
+          b.ids.addAll(r, keys);
+        }
+        return;
+      }
+      try (BufferAllocator a = b.allocator.newChildAllocator("node-ids", 0, Long.MAX_VALUE);
+           LanceScanner sc = LanceScanner.create(b.table, new ScanOptions.Builder()
+               .columns(Collections.singletonList("id")).fragmentIds(List.of(fragment)).batchSize(262_144).build(), a);
+           ArrowReader r = sc.scanBatches()) {
+        b.ids.addAll(r, keys);
+      }
+    }
+
+    /** Closes the staged file's reader (read or not). */
+    void close() {
+      if (file != null) {
+        try {
+          file.close();
+        } catch (Exception e) {
+          LOG.debug("closing a staged node file's reader: {}", e.toString());
         }
       }
-      b.ids.parts.incrementAndGet();
     }
   }
 
   /** Why a build failed, for a log line: each cause's message, outermost first. */
   static String cause(Throwable e) {
     StringBuilder b = new StringBuilder();
-    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
       if (!(t instanceof CompletionException)) {
         b.append(b.length() == 0 ? "" : ": caused by ").append(t);
       }
     }
     return b.toString();
-  }
-
-  private static Dataset openTable(BufferAllocator allocator, JsonNode table, java.util.Map<String, String> storage) {
-    JsonNode branch = table.get("branch");
-    return LanceSnapshotSource.openAt(allocator, table.get("path").asText(),
-        branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong(), storage);
   }
 
   /** An index built earlier from the same committed rows, if the GC has not reclaimed it. */
@@ -529,7 +545,6 @@ final class NodeIdIndex {
     final int limit; // entries allowed: the table stays at most 3/4 full (a probe always ends)
     final double budget = HEAP_SHARE * Runtime.getRuntime().maxMemory(); // bytes of heap
     final AtomicInteger n = new AtomicInteger();
-    final AtomicInteger parts = new AtomicInteger();
     private byte[] arena = new byte[0]; // guarded by this
     private int arenaEnd; // guarded by this
 
