@@ -226,12 +226,13 @@ def make_spark(arrow_batch: Optional[int]):
     return spark
 
 
-def node_frame(spark, rows: int, seed: int, partitions: int = 2, start: int = 0):
+def node_frame(spark, rows: int, seed: int, partitions: int = 2, start: int = 0, index=None):
     """Seeded synthetic Item nodes: string @key, I64, F64, Date, enum, [String] (keys
-    ``item-<start>`` .. ``item-<start + rows - 1>``)."""
+    ``item-<start>`` .. ``item-<start + rows - 1>``; ``index``: a column of ``id`` that maps
+    each row to its node's number instead)."""
     from pyspark.sql import functions as F
 
-    idx = F.col("id")
+    idx = F.col("id") if index is None else index
     return (spark.range(start, start + rows, 1, partitions)
             .select(F.format_string("item-%010d", idx).alias("name"),
                     ((idx * 7919) % 1000).alias("qty"),

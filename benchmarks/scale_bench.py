@@ -14,6 +14,12 @@ on through :func:`omnigraph_spark.configure_spark`, with ``spark.driver.memory``
 * ``write_graph``: ``write_graph`` of nodes + edges as ONE graph commit (``engine="auto"``);
 * ``append``: ``write_table`` of the append file onto the graph ``write_graph`` committed,
   against ``parquet_append`` (the same file appended to the Parquet baseline's edges);
+* ``merge``: ``write_table(mode="merge")`` of the merge file (a tenth as many ``Item`` rows as
+  there are nodes: every twentieth committed node with new values, spread over every fragment,
+  and as many new nodes) onto that graph, against ``parquet_merge`` (the Parquet upsert: the
+  baseline's nodes without the merged keys, plus the merge file, written as a new table);
+  ``merge_in_memory`` is the same merge with ``distributedCheckRows`` 0 (the commit finds the
+  replaced rows in the driver's memory), for its memory;
 * ``format``: ``df.write.format("omnigraph")`` of nodes, then edges (two commits).
 
 Per contender: wall seconds of the write (the session start and ``Graph.init`` excluded, and
@@ -52,26 +58,35 @@ from benchmarks.common import descendants, proc_table, read_text, setup_logging,
 
 log = logging.getLogger("benchmarks.scale_bench")
 
-CONTENDERS = ("parquet", "delta", "write_graph", "append", "parquet_append", "format")
-DEFAULT_CONTENDERS = "parquet,delta,write_graph,append,parquet_append,format"
+CONTENDERS = ("parquet", "delta", "write_graph", "append", "merge", "merge_in_memory", "parquet_append",
+              "parquet_merge", "format")
+DEFAULT_CONTENDERS = "parquet,delta,write_graph,append,merge,parquet_append,parquet_merge,format"
 #: what a contender needs from an earlier one in the same run
-NEEDS = {"append": "write_graph", "parquet_append": "parquet"}
+NEEDS = {"append": "write_graph", "merge": "write_graph", "merge_in_memory": "write_graph",
+         "parquet_append": "parquet", "parquet_merge": "parquet"}
 #: the baseline each contender's ratio is taken against
 BASELINE = {"parquet": "parquet", "delta": "parquet", "write_graph": "parquet", "format": "parquet",
-            "append": "parquet_append", "parquet_append": "parquet_append"}
+            "append": "parquet_append", "parquet_append": "parquet_append", "merge": "parquet_merge",
+            "merge_in_memory": "parquet_merge", "parquet_merge": "parquet_merge"}
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- pure parts (tests/benchmarks/test_scale_bench.py) ----------------------------------------
 
 def split_rows(rows: int) -> Dict[str, int]:
-    """``rows`` in all -> node rows (a quarter), edge rows (the rest) and append edge rows (a
-    tenth of the edges, at least 1)."""
+    """``rows`` in all -> node rows (a quarter), edge rows (the rest), append edge rows (a
+    tenth of the edges, at least 1) and merge node rows (a tenth of the nodes, at least 2)."""
     if rows < 8:
         raise ValueError(f"--rows must be at least 8, got {rows}")
     nodes = rows // 4
     edges = rows - nodes
-    return {"nodes": nodes, "edges": edges, "append_edges": max(1, edges // 10)}
+    return {"nodes": nodes, "edges": edges, "append_edges": max(1, edges // 10), "merge_nodes": max(2, nodes // 10)}
+
+
+def merge_index(i: int, nodes: int) -> int:
+    """The node index of merge row ``i``: even rows update committed node ``10 * i`` (spread
+    over the whole table), odd rows add node ``nodes + i``."""
+    return 10 * i if i % 2 == 0 else nodes + i
 
 
 def input_files(rows: int, rows_per_file: int) -> int:
@@ -209,7 +224,10 @@ def generate(spark, work: Path, rows: int, seed: int, rows_per_file: int) -> Dic
         .write.parquet(str(inp / "edges"))
     app = edge_frame(spark, n["append_edges"], n["nodes"], seed + 7, input_files(n["append_edges"], rows_per_file))
     app.select(F.col("dst").alias("src"), F.col("src").alias("dst"), "weight").write.parquet(str(inp / "append"))
-    return {**n, **{f"{k}_input": dir_stats(str(inp / k), ".parquet") for k in ("nodes", "edges", "append")}}
+    i = F.col("id")  # merge_index as a column
+    node_frame(spark, n["merge_nodes"], seed + 3, input_files(n["merge_nodes"], rows_per_file),
+               index=F.when(i % 2 == 0, i * 10).otherwise(i + n["nodes"])).write.parquet(str(inp / "merge"))
+    return {**n, **{f"{k}_input": dir_stats(str(inp / k), ".parquet") for k in ("nodes", "edges", "append", "merge")}}
 
 
 def _timed(fn) -> float:
@@ -237,7 +255,8 @@ def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
     from benchmarks.run import SCHEMA
 
     t_proc = time.perf_counter()
-    spark = session(args.driver_memory, with_delta=name == "delta", baseline=name in ("parquet", "delta", "parquet_append"))
+    spark = session(args.driver_memory, with_delta=name == "delta",
+                    baseline=name in ("parquet", "delta", "parquet_append", "parquet_merge"))
     inp = work / "input"
 
     def read(kind: str):
@@ -255,6 +274,13 @@ def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
         res["write_s"] = _timed(lambda: read("append").write.mode("append").parquet(out + "/edges"))
         res["rows"] = spark.read.parquet(str(inp / "append")).count()
         res.update(dir_stats(out, ".parquet"))
+    elif name == "parquet_merge":
+        out = str(work / "out-parquet")
+        new = read("merge")
+        res["write_s"] = _timed(lambda: spark.read.parquet(out + "/nodes").join(new.select("name"), "name", "left_anti")
+                                .unionByName(new).write.parquet(out + "/nodes-merged"))
+        res["rows"] = new.count()
+        res.update(dir_stats(out + "/nodes-merged", ".parquet"))
     elif name == "delta":
         out = str(work / "out-delta")
         res["write_s"] = _timed(lambda: (read("nodes").write.format("delta").save(out + "/nodes"),
@@ -282,6 +308,17 @@ def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
         after = _graph_stats(uri)
         res.update(committed_rows_before=before["rows"], rows=after["rows"] - before["rows"],
                    fragments_added=after["files"] - before["files"], files=after["files"], bytes=after["bytes"])
+    elif name in ("merge", "merge_in_memory"):
+        from omnigraph_spark import write_table
+
+        uri = str(work / "out-write_graph")
+        before = _graph_stats(uri)
+        opts = {"distributedCheckRows": "0"} if name == "merge_in_memory" else {}
+        res["write_s"] = _timed(lambda: write_table(read("merge"), uri, "Item", mode="merge", options=opts))
+        after = _graph_stats(uri)
+        res.update(committed_rows_before=before["rows"], rows=read("merge").count(),
+                   rows_added=after["rows"] - before["rows"], fragments_after=after["files"],
+                   files=after["files"], bytes=after["bytes"])
     else:
         raise ValueError(name)
     res["rows_per_s"] = round(res["rows"] / res["write_s"]) if res["write_s"] else None
@@ -404,6 +441,11 @@ def markdown(r: Mapping[str, Any]) -> str:
     if a:
         lines.append(f"- append: {a['rows']:,} edges onto a graph of {a['committed_rows_before']:,} rows, "
                      f"{a['fragments_added']} fragments added")
+    for name in ("merge", "merge_in_memory"):
+        c = r["contenders"].get(name)
+        if c:
+            lines.append(f"- {name}: {c['rows']:,} Item rows merged onto a graph of {c['committed_rows_before']:,} "
+                         f"rows ({c['rows_added']:,} new)")
     return "\n".join(lines) + "\n"
 
 
@@ -454,8 +496,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         log.info("generating %s rows of Parquet input under %s", f"{args.rows:,}", work)
         gen = _spawn(args, work, "generate")
-        results["input"] = {k: v for k, v in gen.items() if k in ("nodes", "edges", "append_edges", "nodes_input",
-                                                                 "edges_input", "append_input")}
+        results["input"] = {k: v for k, v in gen.items() if k in ("nodes", "edges", "append_edges", "merge_nodes",
+                                                                 "nodes_input", "edges_input", "append_input",
+                                                                 "merge_input")}
         results["generate_s"] = gen["write_s"]
         log.info("input: %s (%s s)", results["input"], gen["write_s"])
         for i, name in enumerate(names):

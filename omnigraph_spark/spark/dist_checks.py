@@ -35,12 +35,15 @@ import pyarrow as pa
 from ..ingest.checks import KEY_CONFLICT_SAMPLE, card_violation, dangling_error, raise_key_conflict, unique_violation
 from ..schema.catalog import TypeDef
 from ..store import tables as _tables
-from ..store.writes import IdSource, StagedTable
+from ..store.writes import IdSource, Replaced, StagedTable
 from .memo import Once
 
 log = logging.getLogger(__name__)
 
 POS = "__omnigraph_pos"
+FRAG = "__omnigraph_fragment"
+_DELETED = pa.schema([pa.field(FRAG, pa.int64(), nullable=False), pa.field("meta", pa.string()),
+                      pa.field("rows", pa.int64(), nullable=False)])
 #: files (or committed fragments) one read task takes at most
 FILES_PER_TASK = 8
 
@@ -113,6 +116,51 @@ def _read_committed(pinned: Pinned, storage_options, columns: Sequence[str], sch
                 for part in ds.get_fragment(int(fid)).to_batches(columns=list(columns), batch_size=65536):
                     yield _with_pos(part, columns, schema, offset)
                     offset += part.num_rows
+
+    return run
+
+
+def _ids_by_fragment(pinned: Pinned, storage_options):
+    """Executor: the ``id`` of every live row of the listed fragments of the pinned table, with
+    its fragment's id (column :data:`FRAG`)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+
+        ds = None
+        for b in batches:
+            for fid in b.column("uri").to_pylist():
+                if ds is None:
+                    ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
+                                              storage_options=storage_options)
+                for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):
+                    yield pa.RecordBatch.from_arrays(
+                        [part.column("id").cast(pa.string()), pa.array(np.full(part.num_rows, int(fid), np.int64))],
+                        names=["id", FRAG])
+
+    return run
+
+
+def _delete_in_fragments(pinned: Pinned, storage_options):
+    """Executor: per fragment of the pinned table and the ids it holds that a merge replaces,
+    a deletion file for those rows (the predicate the driver's own merge writes, one fragment at
+    a time); yields the fragment's new metadata as JSON, or null for a fragment left empty."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import json
+
+        from ..store.writes import quote_sql_string
+
+        ds = None
+        for b in batches:
+            for fid, ids in zip(b.column(FRAG).to_pylist(), b.column("ids").to_pylist()):
+                if ds is None:
+                    ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
+                                              storage_options=storage_options)
+                meta = ds.get_fragment(int(fid)).delete("id IN (" + ", ".join(map(quote_sql_string, ids)) + ")")
+                yield pa.RecordBatch.from_pydict({
+                    FRAG: [int(fid)], "meta": [None if meta is None else json.dumps(meta.to_json())],
+                    "rows": [len(ids)]}, schema=_DELETED)
 
     return run
 
@@ -437,23 +485,68 @@ class DistChecks:
         first = totals.where(bad).orderBy("src").limit(limit).collect()
         raise card_violation(td, [(r["src"], int(r["n"])) for r in first], violations)
 
+    # -- a merge's commit -------------------------------------------------------------------
+
+    def replaced(self, key: str, s: StagedTable, schema: pa.Schema, pinned: Pinned) -> Replaced:
+        """The committed rows of ``key`` at ``pinned`` whose ids the merge ``s`` stages, given a
+        deletion file per fragment by the executors: what the merge's commit removes, without
+        the driver reading an id (:func:`~..store.writes._merge_operation` reads them all)."""
+        files = StagedFiles.of(s)
+        return self.once(("replaced", key, files.uris, pinned), lambda: self._replaced(files, schema, pinned))
+
+    def _replaced(self, files: StagedFiles, schema: pa.Schema, pinned: Pinned) -> Replaced:
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        if not files.total:
+            return Replaced(pinned[2])
+        ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2], storage_options=self.storage_options)
+        frags = [(str(f.fragment_id), 0) for f in ds.get_fragments()]
+        if not frags:
+            return Replaced(pinned[2])
+        sc = self.spark.sparkContext
+        tasks = max(1, min(len(frags), 4 * sc.defaultParallelism))
+        meta = "uri string, base long"
+        old = self.spark.createDataFrame(sc.parallelize(frags, tasks), meta).mapInArrow(
+            _ids_by_fragment(pinned, self.storage_options), f"id string, {FRAG} long")
+        new = self.staged(files, schema, ["id"]).select("id")
+        hits = old.join(new.hint("shuffle_hash"), on="id", how="left_semi")
+        per_fragment = hits.groupBy(FRAG).agg(F.collect_list("id").alias("ids"))
+        done = per_fragment.mapInArrow(_delete_in_fragments(pinned, self.storage_options),
+                                       from_arrow_schema(_DELETED)).toArrow()
+        updated, removed = [], []
+        for fid, m in zip(done.column(FRAG).to_pylist(), done.column("meta").to_pylist()):
+            if m is None:
+                removed.append(int(fid))
+            else:
+                updated.append(m)
+        rows = sum(done.column("rows").to_pylist())
+        log.info("a merge replaces %d committed rows in %d fragments of %s (%d emptied)",
+                 rows, len(updated) + len(removed), pinned[0], len(removed))
+        return Replaced(pinned[2], tuple(updated), tuple(sorted(removed)), rows)
+
     # -- before the lease -------------------------------------------------------------------
 
-    def prove(self, checks: Sequence[Callable[[], object]]) -> None:
+    def prove(self, checks: Sequence[Callable[[], object]]) -> bool:
         """Run ``checks`` (distributed ones, bound to a snapshot) so that their outcomes are
         memoised before the commit lease is taken; their errors are kept for the validator,
-        which raises them in its own order (inside the lease, if the inputs did not move)."""
+        which raises them in its own order (inside the lease, if the inputs did not move).
+        Returns whether every check passed."""
         from .writer import run_checks
+
+        failed: List[bool] = []
 
         def quiet(check: Callable[[], object]) -> Callable[[], None]:
             def run() -> None:
                 try:
                     check()
                 except Exception as e:  # memoised: the validator raises it in its order
+                    failed.append(True)
                     log.info("distributed check failed before the lease: %s", str(e).splitlines()[0][:300])
             return run
 
         run_checks([quiet(c) for c in checks])
+        return not failed
 
 
 def committed_pin(snap, key: str) -> Pinned:

@@ -45,8 +45,8 @@ from ..store.fs import RootStorage
 from ..store.layout import RootPaths, is_local, join
 from ..ingest import integrity as _integrity
 from ..ingest.fingerprints import fingerprint_column, fingerprints
-from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, StagedTable, WriteTarget,
-                            abort, commit_load, merge_by_key, prepare_target, stage)
+from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, Replaced, StagedTable,
+                            WriteTarget, abort, commit_load, merge_by_key, prepare_target, stage)
 from .memo import Once
 from .deletions import InMemory, deletions as _deletions
 from .dist_checks import DistChecks, committed_pin
@@ -493,6 +493,19 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                 else:
                     checks.append((functools.partial(card_check, td, mode, s.ends, key, end_cols), False))
 
+        # a merge's commit deletes the committed rows it replaces: above the threshold the
+        # executors find them and write the deletion files (on the table's own lineage: a
+        # branch's first write forks the table inside the lease, so it is found there)
+        merges = [key for key in sorted(staged)
+                  if staged[key].mode == "merge" and snap.table(key).row_count
+                  and snap.table(key).branch == snap.branch
+                  and spread(staged[key].rows + snap.table(key).row_count, (key, ["id"]))]
+        replaced: Dict[str, Replaced] = {}
+
+        def replace(key: str) -> None:
+            replaced[key] = dist.replaced(key, staged[key], schema_of(key),  # type: ignore[union-attr]
+                                          committed_pin(snap, key))
+
         def integrity() -> Tuple[Dict[str, pa.Array], Dict[str, int]]:
             """I18, each part in memory or as Spark jobs (I21) by the rows it reads."""
             in_memory = InMemory(committed, staged_cols)
@@ -503,16 +516,24 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
         if distributed_only:
             if dist is not None:
                 proofs = [c for c, spread_out in checks if spread_out]
-                if dist.wants(_integrity_rows(catalog, snap, staged)):
+                integrity_rows = _integrity_rows(catalog, snap, staged)
+                if dist.wants(integrity_rows):
                     # its Spark-job parts memoise their answers; its in-memory parts, each under
                     # the threshold, run again inside the lease
                     proofs.append(integrity)
-                dist.prove(proofs)
+                passed = dist.prove(proofs)
+                if passed and merges and not integrity_rows:
+                    # only for a load that passed its checks and deletes nothing: the deletion
+                    # files are written now, and a load that fails later leaves them to cleanup
+                    dist.prove([functools.partial(replace, k) for k in merges])
             return facts
         run_checks([c for c, _ in checks])
         deletions, missing = integrity()
-        if deletions or missing:
-            return Checked(facts, deletions, missing)
+        for key in merges:
+            if key not in deletions:
+                replace(key)  # found before the lease unless the table moved since
+        if deletions or missing or replaced:
+            return Checked(facts, deletions, missing, replaced)
         return facts
 
     return validate

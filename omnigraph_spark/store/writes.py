@@ -210,6 +210,21 @@ class Checked:
     facts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     deletions: Mapping[str, pa.Array] = field(default_factory=dict)
     missing: Mapping[str, int] = field(default_factory=dict)
+    #: per merged table key, the committed rows the merge replaces, found before the commit
+    replaced: Mapping[str, "Replaced"] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """The committed rows a merge replaces, found by Spark jobs (``spark/dist_checks.py``) at
+    one version of the table: the new metadata (JSON) of each fragment that got a deletion
+    file for them, and the fragments they emptied. The commit uses it only when it lands on
+    exactly that version; the deletion files of one it does not use are orphans for cleanup."""
+
+    version: int
+    updated: Tuple[str, ...] = ()
+    removed: Tuple[int, ...] = ()
+    rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -383,7 +398,8 @@ def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_option
                      also: Optional[pa.Array] = None) -> lance.LanceOperation.Update:
     """Upsert on ``id`` as one Update: delete matched existing rows (and the rows of ``also``),
     add the staged fragments."""
-    incoming = _tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
+    incoming = (_tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
+                if ds.count_rows() else None)  # onto an empty table a merge replaces nothing
     parts = [] if incoming is None else [c for c in incoming.column("id").chunks]
     if also is not None:
         parts.append(also)
@@ -422,9 +438,11 @@ def quote_sql_string(v: str) -> str:
 
 
 def _operation(ds: lance.LanceDataset, staged: Optional[StagedTable], storage_options,
-               deletions: Optional[pa.Array] = None):
+               deletions: Optional[pa.Array] = None, replaced: Optional[Replaced] = None):
     """The Lance operation of one table: the staged rows per mode, plus ``deletions`` (ids of
-    committed rows to delete in the same commit); ``staged`` None: a table only deleted from."""
+    committed rows to delete in the same commit); ``staged`` None: a table only deleted from.
+    A merge uses ``replaced`` (its committed rows found before) when it was found at ``ds``'s
+    version and nothing else is deleted; otherwise it reads the load's ids here."""
     dels = None if deletions is None else pa.chunked_array([deletions], pa.string())
     if staged is None or staged.mode == "delete":
         return _delete_operation(ds, dels)
@@ -434,6 +452,14 @@ def _operation(ds: lance.LanceDataset, staged: Optional[StagedTable], storage_op
         return lance.LanceOperation.Append(list(staged.fragments))
     if staged.mode == "overwrite":
         return lance.LanceOperation.Overwrite(ds.schema, list(staged.fragments))
+    if replaced is not None and deletions is None:
+        if replaced.version == ds.version:
+            return lance.LanceOperation.Update(
+                removed_fragment_ids=list(replaced.removed),
+                updated_fragments=[FragmentMetadata.from_json(j) for j in replaced.updated],
+                new_fragments=list(staged.fragments))
+        log.warning("%s: the rows a merge replaces were found at version %d, the commit lands on %d: "
+                    "finding them again on the driver", staged.table_key, replaced.version, ds.version)
     return _merge_operation(ds, staged, storage_options, deletions)
 
 
@@ -578,7 +604,8 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
                           tuple(TableResult(k, snap.table(k).version, snap.table(k).version, 0,
                                             snap.table(k).row_count, 0, 0, 0, verdict.missing.get(k, 0))
                                 for k in sorted(by_key)), None, attempts=attempt)
-    ops = {key: _operation(heads[key], by_key.get(key), storage_options, deletions.get(key)) for key in touched}
+    ops = {key: _operation(heads[key], by_key.get(key), storage_options, deletions.get(key),
+                           verdict.replaced.get(key)) for key in touched}
 
     pins = [_sidecar.SidecarPin(key, snap.table(key).base_path, snap.table(key).version,
                                 snap.table(key).version + 1, None, None if branch == MAIN else branch)

@@ -19,6 +19,18 @@ def test_split_rows_covers_every_row(rows):
     assert n["nodes"] + n["edges"] == rows
     assert 2.9 <= n["edges"] / n["nodes"] <= 3.2  # about 1:3 nodes:edges
     assert 1 <= n["append_edges"] <= n["edges"] // 10 + 1
+    assert 2 <= n["merge_nodes"] <= max(2, n["nodes"] // 10)
+
+
+@pytest.mark.parametrize("rows", [8, 1_000_000])
+def test_the_merge_file_updates_nodes_spread_over_the_table_and_adds_as_many(rows):
+    n = sb.split_rows(rows)
+    idx = [sb.merge_index(i, n["nodes"]) for i in range(n["merge_nodes"])]
+    old = [x for x in idx if x < n["nodes"]]
+    assert len(set(idx)) == len(idx)
+    assert len(old) == (n["merge_nodes"] + 1) // 2 and len(idx) - len(old) == n["merge_nodes"] // 2
+    if rows >= 1_000_000:
+        assert max(old) >= 0.9 * n["nodes"]  # up to the last fragments
 
 
 def test_split_rows_refuses_too_few():
@@ -32,7 +44,7 @@ def test_input_files(rows, per, files):
 
 
 def test_parse_contenders_keeps_order_and_checks_needs():
-    assert sb.parse_contenders(sb.DEFAULT_CONTENDERS) == list(sb.CONTENDERS)
+    assert sb.parse_contenders(sb.DEFAULT_CONTENDERS) == [c for c in sb.CONTENDERS if c != "merge_in_memory"]
     assert sb.parse_contenders(" parquet , write_graph,append ") == ["parquet", "write_graph", "append"]
     with pytest.raises(ValueError, match="needs 'write_graph'"):
         sb.parse_contenders("append,write_graph")
