@@ -504,6 +504,14 @@ class DistChecks:
         frags = [(str(f.fragment_id), 0) for f in ds.get_fragments()]
         if not frags:
             return Replaced(pinned[2])
+        from .jvm_read import shim_loaded
+
+        if shim_loaded(self.spark):
+            try:
+                return self._replaced_in_jvm(ds, files, pinned)
+            except Exception as e:  # e.g. more staged ids than a quarter of an executor's heap holds
+                log.info("the executors' index could not find a merge's replaced rows (%s): a Spark join finds them",
+                         str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__)
         sc = self.spark.sparkContext
         tasks = max(1, min(len(frags), 4 * sc.defaultParallelism))
         meta = "uri string, base long"
@@ -524,6 +532,33 @@ class DistChecks:
         log.info("a merge replaces %d committed rows in %d fragments of %s (%d emptied)",
                  rows, len(updated) + len(removed), pinned[0], len(removed))
         return Replaced(pinned[2], tuple(updated), tuple(sorted(removed)), rows)
+
+    def _replaced_in_jvm(self, ds, files: StagedFiles, pinned: Pinned) -> Replaced:
+        """:meth:`_replaced` by the JVM shim's tasks (``MergeReplace``): each probes its fragments'
+        ids against its executor's index of the staged ids and writes their deletion files; the
+        driver puts each new deletion file into the fragment's committed metadata."""
+        import json
+        import uuid
+
+        metas = {f.fragment_id: f.metadata for f in ds.get_fragments()}
+        spec = {"load": uuid.uuid4().hex, "table": {"path": pinned[0], "branch": pinned[1], "version": pinned[2]},
+                "staged": {"table": None, "files": list(files.uris)}, "fragments": sorted(metas),
+                "storage": dict(self.storage_options or {})}
+        session = self.spark
+        got = json.loads(session.sparkContext._jvm.io.omnigraph.spark.MergeReplace.run(
+            session._jsparkSession, json.dumps(spec)))
+        updated, removed = [], []
+        for g in sorted(got, key=lambda g: g["fragment"]):
+            if g["deletion"] is None:
+                removed.append(int(g["fragment"]))
+            else:
+                meta = metas[int(g["fragment"])].to_json()
+                meta["deletion_file"] = g["deletion"]
+                updated.append(json.dumps(meta))
+        rows = sum(int(g["rows"]) for g in got)
+        log.info("a merge replaces %d committed rows in %d fragments of %s (%d emptied; found by the executors' index)",
+                 rows, len(got), pinned[0], len(removed))
+        return Replaced(pinned[2], tuple(updated), tuple(removed), rows)
 
     # -- before the lease -------------------------------------------------------------------
 

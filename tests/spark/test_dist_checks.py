@@ -615,17 +615,31 @@ MERGES = {
 }
 
 
-@pytest.mark.parametrize("case,engine", [("all", "python"), ("some", "python"), ("some", "jvm")])
-def test_a_merge_replaces_the_same_rows_on_both_paths_and_the_driver_reads_no_id(spark, tmp_path, request,
+@pytest.mark.parametrize("case,engine,finder", [("all", "python", "index"), ("some", "python", "index"),
+                                                ("some", "jvm", "index"), ("all", "python", "join"),
+                                                ("some", "jvm", "join")])
+def test_a_merge_replaces_the_same_rows_on_both_paths_and_the_driver_reads_no_id(spark, tmp_path, request, monkeypatch,
                                                                                   no_driver_merge_reads, dist_runs,
-                                                                                  case, engine):
+                                                                                  case, engine, finder):
     """I21 for a merge's commit: above the threshold the executors find the committed rows whose
     ids the merge stages and write their deletion files; the driver reads no id (the commit's
     own reader fails if asked) and the graph holds the same rows as after the in-memory merge,
-    an edge merge by id included, from the Python and the JVM staging tasks alike."""
-    seed, new = MERGES[case]
-    if engine == "jvm":
+    an edge merge by id included, from the Python and the JVM staging tasks alike. The rows are
+    found by the executors' index of the staged ids (the shim's ``MergeReplace``) or, when that
+    fails (here: made to), by a Spark join."""
+    if engine == "jvm" or finder == "index":
         request.getfixturevalue("jvm")
+    real, used, found = dist_checks.DistChecks._replaced_in_jvm, [], []
+
+    def in_jvm(self, *a):
+        used.append(a[-1])
+        if finder == "join":
+            raise RuntimeError("too many node ids to index in this executor (test)")
+        got = real(self, *a)
+        found.append(got.rows)
+        return got
+    monkeypatch.setattr(dist_checks.DistChecks, "_replaced_in_jvm", in_jvm)
+    seed, new = MERGES[case]
 
     def scenario(root, opts, arm):
         w(spark, root, {"Person": names(spark, seed)}, {"distributedCheckRows": "0"})
@@ -646,6 +660,9 @@ def test_a_merge_replaces_the_same_rows_on_both_paths_and_the_driver_reads_no_id
     assert rows(spark, got["distributed"][1].root, "Knows") == [("a", "b"), ("a", "c"), ("c", "a")]
     kinds = [k[:2] for k in dist_runs[0].runs if k[0] == "replaced"]
     assert kinds == [("replaced", "edge:Knows"), ("replaced", "node:Person")], dist_runs[0].runs
+    assert len(used) == 2, used  # each table's rows were asked of the index first
+    if finder == "index":  # and found there: k2 of Knows, and the Person rows the merge names
+        assert sorted(found) == sorted([1, len(set(seed) & {r[0] for r in new})]), found
 
 
 def test_a_merges_replaced_rows_are_found_again_when_the_table_moved_before_the_lease(spark, tmp_path, monkeypatch,

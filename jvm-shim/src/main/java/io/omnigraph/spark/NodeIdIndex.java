@@ -257,6 +257,15 @@ final class NodeIdIndex {
 
     /** How many of ``n`` values (``bytes[starts[i], +lens[i])``) are not in ``index``; counts each value's hash bucket in ``buckets`` (if given). */
     long misses(NodeIdIndex index, byte[] bytes, int[] starts, int[] lens, int n, int[] buckets) {
+      return probe(index, bytes, starts, lens, n, buckets, null);
+    }
+
+    /** Sets ``hit[i]`` to whether value i (``bytes[starts[i], +lens[i])``, i < n) is in ``index``. */
+    void hits(NodeIdIndex index, byte[] bytes, int[] starts, int[] lens, int n, boolean[] hit) {
+      probe(index, bytes, starts, lens, n, null, hit);
+    }
+
+    private long probe(NodeIdIndex index, byte[] bytes, int[] starts, int[] lens, int n, int[] buckets, boolean[] hit) {
       long missing = 0;
       long[] slots = index.slots;
       int cap = index.cap;
@@ -282,7 +291,11 @@ final class NodeIdIndex {
           if (buckets != null) {
             buckets[(int) (h >>> 8) & (buckets.length - 1)]++;
           }
-          if (!index.contains(bytes, starts[b + j], lens[b + j], h, keys.k0[j], keys.k1[j])) {
+          boolean in = index.contains(bytes, starts[b + j], lens[b + j], h, keys.k0[j], keys.k1[j]);
+          if (hit != null) {
+            hit[b + j] = in;
+          }
+          if (!in) {
             missing++;
           }
         }
