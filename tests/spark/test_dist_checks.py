@@ -690,3 +690,27 @@ def test_a_merges_replaced_rows_are_found_again_when_the_table_moved_before_the_
     assert len(runs) == 2 and runs[0][3] != runs[1][3], runs  # pinned to two Person versions
     assert rows(spark, g.root, "Person") == [("a", None, None, None), ("b", "b@1", None, None),
                                              ("c", "c@mine", None, None), ("d", "d@mine", None, None)]
+
+
+def test_a_merge_that_fails_after_its_rows_were_found_changes_nothing(spark, tmp_path, monkeypatch):
+    """I1 with I21: the executors wrote the replaced rows' deletion files before the commit
+    lease; the load then fails before its sidecar. No commit references those files: the graph
+    reads as before, and the same merge run again lands once (found again on the same version,
+    with new files)."""
+    from omnigraph_spark.errors import FailpointError
+    from omnigraph_spark.store import failpoints
+
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    w(spark, g.root, {"Person": names(spark, list("abcd"))}, {"distributedCheckRows": "0"})
+    before = rows(spark, g.root, "Person")
+    merge = people(spark, [("b", "b@1", None, None), ("e", None, None, None)])
+    monkeypatch.setenv(failpoints.ENV, "before_sidecar:raise")
+    with pytest.raises(Exception) as e:
+        w(spark, g.root, {"Person": merge}, {"distributedCheckRows": "1"}, mode="merge")
+    assert isinstance(e.value, FailpointError) or "before_sidecar" in str(e.value), e.value
+    monkeypatch.delenv(failpoints.ENV)
+    assert rows(spark, g.root, "Person") == before and len(Graph.open(g.root).log()) == 2
+    w(spark, g.root, {"Person": merge}, {"distributedCheckRows": "1"}, mode="merge")
+    assert rows(spark, g.root, "Person") == [("a", None, None, None), ("b", "b@1", None, None),
+                                             ("c", None, None, None), ("d", None, None, None),
+                                             ("e", None, None, None)]

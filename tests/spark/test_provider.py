@@ -216,6 +216,31 @@ def test_I21_the_providers_checks_above_distributedCheckRows_run_as_spark_jobs_o
     assert _load(jvm, g.root, "Thing").count() == 40
 
 
+def test_I21_a_merge_through_the_provider_replaces_the_rows_the_python_source_does(jvm, tmp_path):
+    """writeMode=merge on the provider above ``distributedCheckRows``: the committed rows it
+    replaces are found by Spark jobs of the write (the executors' index of the staged ids,
+    tagged JOB_TAG), not in the planner's memory, and the graph holds what the Python source's
+    merge leaves (five of 30 nodes replaced, five added)."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
+    _save(jvm.createDataFrame(_things(30), DDL), g.root, "Thing", engine="jvm")
+    copy = str(tmp_path / "copy")
+    shutil.copytree(g.root, copy)
+    new = jvm.createDataFrame(_things(10, 25), DDL).withColumn("i64", F.lit(-7)).repartition(2)
+    for root, engine in ((g.root, "jvm"), (copy, "python")):
+        before = _check_jobs(jvm)
+        _save(new, root, "Thing", engine=engine, writeMode="merge", distributedCheckRows="1")
+        assert bool(_check_jobs(jvm) - before) == (engine == "jvm"), engine
+        assert not _staging_left(root)
+    got, want = (sorted(map(tuple, _load(jvm, r, "Thing").collect())) for r in (g.root, copy))
+    assert got == want and len(got) == 35
+    assert sorted(r.slug for r in _load(jvm, g.root, "Thing").where("i64 = -7").collect()) == [
+        f"t{i:05d}" for i in range(25, 35)]
+
+
 def test_I18_a_delete_through_the_provider_is_the_python_sources_delete(jvm, tmp_path):
     """writeMode=delete on the provider: the JVM tasks collect the key columns, the planner
     resolves them and deletes (cascades included) in one commit, exactly as the Python source:
