@@ -167,7 +167,7 @@ def test_jvm_staged_graph_is_read_by_engine(engine, spark, fixtures_dir, tmp_pat
     """The JVM write path (write_graph(engine="jvm"): fragments staged by the Lance Java SDK in
     the executor JVM, committed by our driver) on main and a branch, merged: the engine opens it
     clean, exports exactly our rows, answers the fixture's queries as on its own load, and
-    writes on top of it."""
+    writes on top of it. The branch's merge has its replaced row found by the executors."""
     import datetime as dt
 
     from omnigraph_spark.spark.graph_io import write_graph
@@ -198,8 +198,9 @@ def test_jvm_staged_graph_is_read_by_engine(engine, spark, fixtures_dir, tmp_pat
                        "Knows": spark.createDataFrame([("Eve", "Alice", dt.date(2020, 2, 3))],
                                                       "src string, dst string, since date")},
                 branch="feature", engine="jvm")
+    # the merge's replaced row found and given its deletion file by the executors (I21)
     write_graph(ours, {"Person": spark.createDataFrame([("Bob", 26)], "name string, age int")}, mode="merge",
-                branch="feature", engine="jvm")
+                branch="feature", engine="jvm", options={"distributedCheckRows": "1"})
     for branch in ("main", "feature"):
         assert_engine_open_is_clean(engine, ours, g, branch)
         assert_export_equals_ours(engine, ours, g, branch)

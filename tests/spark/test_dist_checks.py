@@ -714,3 +714,25 @@ def test_a_merge_that_fails_after_its_rows_were_found_changes_nothing(spark, tmp
     assert rows(spark, g.root, "Person") == [("a", None, None, None), ("b", "b@1", None, None),
                                              ("c", None, None, None), ("d", None, None, None),
                                              ("e", None, None, None)]
+
+
+@pytest.mark.parametrize("finder", ["index", "join"])
+def test_a_merge_into_a_fragment_with_deletions_keeps_them(spark, tmp_path, monkeypatch, finder):
+    """A fragment that already has a deletion file (an earlier merge replaced a row in it) gets
+    a new one holding the earlier deletions and the new ones, by either finder: the row the first
+    merge replaced stays replaced."""
+    if finder == "join":
+        def no_index(self, *a):
+            raise RuntimeError("too many node ids to index in this executor (test)")
+        monkeypatch.setattr(dist_checks.DistChecks, "_replaced_in_jvm", no_index)
+    else:
+        from tests.shim import need_shim
+        need_shim(spark)
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    opts = {"distributedCheckRows": "1"}
+    w(spark, g.root, {"Person": people(spark, [(n, None, None, None) for n in "abcd"], parts=1)},
+      {"distributedCheckRows": "0"})
+    w(spark, g.root, {"Person": people(spark, [("a", "a@1", None, None)], parts=1)}, opts, mode="merge")
+    w(spark, g.root, {"Person": people(spark, [("c", "c@2", None, None)], parts=1)}, opts, mode="merge")
+    assert rows(spark, g.root, "Person") == [("a", "a@1", None, None), ("b", None, None, None),
+                                             ("c", "c@2", None, None), ("d", None, None, None)]
