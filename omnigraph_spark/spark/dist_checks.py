@@ -501,17 +501,18 @@ class DistChecks:
         if not files.total:
             return Replaced(pinned[2])
         ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2], storage_options=self.storage_options)
-        frags = [(str(f.fragment_id), 0) for f in ds.get_fragments()]
-        if not frags:
+        fragments = ds.get_fragments()  # metadata only: one entry per fragment
+        if not fragments:
             return Replaced(pinned[2])
         from .jvm_read import shim_loaded
 
         if shim_loaded(self.spark):
             try:
-                return self._replaced_in_jvm(ds, files, pinned)
+                return self._replaced_in_jvm(fragments, files, pinned)
             except Exception as e:  # e.g. more staged ids than a quarter of an executor's heap holds
                 log.info("the executors' index could not find a merge's replaced rows (%s): a Spark join finds them",
                          str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__)
+        frags = [(str(f.fragment_id), 0) for f in fragments]
         sc = self.spark.sparkContext
         tasks = max(1, min(len(frags), 4 * sc.defaultParallelism))
         meta = "uri string, base long"
@@ -533,14 +534,14 @@ class DistChecks:
                  rows, len(updated) + len(removed), pinned[0], len(removed))
         return Replaced(pinned[2], tuple(updated), tuple(sorted(removed)), rows)
 
-    def _replaced_in_jvm(self, ds, files: StagedFiles, pinned: Pinned) -> Replaced:
+    def _replaced_in_jvm(self, fragments, files: StagedFiles, pinned: Pinned) -> Replaced:
         """:meth:`_replaced` by the JVM shim's tasks (``MergeReplace``): each probes its fragments'
         ids against its executor's index of the staged ids and writes their deletion files; the
         driver puts each new deletion file into the fragment's committed metadata."""
         import json
         import uuid
 
-        metas = {f.fragment_id: f.metadata for f in ds.get_fragments()}
+        metas = {f.fragment_id: f.metadata for f in fragments}
         spec = {"load": uuid.uuid4().hex, "table": {"path": pinned[0], "branch": pinned[1], "version": pinned[2]},
                 "staged": {"table": None, "files": list(files.uris)}, "fragments": sorted(metas),
                 "storage": dict(self.storage_options or {})}
