@@ -63,16 +63,18 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
     off, Python workers running this interpreter (so they import this package), Python data
     source filter pushdown on, Spark's JVM logging at WARN (the bundled ``data/log4j2.properties``),
     a df.write error's first line carrying the connector's ``[CODE] message`` (``HIDE_TRACEBACK``),
-    Lance's compute pool no smaller than the task slots (``spark/runtime.py``), and the JVM shim
+    Lance's compute pool no smaller than the task slots and lance imported while the JVM starts
+    (``spark/runtime.py``), and the JVM shim
     through :func:`~omnigraph_spark.configure_spark` when there is one (a checkout's
     ``make jvm-shim`` build, else the jar a pip-installed wheel carries).
     ``conf`` adds or overrides settings. Use :func:`local_spark` unless you need to add to the
     builder (``configure_spark_with_delta_pip`` does)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from .spark.runtime import set_local_lance_threads
+    from .spark.runtime import set_local_lance_threads, warm_imports
 
     set_local_lance_threads(master)  # Lance's encode pool: at least one thread per task slot
+    warm_imports()  # lance's import overlaps the JVM's start
     quiet_warnings()
     from pyspark.sql import SparkSession
 

@@ -113,6 +113,8 @@ def cmd_cleanup(args, out: Output) -> int:
                      f"{human_bytes(r.bytes_removed)} in {r.seconds:.1f}s")
         if r.staging_journals_removed:
             lines.append(f"{verb} {len(r.staging_journals_removed)} staging journals of killed loads")
+        if r.id_indexes_removed:
+            lines.append(f"{verb} {len(r.id_indexes_removed)} kept node-id indexes no load used lately")
         if r.dry_run:
             lines.append("dry run: nothing deleted")
         for k, e in r.errors.items():

@@ -47,6 +47,7 @@ from ..ingest.fingerprints import fingerprint_column
 from ..schema.catalog import TypeDef
 from ..store import side_files
 from ..store.fs import RootStorage
+from ..store.layout import RootPaths, is_local
 from ..store.writes import EndsProof, FreshIdsProof, IdSource, StagedTable, WriteTarget
 from .bad_rows import Refusal, raise_refused
 from .jvm_read import ShimSession
@@ -63,6 +64,10 @@ JVM_BATCH_ROWS = 65_536
 #: "not checked"; the driver then checks as it always did (as Spark jobs above
 #: ``distributedCheckRows`` when a SparkSession runs the load, else in its memory)
 MAX_INDEXED_IDS = 1 << 28
+#: an executor keeps a node-id index it built of at least this many ids as a file under the
+#: graph's ``_omnigraph_spark/id_indexes`` (local roots), for the next load checking against the
+#: same rows to read instead of building (jvm-shim ``IdIndexFile``; docs/scale.md)
+KEEP_INDEX_MIN_IDS = 1_000_000
 
 #: stored Arrow type -> (Spark type it is written as, Spark input types that widen to it exactly)
 _WIDENS: Dict[pa.DataType, Tuple[DataType, Tuple[type, ...]]] = {
@@ -298,12 +303,24 @@ def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal
         spec["mintColumn"] = plan.mint_column
     if plan.unique_column is not None:
         spec["uniqueColumn"] = plan.unique_column
+    keep = kept_indexes(target.root)
     if ends is not None:
         # the journal directory is unique to the load: executors share an index within it only
-        spec["endpoints"] = json.dumps({"load": journal_dir, "src": ends[0].to_json(), "dst": ends[1].to_json()})
+        spec["endpoints"] = json.dumps({"load": journal_dir, "src": ends[0].to_json(), "dst": ends[1].to_json(),
+                                        "keep": keep})
     if fresh is not None:
-        spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json()})
+        spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json(), "keep": keep})
     return spec
+
+
+def kept_indexes(root: str) -> Optional[Dict[str, Any]]:
+    """Where the executors keep the node-id indexes they build, for the next load to read: the
+    graph's ``id_indexes`` directory on a local root (a path every executor of a local master
+    or of a cluster sharing that file system reaches); None on an object store, where the index
+    is built each load."""
+    if not is_local(root):
+        return None
+    return {"dir": RootPaths(root).id_indexes, "minIds": KEEP_INDEX_MIN_IDS}
 
 
 def read_handoff(handoff: str, storage_options: Optional[Dict[str, str]]) -> List[Dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Lance's native compute pool inside a Spark executor.
+"""Lance's native compute pool inside a Spark executor, and the driver's imports.
 
 Lance encodes and decodes on a pool of ``max(1, cores - 2)`` threads: it keeps two of the
 machine's cores for I/O, and ``LANCE_CPU_THREADS`` (read once per process) overrides the
@@ -13,14 +13,45 @@ process's environment; a cluster sets ``spark.executorEnv.LANCE_CPU_THREADS`` (d
 """
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 import re
+import sys
+import threading
 from typing import Optional
 
 from ..errors import OptionError
 
+log = logging.getLogger(__name__)
+
 #: the variable Lance sizes its compute pool from
 LANCE_CPU_THREADS = "LANCE_CPU_THREADS"
+#: the third-party modules a driver's first graph load imports that cost seconds: ``lance`` alone
+#: takes 2-3.5 s on a 2-core machine (mostly its namespace client's pydantic models)
+WARM_MODULES = ("lance", "pyarrow.dataset")
+
+
+def warm_imports() -> Optional[threading.Thread]:
+    """Import :data:`WARM_MODULES` in a daemon thread, so that a session being built does it
+    while its JVM starts (seconds the driver otherwise spends waiting) instead of its first
+    ``write_table`` / ``write_graph`` / ``read_table`` doing it after. Third-party modules only:
+    none of them imports this package, so the thread and the caller can never wait on each
+    other's imports. A failure is only logged (the load's own import raises it). Returns the
+    thread, or None when they are imported already."""
+    if all(m in sys.modules for m in WARM_MODULES):
+        return None
+    t = threading.Thread(target=_import_all, name="omnigraph-warm-imports", daemon=True)
+    t.start()
+    return t
+
+
+def _import_all() -> None:
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # the first load imports it again and reports
+            log.debug("%s not imported ahead: %s", name, e)
 
 
 def lance_cpu_threads(task_slots: int, machine_cores: Optional[int] = None) -> int:

@@ -122,7 +122,9 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
     ``spark.driver.extraClassPath`` and ``spark.executor.extraClassPath``. Both also set
     ``spark.plugins`` to the shim's driver plugin (``io.omnigraph.spark.BridgePlugin``).
     It also sets ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` (unless the
-    builder has it): a failed df.write then shows ``[CODE] message`` on its first line.
+    builder has it): a failed df.write then shows ``[CODE] message`` on its first line. And it
+    starts importing lance in the background (:func:`~omnigraph_spark.spark.runtime.warm_imports`),
+    so the first load does not wait for it.
     ``extra_packages``: more Maven coordinates for ``spark.jars.packages`` (e.g. Delta's). List
     settings the builder already has are extended, not replaced.
 
@@ -130,6 +132,9 @@ def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shi
         OptionError: no shim on this machine (an install without the packaged jar, a checkout
         without ``make jvm-shim``).
     """
+    from .runtime import warm_imports
+
+    warm_imports()  # while the session this builder makes starts its JVM
     conf = shim_spark_conf(shim_dir)
     if not conf:
         raise OptionError("no JVM shim here: this install has no packaged omnigraph-spark-shim.jar and no "

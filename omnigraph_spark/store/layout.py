@@ -158,5 +158,11 @@ class RootPaths:
         """Per-load staging journals (``<dir>/<load id>/``): what each task attempt staged."""
         return join(self.root, SPARK_DIR, "staging")
 
+    @property
+    def id_indexes(self) -> str:
+        """Node-id indexes the JVM shim keeps between loads (``<rows key hash>.ids``): a cache
+        any of whose files may be deleted at any time."""
+        return join(self.root, SPARK_DIR, "id_indexes")
+
     def file(self, name: str) -> str:
         return join(self.root, name)

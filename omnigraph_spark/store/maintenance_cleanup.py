@@ -20,6 +20,8 @@ Then, per table dataset:
 Last, staging journals (``_omnigraph_spark/staging/<load>/``: the files each task attempt of a
 Spark load staged, and the JVM tasks' key fingerprints) that a killed driver never removed,
 untouched for ``orphan_grace_s``, are deleted; the data files they name are orphan files above.
+So are the node-id indexes the JVM shim keeps (``_omnigraph_spark/id_indexes/``, a cache) that no
+load read or wrote for ``orphan_grace_s``.
 
 Failures are isolated per table: recorded in the report, the other tables continue.
 """
@@ -83,6 +85,7 @@ class CleanupReport:
     tables: List[TableCleanupResult] = field(default_factory=list)
     commit_graph_forks_removed: List[str] = field(default_factory=list)
     staging_journals_removed: List[str] = field(default_factory=list)  # load ids (directory names)
+    id_indexes_removed: List[str] = field(default_factory=list)  # file names under _omnigraph_spark/id_indexes
     kept_graph_versions: Dict[str, List[int]] = field(default_factory=dict)  # branch -> __manifest versions
     protected: Dict[Tuple[str, str], int] = field(default_factory=dict)  # (table_path, lineage) -> min version
     errors: Dict[str, str] = field(default_factory=dict)
@@ -280,6 +283,10 @@ def cleanup(graph, *, keep_versions: Optional[int] = None,
             report.staging_journals_removed = _sweep_staging_journals(graph, now, orphan_grace_s, dry_run)
         except Exception as e:
             report.errors["_omnigraph_spark/staging"] = f"{type(e).__name__}: {e}"
+        try:
+            report.id_indexes_removed = _sweep_id_indexes(graph, now, orphan_grace_s, dry_run)
+        except Exception as e:
+            report.errors["_omnigraph_spark/id_indexes"] = f"{type(e).__name__}: {e}"
     report.seconds = time.monotonic() - t0
     log.info("cleanup%s: %d versions, %d orphan files, %d bytes, forks %s, %d staging journals, errors %s (%.2fs)",
              " (dry run)" if dry_run else "", report.versions_removed, report.orphan_files, report.bytes_removed,
@@ -416,6 +423,21 @@ def _sweep_staging_journals(graph, now: float, grace: float, dry_run: bool) -> L
             shutil.rmtree(os.path.join(base, load), ignore_errors=True)  # its files and the directory
             continue
         for rel in files.get(load, []):
+            graph.storage.delete(join(base, rel))
+    return gone
+
+
+def _sweep_id_indexes(graph, now: float, grace: float, dry_run: bool) -> List[str]:
+    """Kept node-id indexes (a cache the JVM shim reads only for exactly the rows it was built
+    from) that no load read or wrote for ``grace`` seconds: reading one marks it used. A load
+    that finds its file gone builds the index again."""
+    if not graph.storage.local:
+        return []  # kept on local roots only
+    base = RootPaths(graph.root).id_indexes
+    gone = sorted(rel for rel, mtime, _ in _list_files(graph.storage, base)
+                  if "/" not in rel and now - mtime >= grace)
+    if not dry_run:
+        for rel in gone:
             graph.storage.delete(join(base, rel))
     return gone
 

@@ -47,3 +47,26 @@ def test_the_session_jvm_sizes_lances_pool_for_its_task_slots(spark):
     the JVM paths' Lance runs, has the variable (Lance reads it from the process environment)."""
     jvm_env = spark.sparkContext._jvm.java.lang.System.getenv(LANCE_CPU_THREADS)
     assert jvm_env == os.environ[LANCE_CPU_THREADS] == str(lance_cpu_threads(2))
+
+
+def test_warm_imports_imports_in_a_thread_once_and_only_logs_a_failure(monkeypatch, caplog):
+    """The driver's heavy imports start in a daemon thread (while a session's JVM starts): done
+    when the thread ends, nothing started when every module is in already, and a module that
+    cannot be imported is logged, never raised (the load's own import reports it)."""
+    import logging
+    import sys
+
+    from omnigraph_spark.spark import runtime
+
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    monkeypatch.setattr(runtime, "WARM_MODULES", ("colorsys",))
+    t = runtime.warm_imports()
+    assert t is not None and t.daemon
+    t.join(30)
+    assert "colorsys" in sys.modules
+    assert runtime.warm_imports() is None
+    caplog.set_level(logging.DEBUG, logger=runtime.__name__)
+    monkeypatch.setattr(runtime, "WARM_MODULES", ("omnigraph_spark_no_such_module",))
+    t = runtime.warm_imports()
+    t.join(30)
+    assert any("omnigraph_spark_no_such_module not imported ahead" in r.getMessage() for r in caplog.records)

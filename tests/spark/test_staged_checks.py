@@ -6,6 +6,7 @@ exact checks, so messages and the unchanged graph are those of the Python path."
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -137,6 +138,66 @@ def test_a_committed_node_index_is_reused_only_while_the_node_rows_stay(jvm, tmp
         write_table(knows(jvm, [("e", "a")]), g.root, "Knows", engine="jvm")
     assert builds() == n0 + 4 and calls["endpoints"] == 1
     assert edge_rows(jvm, g.root) == [("a", "b"), ("a", "c"), ("b", "c"), ("c", "a"), ("d", "a")]
+
+
+def _kept_files(root, want, timeout=30.0):
+    """The kept index files under ``root`` once there are ``want`` of them (an executor writes
+    them in a thread of its own, after the job that built them)."""
+    import os
+    import time
+
+    from omnigraph_spark.store.layout import RootPaths
+
+    d = RootPaths(root).id_indexes
+    deadline = time.monotonic() + timeout
+    while True:
+        names = sorted(n for n in (os.listdir(d) if os.path.isdir(d) else []) if n.endswith(".ids"))
+        if len(names) >= want or time.monotonic() > deadline:
+            return [os.path.join(d, n) for n in names]
+        time.sleep(0.1)
+
+
+def test_I15_a_kept_index_file_is_read_instead_of_built_only_for_the_same_rows(jvm, tmp_path, calls, dangling,
+                                                                               monkeypatch):
+    """I15 with the executors' node-id index kept on disk (``_omnigraph_spark/id_indexes``,
+    keyed by the rows' data and deletion files): the index a load builds from its staged node
+    files is the committed table's once it lands, so the next loads in a fresh JVM (here: the
+    in-memory indexes forgotten) read it instead of building, stay exact (a dangling edge and a
+    repeated id are still found and named), ignore and replace a damaged file, and build anew
+    when the node rows change."""
+    monkeypatch.setattr(jvm_write, "KEEP_INDEX_MIN_IDS", 1)
+    sink = jvm.sparkContext._jvm.io.omnigraph.spark.LanceFragmentSink
+    builds = sink.nodeIndexBuilds
+    g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
+    write_graph(g.root, {"Person": people(jvm), "Knows": knows(jvm, ring())}, engine="jvm")
+    (kept,) = _kept_files(g.root, 1)
+    sink.forgetNodeIndexes()
+    n0 = builds()
+    write_table(knows(jvm, [("ann", "名前")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 and calls["endpoints"] == 0 and dangling[-2:] == [0, 0]  # read, and proven
+    sink.forgetNodeIndexes()
+    with pytest.raises(DanglingEdgeError, match="'nobody'"):
+        write_table(knows(jvm, [("ann", "nobody"), ("bob", "ann")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 and sum(dangling[-2:]) == 1 and calls["endpoints"] == 1
+    sink.forgetNodeIndexes()
+    with pytest.raises(UniqueViolationError, match="o'hara"):  # the strict append's probe reads it too
+        write_table(people(jvm, ["new", "o'hara"]), g.root, "Person", engine="jvm")
+    assert builds() == n0
+    with open(kept, "r+b") as f:  # one flipped byte in the slots: the checksum refuses the file
+        f.seek(os.path.getsize(kept) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0xFF]))
+    sink.forgetNodeIndexes()
+    write_table(knows(jvm, [("bob", "zoë")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 + 1 and calls["endpoints"] == 1  # built again, proven
+    assert _kept_files(g.root, 1) == [kept]  # and kept again under the same name
+    write_table(people(jvm, ["new"]), g.root, "Person", engine="jvm")  # other node rows, another key
+    sink.forgetNodeIndexes()
+    write_table(knows(jvm, [("new", "ann")]), g.root, "Knows", engine="jvm")
+    assert builds() == n0 + 2 and calls["endpoints"] == 1
+    assert len(_kept_files(g.root, 2)) == 2
+    assert edge_rows(jvm, g.root) == sorted(ring() + [("ann", "名前"), ("bob", "zoë"), ("new", "ann")])
 
 
 def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, dangling):

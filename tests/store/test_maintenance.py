@@ -341,6 +341,32 @@ def _journal(g, load, names, age_s):
     return d
 
 
+def test_cleanup_removes_kept_id_indexes_no_load_used_within_the_grace(test_graph):
+    """The JVM shim's kept node-id indexes are a cache: cleanup deletes those no load read or
+    wrote (their mtime) for ``orphan_grace_s``, lists them in a dry run, and leaves them alone
+    without the orphan sweep; the graph's rows never change."""
+    from omnigraph_spark.store.layout import RootPaths
+
+    g = test_graph
+    write_rows(g, P, people("a"))
+    d = RootPaths(g.root).id_indexes
+    os.makedirs(d)
+    for n, age in (("aa.ids", 7200), ("bb.ids", 10), (".cc.ids.1234.tmp", 7200)):
+        with open(os.path.join(d, n), "wb") as f:
+            f.write(b"x")
+        past = time.time() - age
+        os.utime(os.path.join(d, n), (past, past))
+    rows = rows_of(g, P)
+    assert g.cleanup(keep_versions=100, dry_run=True).id_indexes_removed == [".cc.ids.1234.tmp", "aa.ids"]
+    assert g.cleanup(keep_versions=100, include_orphans=False).id_indexes_removed == []
+    assert sorted(os.listdir(d)) == [".cc.ids.1234.tmp", "aa.ids", "bb.ids"]
+    rep = g.cleanup(keep_versions=100)
+    assert rep.id_indexes_removed == [".cc.ids.1234.tmp", "aa.ids"] and not rep.errors
+    assert os.listdir(d) == ["bb.ids"]
+    assert g.cleanup(keep_versions=100, orphan_grace_s=0).id_indexes_removed == ["bb.ids"]
+    assert rows_of(g, P) == rows
+
+
 def test_cleanup_removes_staging_journals_of_killed_loads(test_graph):
     """A driver killed mid-load leaves its staging journal (entries and *.bin fingerprints);
     cleanup removes journals untouched for the grace, keeps a live load's (younger), and a dry

@@ -38,12 +38,16 @@ final class EndpointCheck {
   private long dangling;
   private boolean failed;
 
-  /** {@code spec}: {"load": token, "src": source, "dst": source}, see {@link NodeIdIndex#of}; the builds start now. */
+  /**
+   * {@code spec}: {"load": token, "src": source, "dst": source, "keep": where or absent}, see
+   * {@link NodeIdIndex#of} and {@link NodeIdIndex.Kept}; the builds start now.
+   */
   EndpointCheck(JsonNode spec, String label, java.util.Map<String, String> storage) {
     this.label = label;
     String load = spec.get("load").asText();
-    this.from = NodeIdIndex.of(load, spec.get("src"), storage);
-    this.to = NodeIdIndex.of(load, spec.get("dst"), storage);
+    NodeIdIndex.Kept kept = NodeIdIndex.Kept.of(spec.get("keep"));
+    this.from = NodeIdIndex.of(load, spec.get("src"), storage, kept);
+    this.to = NodeIdIndex.of(load, spec.get("dst"), storage, kept);
   }
 
   /** Check (or set aside) one batch's endpoints; the batch may be released afterwards. */

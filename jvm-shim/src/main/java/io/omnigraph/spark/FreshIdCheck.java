@@ -31,10 +31,14 @@ final class FreshIdCheck {
   private long found;
   private boolean failed;
 
-  /** {@code spec}: {"load": token, "ids": source}, see {@link NodeIdIndex#of}; the build starts now. */
+  /**
+   * {@code spec}: {"load": token, "ids": source, "keep": where or absent}, see {@link
+   * NodeIdIndex#of} and {@link NodeIdIndex.Kept}; the build starts now.
+   */
   FreshIdCheck(JsonNode spec, String label, java.util.Map<String, String> storage) {
     this.label = label;
-    this.committed = NodeIdIndex.of(spec.get("load").asText(), spec.get("ids"), storage);
+    this.committed = NodeIdIndex.of(spec.get("load").asText(), spec.get("ids"), storage,
+        NodeIdIndex.Kept.of(spec.get("keep")));
   }
 
   /** Probe (or set aside) one batch's ids; the batch may be released afterwards. */

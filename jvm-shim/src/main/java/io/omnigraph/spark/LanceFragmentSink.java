@@ -399,6 +399,11 @@ public final class LanceFragmentSink implements TableProvider {
     return NodeIdIndex.builds();
   }
 
+  /** Forgets the node-id indexes this JVM keeps in memory across loads, as a fresh JVM starts (tests). */
+  public static void forgetNodeIndexes() {
+    NodeIdIndex.forgetKept();
+  }
+
   /** Write a small text file completely, then rename it into place (readers see all or nothing). */
   static void writeAtomically(Path path, String text) {
     writeAtomically(path, text.getBytes(StandardCharsets.UTF_8));

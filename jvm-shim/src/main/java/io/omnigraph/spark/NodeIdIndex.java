@@ -76,8 +76,14 @@ final class NodeIdIndex {
   private static final long IN_ARENA = 0xFF;
   /** load token + source JSON -> the index being built or built; guarded by itself */
   private static final Map<String, SoftReference<Pending>> CACHE = recentlyUsed();
-  /** a committed table's content key (see {@link #contentKey}) -> its index, across loads; guarded by itself */
+  /** a source's rows key (see {@link #rowsKey}) -> its index, across loads; guarded by itself */
   private static final Map<String, SoftReference<NodeIdIndex>> BY_CONTENT = recentlyUsed();
+  /** threads writing an {@link IdIndexFile}; guarded by itself */
+  private static final List<Thread> KEEPING = new ArrayList<>();
+  /** whether the exit hook that waits for {@link #KEEPING} is registered */
+  private static final java.util.concurrent.atomic.AtomicBoolean KEEP_HOOK = new java.util.concurrent.atomic.AtomicBoolean();
+  /** how long a JVM that exits waits for its index files */
+  private static final long KEEP_WAIT_MILLIS = 60_000;
   /** indexes built from the data (not taken from {@link #BY_CONTENT}), for tests */
   private static final AtomicLong BUILDS = new AtomicLong();
 
@@ -91,6 +97,27 @@ final class NodeIdIndex {
     this.size = size;
     this.arena = arena;
     this.cap = cap;
+  }
+
+  /** An index read back from its {@link IdIndexFile} (the file's checksum vouches for the slots). */
+  static NodeIdIndex restored(long[] slots, byte[] arena, int cap, int size) {
+    return new NodeIdIndex(slots, arena, cap, size);
+  }
+
+  long[] slots() {
+    return slots;
+  }
+
+  byte[] arena() {
+    return arena;
+  }
+
+  int capacity() {
+    return cap;
+  }
+
+  int size() {
+    return size;
   }
 
   /** The first slot of hash {@code h} in a table of {@code cap} slots: its top 32 bits scaled to the table. */
@@ -170,12 +197,20 @@ final class NodeIdIndex {
    * {@code storage}: the load's Lance storage options (empty on a local root).
    */
   static Pending of(String load, JsonNode source, java.util.Map<String, String> storage) {
+    return of(load, source, storage, null);
+  }
+
+  /**
+   * As {@link #of(String, JsonNode, java.util.Map)}, reading and keeping the index as an {@link
+   * IdIndexFile} where {@code kept} says (null: nowhere).
+   */
+  static Pending of(String load, JsonNode source, java.util.Map<String, String> storage, Kept kept) {
     String key = load + " " + source;
     synchronized (CACHE) {
       SoftReference<Pending> ref = CACHE.get(key);
       Pending f = ref == null ? null : ref.get();
       if (f == null || f.failed()) {
-        f = new Pending(source, storage);
+        f = new Pending(source, storage, kept);
         CACHE.put(key, new SoftReference<>(f));
       }
       return f;
@@ -190,11 +225,11 @@ final class NodeIdIndex {
     private final CompletableFuture<Build> started = new CompletableFuture<>();
     private final CompletableFuture<NodeIdIndex> done = new CompletableFuture<>();
 
-    private Pending(JsonNode source, java.util.Map<String, String> storage) {
+    private Pending(JsonNode source, java.util.Map<String, String> storage, Kept kept) {
       CompletableFuture.runAsync(() -> {
         Build b;
         try {
-          b = Build.start(source, storage, done);
+          b = Build.start(source, storage, kept, done);
         } catch (Throwable t) {
           started.completeExceptionally(t);
           done.completeExceptionally(t);
@@ -323,32 +358,52 @@ final class NodeIdIndex {
     return h ^ (h >>> 32);
   }
 
+  /** Forgets the indexes kept in memory across loads, as a fresh JVM starts (tests). */
+  static void forgetKept() {
+    synchronized (BY_CONTENT) {
+      BY_CONTENT.clear();
+    }
+  }
+
   /** Indexes built from the data since the JVM started (a reuse by content does not count). */
   static long builds() {
     return BUILDS.get();
   }
 
   /**
-   * What rows a committed table holds, as a string: per fragment, its id, its data files' paths
-   * and its deletion file. Data files are named by UUID and deletion files by fragment, read
-   * version and a random id, and Lance never rewrites either, so two tables with equal keys hold
-   * the same rows.
+   * Which rows a source's ids come from, as a string: one entry per committed fragment (the
+   * names of its data files and its deletion file, if any) and per staged data file (its name),
+   * sorted. Lance names data files by UUID and deletion files by fragment, read version and a
+   * random id, and never rewrites either, so two sources with equal keys hold the same ids; a
+   * load's staged files, once committed as they are, have the key they had staged. Keys the
+   * indexes kept in memory ({@link #BY_CONTENT}) and on disk ({@link IdIndexFile}).
    */
-  static String contentKey(String path, Dataset ds) {
-    StringBuilder b = new StringBuilder(path);
-    for (Fragment f : ds.getFragments()) {
-      FragmentMetadata m = f.metadata();
-      b.append('|').append(m.getId());
-      for (DataFile d : m.getFiles()) {
-        b.append(',').append(d.getPath()).append('@').append(d.getBaseId().map(String::valueOf).orElse(""));
-      }
-      DeletionFile del = m.getDeletionFile();
-      if (del != null) {
-        b.append(";del:").append(del.getFileType()).append('-').append(del.getReadVersion()).append('-')
-            .append(del.getId()).append('@').append(del.getBaseId().map(String::valueOf).orElse(""));
+  static String rowsKey(Dataset ds, JsonNode files) {
+    List<String> entries = new ArrayList<>();
+    if (ds != null) {
+      for (Fragment f : ds.getFragments()) {
+        FragmentMetadata m = f.metadata();
+        StringBuilder b = new StringBuilder();
+        for (DataFile d : m.getFiles()) {
+          b.append(b.length() == 0 ? "" : ",").append(fileName(d.getPath()));
+        }
+        DeletionFile del = m.getDeletionFile();
+        if (del != null) {
+          b.append(" deleted:").append(m.getId()).append('-').append(del.getReadVersion()).append('-')
+              .append(del.getId()).append('.').append(del.getFileType());
+        }
+        entries.add(b.toString());
       }
     }
-    return b.toString();
+    for (JsonNode f : files) {
+      entries.add(fileName(f.asText()));
+    }
+    Collections.sort(entries);
+    return "node ids v1\n" + String.join("\n", entries);
+  }
+
+  private static String fileName(String path) {
+    return path.substring(path.lastIndexOf('/') + 1);
   }
 
   /**
@@ -363,7 +418,8 @@ final class NodeIdIndex {
     private final BufferAllocator allocator;
     private final Dataset table; // the committed table at its pinned version; null: none
     private final Builder ids;
-    private final String content; // the committed table's content key (null: not cached by content)
+    private final String content; // the source's rows key (see rowsKey)
+    private final Kept kept; // where to keep the index on disk (null: nowhere)
     private final ConcurrentLinkedQueue<Part> parts;
     private final int count; // parts in all
     private final AtomicInteger unread;
@@ -371,13 +427,14 @@ final class NodeIdIndex {
     private final CompletableFuture<NodeIdIndex> done;
     private final long t0;
 
-    private Build(JsonNode source, BufferAllocator allocator, Dataset table, Builder ids, String content,
+    private Build(JsonNode source, BufferAllocator allocator, Dataset table, Builder ids, String content, Kept kept,
         List<Part> parts, CompletableFuture<NodeIdIndex> done, long t0) {
       this.source = source;
       this.allocator = allocator;
       this.table = table;
       this.ids = ids;
       this.content = content;
+      this.kept = kept;
       this.parts = new ConcurrentLinkedQueue<>(parts);
       this.count = parts.size();
       this.unread = new AtomicInteger(parts.size());
@@ -387,10 +444,11 @@ final class NodeIdIndex {
 
     /**
      * Opens the sources, counts their rows and sizes the table. Returns null when {@code done}
-     * is already complete (an index of the same committed rows was reused, or there is nothing
-     * to read).
+     * is already complete (an index of the same rows was reused from memory or read from {@code
+     * kept}, or there is nothing to read).
      */
-    static Build start(JsonNode source, java.util.Map<String, String> storage, CompletableFuture<NodeIdIndex> done) {
+    static Build start(JsonNode source, java.util.Map<String, String> storage, Kept kept,
+        CompletableFuture<NodeIdIndex> done) {
       long t0 = System.nanoTime();
       BufferAllocator allocator = new RootAllocator();
       Dataset ds = null;
@@ -398,19 +456,26 @@ final class NodeIdIndex {
       Build b = null;
       try {
         long rows = 0;
-        String content = null;
         JsonNode table = source.get("table");
         if (table != null && !table.isNull()) {
           JsonNode branch = table.get("branch");
           ds = LanceSnapshotSource.openAt(allocator, table.get("path").asText(),
               branch == null || branch.isNull() ? null : branch.asText(), table.get("version").asLong(), storage);
-          content = source.get("files").size() == 0 ? contentKey(table.get("path").asText(), ds) : null;
-          NodeIdIndex hit = content == null ? null : reusable(content);
-          if (hit != null) {
-            LOG.info("reused the index of {} node ids for the endpoint check: {}", hit.size, source);
-            done.complete(hit);
-            return null;
-          }
+        }
+        String content = rowsKey(ds, source.get("files"));
+        NodeIdIndex hit = reusable(content);
+        if (hit != null) {
+          LOG.info("reused the index of {} node ids for the endpoint check: {}", hit.size, source);
+          done.complete(hit);
+          return null;
+        }
+        hit = kept == null ? null : IdIndexFile.read(kept.dir, content, HEAP_SHARE * Runtime.getRuntime().maxMemory());
+        if (hit != null) {
+          remember(content, hit);
+          done.complete(hit);
+          return null;
+        }
+        if (ds != null) {
           for (Fragment f : ds.getFragments()) {
             rows += f.countRows();
             parts.add(new Part(f.getId(), null));
@@ -421,7 +486,7 @@ final class NodeIdIndex {
           parts.add(new Part(-1, r));
           rows += r.numRows();
         }
-        b = new Build(source, allocator, ds, new Builder(rows), content, parts, done, t0);
+        b = new Build(source, allocator, ds, new Builder(rows), content, kept, parts, done, t0);
         if (parts.isEmpty()) {
           b.finish();
           return null;
@@ -470,14 +535,13 @@ final class NodeIdIndex {
         if (!done.isDone()) {
           NodeIdIndex index = ids.build();
           BUILDS.incrementAndGet();
-          if (content != null) {
-            synchronized (BY_CONTENT) {
-              BY_CONTENT.put(content, new SoftReference<>(index));
-            }
-          }
+          remember(content, index);
           LOG.info("indexed {} node ids in {} ms ({} parts read by {} threads) for the endpoint check: {}", index.size,
               (System.nanoTime() - t0) / 1_000_000, count, readers.get(), source);
           done.complete(index);
+          if (kept != null && index.size >= kept.minIds) {
+            keepLater(kept.dir, content, index);
+          }
         }
       } catch (Throwable t) {
         done.completeExceptionally(new IllegalStateException("cannot index the node ids of " + source, t));
@@ -539,7 +603,69 @@ final class NodeIdIndex {
     return b.toString();
   }
 
-  /** An index built earlier from the same committed rows, if the GC has not reclaimed it. */
+  private static void remember(String content, NodeIdIndex index) {
+    synchronized (BY_CONTENT) {
+      BY_CONTENT.put(content, new SoftReference<>(index));
+    }
+  }
+
+  /**
+   * Writes the index to its {@link IdIndexFile} in a thread of its own, so that no task waits
+   * for the disk. A JVM that exits meanwhile (a PySpark driver's JVM exits when its Python
+   * process does) first lets the file finish, for up to {@link #KEEP_WAIT_MILLIS}; a killed one
+   * leaves a temporary file the next write deletes.
+   */
+  private static void keepLater(java.nio.file.Path dir, String content, NodeIdIndex index) {
+    Thread t = new Thread(() -> IdIndexFile.write(dir, content, index), "omnigraph-keep-id-index");
+    if (!KEEP_HOOK.getAndSet(true)) {
+      try {
+        Runtime.getRuntime().addShutdownHook(new Thread(NodeIdIndex::finishKeeping, "omnigraph-keep-id-index-exit"));
+      } catch (IllegalStateException e) { // the JVM is exiting already: keep nothing
+        return;
+      }
+    }
+    synchronized (KEEPING) {
+      KEEPING.removeIf(k -> !k.isAlive());
+      KEEPING.add(t);
+    }
+    t.start();
+  }
+
+  /** At JVM exit: waits for the index files being written. */
+  private static void finishKeeping() {
+    long deadline = System.currentTimeMillis() + KEEP_WAIT_MILLIS;
+    List<Thread> threads;
+    synchronized (KEEPING) {
+      threads = new ArrayList<>(KEEPING);
+    }
+    for (Thread t : threads) {
+      try {
+        t.join(Math.max(1, deadline - System.currentTimeMillis()));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+
+  /** Where a source's index is kept on disk: a local directory, for indexes of at least {@code minIds} ids. */
+  static final class Kept {
+    final java.nio.file.Path dir;
+    final long minIds;
+
+    Kept(java.nio.file.Path dir, long minIds) {
+      this.dir = dir;
+      this.minIds = minIds;
+    }
+
+    /** From the checks' spec field {"dir": path, "minIds": n}; null: absent. */
+    static Kept of(JsonNode spec) {
+      return spec == null || spec.isNull() ? null
+          : new Kept(java.nio.file.Paths.get(spec.get("dir").asText()), spec.get("minIds").asLong());
+    }
+  }
+
+  /** An index built earlier from the same rows, if the GC has not reclaimed it. */
   private static NodeIdIndex reusable(String content) {
     synchronized (BY_CONTENT) {
       SoftReference<NodeIdIndex> ref = BY_CONTENT.get(content);
