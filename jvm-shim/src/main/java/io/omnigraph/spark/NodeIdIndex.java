@@ -358,6 +358,11 @@ final class NodeIdIndex {
     return h ^ (h >>> 32);
   }
 
+  /** The bytes of heap an index may take in this JVM (built or read from its file). */
+  static double heapBudget() {
+    return HEAP_SHARE * Runtime.getRuntime().maxMemory();
+  }
+
   /** Forgets the indexes kept in memory across loads, as a fresh JVM starts (tests). */
   static void forgetKept() {
     synchronized (BY_CONTENT) {
@@ -469,7 +474,7 @@ final class NodeIdIndex {
           done.complete(hit);
           return null;
         }
-        hit = kept == null ? null : IdIndexFile.read(kept.dir, content, HEAP_SHARE * Runtime.getRuntime().maxMemory());
+        hit = kept == null ? null : IdIndexFile.read(kept.dir, content, heapBudget());
         if (hit != null) {
           remember(content, hit);
           done.complete(hit);
@@ -682,7 +687,7 @@ final class NodeIdIndex {
     final long[] slots;
     final int cap;
     final int limit; // entries allowed: the table stays at most 3/4 full (a probe always ends)
-    final double budget = HEAP_SHARE * Runtime.getRuntime().maxMemory(); // bytes of heap
+    final double budget = heapBudget();
     final AtomicInteger n = new AtomicInteger();
     private byte[] arena = new byte[0]; // guarded by this
     private int arenaEnd; // guarded by this
