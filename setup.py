@@ -42,6 +42,8 @@ setup(
         "delta": ["delta-spark>=4.0.1,<4.4.1"],
         "test": [
             "pytest>=8.3,<10",
+            # two workers (Makefile): Spark applications of their own beside the one SparkSession
+            "pytest-xdist>=3.6,<4",
             "chispa>=0.10,<0.13",
             "hypothesis>=6.100,<7",
             "nbformat>=5.9,<6",

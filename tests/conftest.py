@@ -1,4 +1,10 @@
-"""Shared fixtures: one local SparkSession per test session, and fresh graph roots."""
+"""Shared fixtures: one local SparkSession per test session, and fresh graph roots.
+
+``make test-slow`` runs on two pytest-xdist workers (``--dist loadgroup``): every test that
+uses a shared session-scoped service (the SparkSession, an S3 server) joins that service's group,
+so the whole run still starts one SparkSession, on one worker, while tests that start Spark
+applications of their own run on the other. The reliability summary adds up the workers'
+counters."""
 from __future__ import annotations
 
 import os
@@ -8,6 +14,10 @@ from pathlib import Path
 import pytest
 
 from .object_store import SERVERS
+from .reliability.stats import STATS
+
+#: session-scoped fixtures whose tests share one worker (the first one a test uses names its group)
+SHARED_SERVICES = ("spark", "s3")
 
 #: the engine's own test fixtures (schemas, JSONL, queries), copied into the repository
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "omnigraph-0.7.2"
@@ -98,3 +108,36 @@ def s3_graph(s3_graph_root, test_schema_text):
 
     root, so = s3_graph_root
     return Graph.init(root, test_schema_text, so)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        if group:  # a module's own group (its module-scoped service) may not take the SparkSession elsewhere
+            if "spark" in item.fixturenames and group.args[:1] != ("spark",):
+                raise pytest.UsageError(f"{item.nodeid} uses the SparkSession: its xdist_group must be 'spark'")
+            continue
+        service = next((name for name in SHARED_SERVICES if name in item.fixturenames), None)
+        if service:
+            item.add_marker(pytest.mark.xdist_group(service))
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the counters to the controller
+        workeroutput["reliability_stats"] = dict(STATS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    STATS.update(getattr(node, "workeroutput", {}).get("reliability_stats", {}))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line: cases tried, crashes survived, rows checked, bad inputs (tests/reliability)."""
+    if not STATS:
+        return
+    keys = ("cases_tried", "crashes_survived", "rows_checked", "bad_inputs", "spark_apps", "engine_checks")
+    line = ", ".join(f"{k.replace('_', ' ')}: {STATS.get(k, 0)}" for k in keys)
+    terminalreporter.write_line(f"reliability summary: {line}")

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -18,12 +17,11 @@ from omnigraph_spark import Graph
 from omnigraph_spark.store import commits, tables
 from tests.interop.helpers import copy_graph  # noqa: F401  (one copier that re-points sidecars)
 
+from .stats import STATS  # noqa: F401  (the counters of the closing summary line)
+
 HERE = Path(__file__).resolve().parent
 JOB = str(HERE / "spark_job.py")
 FULL = os.environ.get("OMNIGRAPH_FULL_MATRIX") == "1"
-
-#: counters for the closing summary line (printed by conftest.pytest_terminal_summary)
-STATS: Counter = Counter()
 
 
 # -- Spark subprocesses ----------------------------------------------------------------------

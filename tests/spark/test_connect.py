@@ -18,7 +18,8 @@ from ..connect_client import JVM_READ, JVM_STAGED, load_and_read, staging_left
 from ..connect_server import run_client, serve
 from ..shim import need_shim
 
-pytestmark = pytest.mark.slow
+#: one worker under pytest-xdist: the server is shared, and a test compares against the one SparkSession
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark")]
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,8 @@ import pytest
 
 from omnigraph_spark import Graph
 
-pytestmark = [pytest.mark.slow]
+#: one worker under pytest-xdist, so the module's cluster starts once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("standalone")]
 
 APP = Path(__file__).resolve().parent.parent / "cluster_app.py"
 APP_TIMEOUT_S = 420
