@@ -25,6 +25,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "omnigraph-0.7.2"
 # Spark's Python workers must import THIS interpreter (and this package).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# The tests' driver JVMs (this session's, and every Spark application or Connect server a test
+# starts through spark-submit) compile with C1 only, as the spawned jobs' own settings and the
+# standalone cluster's daemons do: they run many small plans, each different, and C2 does not pay
+# back its compile time there (a fifth off test_dist_checks.py on 2 cores). Benchmarks run as
+# users do, without it.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")
