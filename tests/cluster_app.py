@@ -59,7 +59,7 @@ def session(master: str, conf: dict):
          .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m")
          .config("spark.executor.memory", "512m")
          .config("spark.executor.cores", "1")
-         .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+         .config("spark.executor.extraJavaOptions", "-XX:+UseSerialGC")
          .config("spark.sql.shuffle.partitions", "2")
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.python.worker.reuse", "true")

@@ -25,12 +25,6 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "omnigraph-0.7.2"
 # Spark's Python workers must import THIS interpreter (and this package).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-# The tests' driver JVMs (this session's, and every Spark application or Connect server a test
-# starts through spark-submit) compile with C1 only, as the spawned jobs' own settings and the
-# standalone cluster's daemons do: they run many small plans, each different, and C2 does not pay
-# back its compile time there (a fifth off test_dist_checks.py on 2 cores). Benchmarks run as
-# users do, without it.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +69,9 @@ def spark():
          .config("spark.driver.memory", "2g")
          .config("spark.sql.python.filterPushdown.enabled", "true")
          .config("spark.python.worker.reuse", "true")
+         # C1 only: the session runs many small plans, each different, where C2 does not pay back
+         # its compile time (a fifth off test_dist_checks.py's wall time on 2 cores, A/B)
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
          # the JVM read path when built (make test builds it; tests of it skip without it)
          .config(map=shim_spark_conf())
          .getOrCreate())
