@@ -27,6 +27,16 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+def pytest_configure(config):
+    """Every JVM of the run shares class data per class path (tests/jvm_cds.py), set before
+    pytest-xdist starts its workers, which inherit it with every process they start."""
+    from . import jvm_cds
+
+    home = jvm_cds.install()
+    if home:
+        os.environ["JAVA_HOME"] = home
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
