@@ -11,6 +11,7 @@ test that kills its own process (a crash test) does not take the bucket with it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Dict, Iterator, Optional
 
 from benchmarks.common import free_port
+
+logger = logging.getLogger(__name__)
 
 REGION = "us-east-1"
 ACCESS_KEY = "testing-key-id"
@@ -130,9 +133,31 @@ def _serve_moto() -> Iterator[S3Endpoint]:
         log.close()
 
 
+#: how long a test session waits for a SeaweedFS build running beside it (.ci/run)
+SEAWEEDFS_BUILD_WAIT_S = 40 * 60
+
+
+def _pending_build() -> Optional[str]:
+    """$OMNIGRAPH_SEAWEEDFS_PENDING names the file a build running beside the tests writes when
+    it ends (.ci/run: the binary's path, or FAILED): wait for it, and return what it says."""
+    done = os.environ.get("OMNIGRAPH_SEAWEEDFS_PENDING")
+    if not done:
+        return None
+    deadline = time.monotonic() + SEAWEEDFS_BUILD_WAIT_S
+    if not os.path.exists(done):
+        logger.info("waiting for the SeaweedFS build that runs beside the tests (%s)", done)
+    while not os.path.exists(done) and time.monotonic() < deadline:
+        time.sleep(2)
+    return Path(done).read_text().strip() if os.path.exists(done) else "FAILED"
+
+
 def seaweedfs_bin() -> Optional[str]:
-    """The ``weed`` binary: $OMNIGRAPH_SEAWEEDFS_BIN, else the one scripts/install-seaweedfs.sh
-    left in the cache ($OMNIGRAPH_CACHE or ~/.cache/omnigraph-spark); None when neither exists."""
+    """The ``weed`` binary: the one a build running beside the tests produced, else
+    $OMNIGRAPH_SEAWEEDFS_BIN, else the one scripts/install-seaweedfs.sh left in the cache
+    ($OMNIGRAPH_CACHE or ~/.cache/omnigraph-spark); None when none exists."""
+    built = _pending_build()
+    if built is not None:
+        return built if built != "FAILED" and os.access(built, os.X_OK) else None
     named = os.environ.get("OMNIGRAPH_SEAWEEDFS_BIN")
     if named:
         return named if os.access(named, os.X_OK) else None
@@ -144,6 +169,10 @@ def seaweedfs_bin() -> Optional[str]:
 def seaweedfs_missing() -> str:
     """Why the SeaweedFS server cannot run here (the skip's or the failure's reason)."""
     named = os.environ.get("OMNIGRAPH_SEAWEEDFS_BIN")
+    pending = os.environ.get("OMNIGRAPH_SEAWEEDFS_PENDING")
+    if pending:
+        return (f"SeaweedFS S3 server not available: the build beside the tests did not produce a binary "
+                f"({pending}: {Path(pending).read_text().strip() if os.path.exists(pending) else 'not written'})")
     where = (f"OMNIGRAPH_SEAWEEDFS_BIN={named} is not an executable" if named else
              f"no weed binary in the cache (seaweedfs-{SEAWEEDFS_VERSION}) and OMNIGRAPH_SEAWEEDFS_BIN unset")
     return f"SeaweedFS S3 server not available: {where}; build it with scripts/install-seaweedfs.sh"
