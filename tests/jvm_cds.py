@@ -5,7 +5,9 @@ streams, examples, clusters), and each JVM spends seconds of CPU loading and ver
 Spark classes. JDK 17 can map them from an archive instead (``-XX:SharedArchiveFile``). The test
 session points ``JAVA_HOME`` at a copy of the real JDK (symbolic links) whose ``bin/java`` is
 ``tests/java_cds.sh``: it keeps one archive per class path, written once by the first Spark driver
-of that class path, under ``build/jvm-cds/`` in the clone. ``OMNIGRAPH_TEST_CDS=0`` turns it off.
+of that class path, in the test environment's own directory (``.venv/omnigraph-test-cds/``: the
+archives belong to that environment's pyspark; ``make wheel`` empties ``build/``, ``make clean``
+removes them with the environment). ``OMNIGRAPH_TEST_CDS=0`` turns it off.
 
 Only time changes: the JVM validates an archive against its class path and JDK and ignores it,
 silently, on any mismatch."""
@@ -15,13 +17,14 @@ import hashlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
 
 log = logging.getLogger(__name__)
 
-BASE = Path(__file__).resolve().parent.parent / "build" / "jvm-cds"
+BASE = Path(sys.prefix) / "omnigraph-test-cds"
 WRAPPER = Path(__file__).resolve().parent / "java_cds.sh"
 #: the file that marks a JAVA_HOME as this module's (never wrapped twice)
 MARKER = "omnigraph-test-cds"
@@ -80,8 +83,11 @@ def _sh_quote(s: str) -> str:
 
 def install(base: Path = BASE) -> Optional[str]:
     """A JAVA_HOME whose ``java`` shares class data (built once per JDK and wrapper), or None
-    where the JDK cannot write dynamic archives (older than 13) or cannot be found."""
+    where the JDK cannot write dynamic archives (older than 13) or cannot be found, or ``base``
+    cannot be written (a system Python's prefix)."""
     if os.environ.get("OMNIGRAPH_TEST_CDS", "1") == "0":
+        return None
+    if not os.access(base if base.exists() else base.parent, os.W_OK):
         return None
     real = _real_java_home()
     if real is None or _feature_version(real) < 13:
