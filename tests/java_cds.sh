@@ -57,11 +57,6 @@ while :; do
   rc=$?
   kill -0 "$child" 2>/dev/null || break  # wait returned for a trapped signal: the JVM still runs
 done
-if [ "$rc" = 0 ] && [ -s "$part" ]; then
-  mv -f "$part" "$archive"
-  rm -rf "$lock"
-else
-  rm -f "$part"
-  rm -rf "$lock"
-fi
+if [ "$rc" = 0 ] && [ -s "$part" ]; then mv -f "$part" "$archive"; else rm -f "$part"; fi
+rm -rf "$lock"
 exit "$rc"
