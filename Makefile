@@ -12,6 +12,11 @@ PYTEST_ARGS ?=
 # anyway. XDIST= runs test-slow in one process.
 XDIST ?= -n 2 --dist loadgroup
 
+# The repository's own modules, byte-compiled before a run as a pip install of the wheel compiles
+# them: every Spark application and Python worker a run starts imports them, and where
+# PYTHONDONTWRITEBYTECODE is set none of them writes a cache, so each would compile them again.
+BYTECODE = $(1) -m compileall -q omnigraph_spark pyspark_omnigraph.py tests examples benchmarks
+
 .PHONY: demo test test-slow test-all test-oldest-spark install engine jvm-shim wheel prereqs clean
 
 prereqs:
@@ -55,16 +60,19 @@ wheel: $(PACKAGED_SHIM)
 	$(PY) -m pip wheel -q --no-deps -w dist .
 
 demo: $(VENV)/.installed $(SHIM)
+	$(call BYTECODE,$(PY))
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m omnigraph_spark.demo
 
 # The test command: every test except the ones marked slow (real Spark applications started as
 # subprocesses: examples, the Spark crash matrix, multi-application concurrency, task faults, a
 # Spark standalone master with two workers on this machine).
 test: $(VENV)/.installed $(SHIM)
+	$(call BYTECODE,$(PY))
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # The slow half (CI runs it after `make test`); the cluster tests' wheel routes ship the packaged jar.
 test-slow: $(VENV)/.installed $(SHIM) $(PACKAGED_SHIM)
+	$(call BYTECODE,$(PY))
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -m slow $(XDIST) $(PYTEST_ARGS)
 
 test-all: test test-slow
@@ -87,6 +95,7 @@ $(OLD_VENV)/.installed: setup.py | prereqs
 	touch $@
 
 test-oldest-spark: $(OLD_VENV)/.installed $(SHIM)
+	$(call BYTECODE,$(OLD_VENV)/bin/python)
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest \
 	  -m "spark and not slow" $(OLDEST_SPARK_TESTS) $(PYTEST_ARGS)
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) OMNIGRAPH_SPARK_REQUIRE_DELTA=1 $(OLD_VENV)/bin/python -m pytest \

@@ -17,6 +17,16 @@ def read_text(path: str) -> str:
         return ""
 
 
+def compile_package() -> None:
+    """Byte-compile omnigraph_spark as a pip install of the wheel does, so that no contender's
+    process compiles it (where PYTHONDONTWRITEBYTECODE is set, each would)."""
+    import compileall
+
+    import omnigraph_spark
+
+    compileall.compile_dir(os.path.dirname(omnigraph_spark.__file__), quiet=1)
+
+
 def with_delta(builder):
     """``builder`` with Delta's SQL extension, catalog and jars (delta-spark's pip helper)."""
     from delta import configure_spark_with_delta_pip

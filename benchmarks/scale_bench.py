@@ -56,7 +56,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
-from benchmarks.common import descendants, proc_table, read_text, setup_logging, with_delta as add_delta
+from benchmarks.common import compile_package, descendants, proc_table, read_text, setup_logging, with_delta as add_delta
 
 log = logging.getLogger("benchmarks.scale_bench")
 
@@ -510,6 +510,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     names = parse_contenders(args.contenders)
+    compile_package()
     if "delta" in names and not _delta_available():
         log.warning("delta-spark is not importable in %s: the delta contender is skipped", sys.executable)
         names.remove("delta")
