@@ -132,6 +132,41 @@ def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float
     return out
 
 
+def round_order(names: Sequence[str], i: int) -> List[str]:
+    """The contenders' order in round ``i`` (0-based): as given in even rounds, mirrored in odd
+    ones, so that each contender runs both before and after its baseline. A mirrored list is
+    repaired to keep what a contender needs (``NEEDS``) ahead of it: a contender whose need has
+    not run yet waits and runs right after it."""
+    if i % 2 == 0:
+        return list(names)
+    out: List[str] = []
+    waiting: List[str] = []
+    for n in reversed(names):
+        need = NEEDS.get(n)
+        if need and need in names and need not in out:
+            waiting.append(n)
+            continue
+        out.append(n)
+        for w in [w for w in waiting if NEEDS[w] == n]:
+            waiting.remove(w)
+            out.append(w)
+    return out + waiting
+
+
+def ratio_summary(rounds: Sequence[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Per ratio (``write_graph_vs_parquet`` ...): every round's value, their median, min and max."""
+    import statistics
+
+    out: Dict[str, Dict[str, Any]] = {}
+    for r in rounds:
+        for k, v in r["ratios"].items():
+            if v is not None:
+                out.setdefault(k, {"runs": []})["runs"].append(v)
+    for v in out.values():
+        v.update(median=round(statistics.median(v["runs"]), 3), min=min(v["runs"]), max=max(v["runs"]))
+    return out
+
+
 # -- /proc -------------------------------------------------------------------------------------
 
 def _is_python(comm: str) -> bool:
@@ -474,7 +509,32 @@ def markdown(r: Mapping[str, Any]) -> str:
         if c:
             lines.append(f"- {name}: {c['rows']:,} Item rows merged onto a graph of {c['committed_rows_before']:,} "
                          f"rows ({c['rows_added']:,} new)")
+    lines += rounds_markdown(r)
     return "\n".join(lines) + "\n"
+
+
+def rounds_markdown(r: Mapping[str, Any]) -> List[str]:
+    """A run of several rounds: each round's order, write seconds and ratios, then every ratio's
+    median, min and max (the table above is the first round's)."""
+    rounds = r.get("rounds") or []
+    if len(rounds) < 2:
+        return []
+    names = list(rounds[0]["contenders"])
+    keys = list(r["ratio_summary"])
+    lines = ["", f"## {len(rounds)} rounds over the same input", "",
+             "The table above is round 1. Each round runs every contender again, each in a fresh process: "
+             "rounds 1, 3, ... in the order given, rounds 2, 4, ... mirrored (each contender runs before and after its "
+             "baseline).", "",
+             "| round | order | " + " | ".join(f"{n} (s)" for n in names) + " | " + " | ".join(keys) + " |",
+             "|---|---|" + "---|" * (len(names) + len(keys))]
+    for i, rd in enumerate(rounds):
+        secs = [str(rd["contenders"][n]["write_s"]) if n in rd["contenders"] else "" for n in names]
+        rats = [f"{rd['ratios'][k]}x" if rd["ratios"].get(k) else "" for k in keys]
+        lines.append(f"| {i + 1} | {', '.join(rd['order'])} | " + " | ".join(secs) + " | " + " | ".join(rats) + " |")
+    lines.append("| **median (min-max)** | | " + " | ".join("" for _ in names) + " | "
+                 + " | ".join(f"**{v['median']}x** ({v['min']}-{v['max']})" for v in r["ratio_summary"].values())
+                 + " |")
+    return lines
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -486,6 +546,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--driver-memory", default="8g", help="spark.driver.memory of every contender's session")
     p.add_argument("--rows-per-file", type=int, default=2_000_000, help="rows per generated Parquet file")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the contenders this many times over the same input, in the given order and "
+                        "mirrored in turn; the report gives each round's ratios and their median")
     p.add_argument("--work", default=None, help="where the input and outputs go (default: a fresh directory "
                    "under benchmarks/out/); deleted at the end unless --keep-work")
     p.add_argument("--keep-work", action="store_true")
@@ -510,6 +573,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     names = parse_contenders(args.contenders)
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1, got {args.rounds}")
     compile_package()
     if "delta" in names and not _delta_available():
         log.warning("delta-spark is not importable in %s: the delta contender is skipped", sys.executable)
@@ -530,23 +595,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                                  "merge_input")}
         results["generate_s"] = gen["write_s"]
         log.info("input: %s (%s s)", results["input"], gen["write_s"])
-        for i, name in enumerate(names):
-            _settle()
-            log.info("contender %s: start (load %s)", name, _load())
-            res = _spawn(args, work, name)
-            results["contenders"][name] = res
-            log.info("contender %s: %s rows in %s s (%s rows/s), peaks %s", name, f"{res['rows']:,}", res["write_s"],
-                     f"{res['rows_per_s']:,}", res["memory_hwm"])
-            _drop_outputs(work, name, names[i + 1:])
-            results["ratios"] = ratios(results["contenders"])
-            results["load_end"] = _load()
-            if args.out:  # after every contender: a run cut short keeps what it measured
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                Path(args.out).write_text(json.dumps(results, indent=2))
+        results["rounds"] = []
+        for rnd in range(args.rounds):
+            order = round_order(names, rnd)
+            this: Dict[str, Any] = {"order": order, "contenders": {}, "ratios": {}}
+            results["rounds"].append(this)
+            if rnd == 0:  # the first round's are the run's headline figures
+                results["contenders"] = this["contenders"]
+            for i, name in enumerate(order):
+                _settle()
+                log.info("round %d, contender %s: start (load %s)", rnd + 1, name, _load())
+                res = _spawn(args, work, name)
+                this["contenders"][name] = res
+                log.info("contender %s: %s rows in %s s (%s rows/s), peaks %s", name, f"{res['rows']:,}",
+                         res["write_s"], f"{res['rows_per_s']:,}", res["memory_hwm"])
+                _drop_outputs(work, name, order[i + 1:])
+                this["ratios"] = ratios(this["contenders"])
+                results["ratios"] = results["rounds"][0]["ratios"]
+                results["ratio_summary"] = ratio_summary(results["rounds"])
+                results["load_end"] = _load()
+                if args.out:  # after every contender: a run cut short keeps what it measured
+                    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                    Path(args.out).write_text(json.dumps(results, indent=2))
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     results["ratios"] = ratios(results["contenders"])
+    results["ratio_summary"] = ratio_summary(results["rounds"])
     results["load_end"] = _load()
     text = markdown(results)
     if args.out:

@@ -155,3 +155,39 @@ def test_markdown_has_a_row_per_contender_and_the_ratios():
     assert len(rows) == 2
     assert "| baseline |" in rows[0] and f"| {r['ratios']['write_graph_vs_parquet']}x parquet |" in rows[1]
     assert "largest Python worker ran `pyspark.daemon`" in text
+
+
+def test_round_order_mirrors_odd_rounds_and_keeps_needs_first():
+    names = sb.parse_contenders("parquet,write_graph,append,parquet_append,format")
+    assert sb.round_order(names, 0) == names
+    assert sb.round_order(names, 2) == names
+    odd = sb.round_order(names, 1)
+    assert odd == ["format", "write_graph", "append", "parquet", "parquet_append"]
+    assert sorted(odd) == sorted(names)
+    for n in odd:  # what each contender needs ran before it in the same round
+        if n in sb.NEEDS:
+            assert odd.index(sb.NEEDS[n]) < odd.index(n)
+    assert odd.index("write_graph") < odd.index("parquet")  # and write_graph ran first this time
+    assert sb.round_order(["parquet", "delta"], 1) == ["delta", "parquet"]
+
+
+def test_ratio_summary_gives_every_round_and_the_median():
+    rounds = [{"ratios": {"write_graph_vs_parquet": 0.99, "format_vs_parquet": None}},
+              {"ratios": {"write_graph_vs_parquet": 1.2, "format_vs_parquet": 1.1}},
+              {"ratios": {"write_graph_vs_parquet": 1.05}}]
+    s = sb.ratio_summary(rounds)
+    assert s["write_graph_vs_parquet"] == {"runs": [0.99, 1.2, 1.05], "median": 1.05, "min": 0.99, "max": 1.2}
+    assert s["format_vs_parquet"] == {"runs": [1.1], "median": 1.1, "min": 1.1, "max": 1.1}
+
+
+def test_rounds_markdown_lists_each_round_and_the_medians():
+    one = {"parquet": {"write_s": 2.0}, "write_graph": {"write_s": 1.0}}
+    two = {"write_graph": {"write_s": 2.5}, "parquet": {"write_s": 2.0}}
+    rounds = [{"order": ["parquet", "write_graph"], "contenders": one, "ratios": sb.ratios(one)},
+              {"order": ["write_graph", "parquet"], "contenders": two, "ratios": sb.ratios(two)}]
+    r = {"rounds": rounds, "ratio_summary": sb.ratio_summary(rounds)}
+    lines = sb.rounds_markdown(r)
+    assert "| 1 | parquet, write_graph | 2.0 | 1.0 | 2.0x |" in lines
+    assert "| 2 | write_graph, parquet | 2.0 | 2.5 | 0.8x |" in lines
+    assert lines[-1].endswith("| **1.4x** (0.8-2.0) |")
+    assert sb.rounds_markdown({"rounds": rounds[:1], "ratio_summary": {}}) == []
