@@ -41,7 +41,9 @@ measured at 10M and 30M rows: ~4 GB at 50M rows).
 
 Progress goes to ``--log`` (and stderr). The results go to ``--out`` as JSON and a ``.md``
 beside it. ``--contenders`` picks and orders the contenders (``append`` needs ``write_graph``
-and ``parquet_append`` needs ``parquet`` earlier in the same run).
+and ``parquet_append`` needs ``parquet`` earlier in the same run). ``--rounds N`` runs them N
+times over the same input, mirroring the order every other round (:func:`round_order`), and
+reports each round's ratios and their median (:func:`ratio_summary`).
 """
 from __future__ import annotations
 
