@@ -52,6 +52,7 @@ import json
 import logging
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -157,8 +158,6 @@ def round_order(names: Sequence[str], i: int) -> List[str]:
 
 def ratio_summary(rounds: Sequence[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """Per ratio (``write_graph_vs_parquet`` ...): every round's value, their median, min and max."""
-    import statistics
-
     out: Dict[str, Dict[str, Any]] = {}
     for r in rounds:
         for k, v in r["ratios"].items():
