@@ -587,7 +587,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command = " ".join(["scale_bench"] + list(argv if argv is not None else sys.argv[1:]))
     results: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
                                "rows": args.rows, "driver_memory": args.driver_memory, "load_start": _load(),
-                               "contenders": {}}
+                               "contenders": {}, "ratios": {}, "ratio_summary": {}}
     try:
         log.info("generating %s rows of Parquet input under %s", f"{args.rows:,}", work)
         gen = _spawn(args, work, "generate")
@@ -621,8 +621,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
-    results["ratios"] = ratios(results["contenders"])
-    results["ratio_summary"] = ratio_summary(results["rounds"])
     results["load_end"] = _load()
     text = markdown(results)
     if args.out:
