@@ -155,6 +155,20 @@ def test_markdown_has_a_row_per_contender_and_the_ratios():
     assert len(rows) == 2
     assert "| baseline |" in rows[0] and f"| {r['ratios']['write_graph_vs_parquet']}x parquet |" in rows[1]
     assert "largest Python worker ran `pyspark.daemon`" in text
+    assert "- parquet: nodes" not in text  # no per-table times recorded: no line
+
+    contenders["parquet"]["tables_s"] = {"nodes": 0.8, "edges": 1.2}
+    assert "- parquet: nodes 0.8 s, then edges 1.2 s" in sb.markdown(r)
+
+
+def test_timed_tables_runs_nodes_then_edges_and_sums_them(monkeypatch):
+    ran = []
+    clock = iter([0.0, 1.5, 10.0, 12.25])  # nodes take 1.5 s, edges 2.25 s
+    monkeypatch.setattr(sb.time, "perf_counter", lambda: next(clock))
+    res = {}
+    sb._timed_tables(res, lambda: ran.append("nodes"), lambda: ran.append("edges"))
+    assert ran == ["nodes", "edges"]
+    assert res == {"write_s": 3.75, "tables_s": {"nodes": 1.5, "edges": 2.25}}
 
 
 def test_round_order_mirrors_odd_rounds_and_keeps_needs_first():
