@@ -423,6 +423,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
             if proof is not None and mode != "merge" and card.max is not None and card.min <= 1:
                 most = 0 if mode == "overwrite" else recorded_bound(key)  # I15 + I16: no rows read
                 if most is not None and proof.src_bound + most <= card.max:
+                    _card_proven(td, proof.src_bound + most)
                     facts[key] = {SRC_BOUND_PROP: str(proof.src_bound + most)}
                     return
             most = dist.card(td, mode, staged[key], schema_of(key),  # type: ignore[union-attr]
@@ -682,12 +683,16 @@ def _card_of(td: TypeDef, mode: str, proof: Optional[EndsProof], staged_cols, ke
         if most is not None:
             load = proof.src_bound if proof is not None else _most_per_src(staged_cols(key, end_cols).column("src"))
             if load + most <= card.max:
-                log.info("%s @card: at most %d edges per source <= max %d, proven without counting",
-                         td.table_key, load + most, card.max)
+                _card_proven(td, load + most)
                 return load + most
     old_cols = {"append": ["src"], "merge": ["id", "src"]}.get(mode)  # overwrite: None
     most = _check_card(td, mode, staged_cols(key, end_cols), committed(key, old_cols) if old_cols else None)
     return most if card.max is not None else None
+
+
+def _card_proven(td: TypeDef, bound: int) -> None:
+    log.info("%s @card: at most %d edges per source <= max %d, proven without counting", td.table_key, bound,
+             td.cardinality.max)
 
 
 def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table]) -> Optional[int]:

@@ -5,6 +5,8 @@ raise the same error, message for message, or commit the same rows. On the distr
 driver's column readers are made to fail, so a check that gathered rows there would show."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
@@ -372,16 +374,20 @@ def test_jvm_staged_errors_above_every_in_memory_threshold(jvm, tmp_path, no_dri
             "dangling": "src 'x' not found"}[case] in msg
 
 
-def test_card_onto_an_empty_edge_table_is_proven_by_the_tasks_bound(jvm, tmp_path, dist_runs):
+def test_card_onto_an_empty_edge_table_is_proven_by_the_tasks_bound(jvm, tmp_path, dist_runs, caplog):
     """I16 with I21: an edge table with no committed row has no source with an edge, so the
-    staging tasks' bound alone proves @card's max; no Spark job counts the sources."""
+    staging tasks' bound alone proves @card's max; no Spark job counts the sources, and the log
+    says so as the in-memory path's does."""
 
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     opts = {"distributedCheckRows": "1"}
-    w(jvm, g.root, {"Person": names(jvm, list("abcd")),
-                    "Knows": edges(jvm, [("a", "b"), ("a", "c"), ("b", "c"), ("d", "a")], parts=1)}, opts, engine="jvm")
+    with caplog.at_level(logging.INFO, logger="omnigraph_spark.spark.writer"):
+        w(jvm, g.root, {"Person": names(jvm, list("abcd")),
+                        "Knows": edges(jvm, [("a", "b"), ("a", "c"), ("b", "c"), ("d", "a")], parts=1)}, opts,
+          engine="jvm")
     kinds = [k[0] for d in dist_runs for k in d.runs]
     assert dist_runs and "card" not in kinds, kinds
+    assert "edge:Knows @card: at most 2 edges per source <= max 2, proven without counting" in caplog.text
     assert read_table(jvm, g.root, "Knows").count() == 4
 
 
