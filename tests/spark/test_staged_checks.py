@@ -222,6 +222,79 @@ def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, dangl
     assert len(edge_rows(jvm, g.root)) == len(ids) * len(ids[::7])
 
 
+def _ulids(n, seed=5):
+    """``n`` distinct ULIDs as minted (26 upper-case Crockford digits), seeded."""
+    import random
+
+    import ulid
+
+    rnd = random.Random(seed)
+    return [str(ulid.ULID.from_int((1_700_000_000_000 + i) << 80 | rnd.getrandbits(80))) for i in range(n)]
+
+
+def _ulid_near_misses(ids):
+    """Values a 128-bit ULID slot must never take for one of ``ids``: other texts of the same
+    number (lower case, O for 0, I and L for 1), a first digit past 7, one character cut, added
+    or changed, the all-zero ULID, and a ULID that is not among them."""
+    a = ids[0]
+    assert a[0] == "0" and "1" in a
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    near = [a.lower(), "O" + a[1:], a.replace("1", "I", 1), a.replace("1", "L", 1), "8" + a[1:], a[:-1], a + "0",
+            a[:-1] + alphabet[(alphabet.index(a[-1]) + 1) % 32], "0" * 26, _ulids(1, seed=99)[0]]
+    assert not set(near) & set(ids) and len(set(near)) == len(near)
+    return near
+
+
+def test_minted_ulid_ids_take_ulid_slots_and_stay_exact(jvm, tmp_path, calls, dangling, monkeypatch):
+    """Node ids that are all minted ULIDs are indexed as their 128 bits (no byte arena): the
+    endpoints are proven while staging, and every other text of those numbers, or near one,
+    is counted dangling in the tasks and named by the driver; the kept index file keeps that
+    layout and is read back exact."""
+    monkeypatch.setattr(jvm_write, "KEEP_INDEX_MIN_IDS", 1)
+    sink = jvm.sparkContext._jvm.io.omnigraph.spark.LanceFragmentSink
+    ids = _ulids(40)
+    near = _ulid_near_misses(ids)
+    g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
+    u0, b0 = sink.nodeIndexUlidBuilds(), sink.nodeIndexBuilds()
+    write_graph(g.root, {"Person": people(jvm, ids), "Knows": knows(jvm, ring(ids), parts=3)}, engine="jvm")
+    assert sink.nodeIndexUlidBuilds() == u0 + 1 and sink.nodeIndexBuilds() == b0 + 1
+    assert dangling == [0, 0, 0] and calls["endpoints"] == 0
+    _kept_files(g.root, 1)
+    for fresh_jvm in (False, True):  # the index in memory, then read from its kept file
+        if fresh_jvm:
+            sink.forgetNodeIndexes()
+        dangling.clear()
+        with pytest.raises(DanglingEdgeError, match=rf"\[0 dangling src, {len(near)} dangling dst\]"):
+            write_table(knows(jvm, [(ids[k], v) for k, v in enumerate(near)] + ring(ids), parts=3), g.root, "Knows",
+                        engine="jvm")
+        assert sum(dangling) == len(near) and len(dangling) == 3
+        assert sink.nodeIndexBuilds() == b0 + 1  # neither load built the index again
+    assert calls["endpoints"] == 2
+    assert edge_rows(jvm, g.root) == sorted(ring(ids))
+
+
+def test_an_id_that_is_no_ulid_after_a_batch_of_ulids_indexes_the_ids_again_as_bytes(jvm, tmp_path, calls,
+                                                                                      dangling):
+    """The first batch of ids a build reads (262,144 rows of a part) decides its layout; one
+    that is all ULIDs followed by another id starts the build again with bytes, which stays
+    exact for both kinds of id."""
+    ids = _ulids(262_144) + ["ann"]
+    g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
+    write_table(people(jvm, ids).coalesce(1), g.root, "Person", engine="jvm")  # one fragment, in this order
+    sink = jvm.sparkContext._jvm.io.omnigraph.spark.LanceFragmentSink
+    again, ulid_builds = sink.nodeIndexBuildsAgainAsBytes(), sink.nodeIndexUlidBuilds()
+    pairs = [("ann", ids[0]), (ids[-2], "ann"), (ids[7], ids[8])]
+    write_table(knows(jvm, pairs, parts=1), g.root, "Knows", engine="jvm")
+    assert sink.nodeIndexBuildsAgainAsBytes() == again + 1 and sink.nodeIndexUlidBuilds() == ulid_builds
+    assert dangling == [0] and calls["endpoints"] == 0
+    dangling.clear()
+    with pytest.raises(DanglingEdgeError, match=r"\[0 dangling src, 2 dangling dst\]"):
+        write_table(knows(jvm, [("ann", "Ann"), ("ann", ids[3].lower())] + pairs, parts=1), g.root, "Knows",
+                    engine="jvm")
+    assert dangling == [2] and calls["endpoints"] == 1
+    assert edge_rows(jvm, g.root) == sorted(pairs)
+
+
 def test_the_index_is_read_in_parts_and_honours_deleted_nodes(jvm, tmp_path, calls, dangling):
     """The tasks' index is read in parts, one per committed fragment and staged node file, by
     whichever threads wait for it: with the node table in three fragments (one with a deleted

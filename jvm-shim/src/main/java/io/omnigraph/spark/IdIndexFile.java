@@ -33,14 +33,15 @@ import java.util.zip.CRC32C;
  * (the next load builds the index again). The graph's {@code cleanup} deletes them all; a
  * directory keeps at most {@link #MAX_FILES}, the least recently used going first.
  *
- * <p>Layout (little-endian): magic, key length and UTF-8 key, slots, ids, arena bytes, the
- * slots as longs, the arena, then a CRC32C of everything before it. Written to a temporary name
+ * <p>Layout (little-endian): magic, key length and UTF-8 key, slots, ids, arena bytes, the slots'
+ * layout (0 bytes, 1 ULID slots: see {@link NodeIdIndex}), the slots as longs, the arena, then a
+ * CRC32C of everything before it. Written to a temporary name
  * and renamed into place, so a reader sees a whole file or none. Local graph roots only (the
  * Python planner passes no directory otherwise).
  */
 final class IdIndexFile {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(IdIndexFile.class);
-  private static final long MAGIC = 0x3158444944494F4FL; // "OOIDIDX1" little-endian
+  private static final long MAGIC = 0x3258444944494F4FL; // "OOIDIDX2" little-endian (1: without the layout)
   static final String SUFFIX = ".ids";
   /** index files a directory keeps (each up to a quarter of an executor's heap) */
   static final int MAX_FILES = 8;
@@ -70,7 +71,7 @@ final class IdIndexFile {
     byte[] key = rowsKey.getBytes(StandardCharsets.UTF_8);
     try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ)) {
       CRC32C crc = new CRC32C();
-      ByteBuffer head = ByteBuffer.allocate(8 + 4 + key.length + 12).order(ByteOrder.LITTLE_ENDIAN);
+      ByteBuffer head = ByteBuffer.allocate(8 + 4 + key.length + 16).order(ByteOrder.LITTLE_ENDIAN);
       readFully(ch, head);
       head.flip();
       if (head.getLong() != MAGIC || head.getInt() != key.length) {
@@ -84,8 +85,10 @@ final class IdIndexFile {
       int cap = head.getInt();
       int size = head.getInt();
       int arenaLen = head.getInt();
+      int layout = head.getInt();
       long body = 16L * cap + arenaLen;
-      if (cap < 2 || size < 0 || size > cap || arenaLen < 0 || ch.size() != head.capacity() + body + 8) {
+      if (cap < 2 || size < 0 || size > cap || arenaLen < 0 || (layout != 0 && layout != 1)
+          || (layout == 1 && arenaLen != 0) || ch.size() != head.capacity() + body + 8) {
         return damaged(p, "bad sizes");
       }
       if (body > budget) {
@@ -121,7 +124,7 @@ final class IdIndexFile {
         LOG.debug("cannot touch {}: {}", p, e.toString());
       }
       LOG.info("read the kept index of {} node ids in {} ms: {}", size, (System.nanoTime() - t0) / 1_000_000, p);
-      return NodeIdIndex.restored(slots, arena, cap, size);
+      return NodeIdIndex.restored(slots, arena, cap, size, layout == 1);
     } catch (NoSuchFileException e) {
       return null;
     } catch (IOException | RuntimeException e) {
@@ -155,8 +158,9 @@ final class IdIndexFile {
       byte[] arena = index.arena();
       CRC32C crc = new CRC32C();
       try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
-        ByteBuffer head = ByteBuffer.allocate(8 + 4 + key.length + 12).order(ByteOrder.LITTLE_ENDIAN);
-        head.putLong(MAGIC).putInt(key.length).put(key).putInt(index.capacity()).putInt(index.size()).putInt(arena.length);
+        ByteBuffer head = ByteBuffer.allocate(8 + 4 + key.length + 16).order(ByteOrder.LITTLE_ENDIAN);
+        head.putLong(MAGIC).putInt(key.length).put(key).putInt(index.capacity()).putInt(index.size()).putInt(arena.length)
+            .putInt(index.ulids() ? 1 : 0);
         crc.update(head.array(), 0, head.capacity());
         head.flip();
         writeFully(ch, head);

@@ -399,6 +399,16 @@ public final class LanceFragmentSink implements TableProvider {
     return NodeIdIndex.builds();
   }
 
+  /** Of {@link #nodeIndexBuilds}, those whose slots hold ULIDs (tests). */
+  public static long nodeIndexUlidBuilds() {
+    return NodeIdIndex.ulidBuilds();
+  }
+
+  /** Node-id index builds that started with ULID slots and again with bytes (tests). */
+  public static long nodeIndexBuildsAgainAsBytes() {
+    return NodeIdIndex.againAsBytes();
+  }
+
   /** Forgets the node-id indexes this JVM keeps in memory across loads, as a fresh JVM starts (tests). */
   public static void forgetNodeIndexes() {
     NodeIdIndex.forgetKept();

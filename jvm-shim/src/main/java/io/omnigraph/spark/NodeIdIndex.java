@@ -56,6 +56,14 @@ import org.lance.ipc.ScanOptions;
  * table has {@link #SLOTS_PER_ID} slots per id (any count, not a power of two: a hash's slot is
  * its top 32 bits scaled to the table), so 12.5M ids take 320 MB rather than the 512 MB of the
  * next power of two above twice the ids.
+ *
+ * <p>ULID slots: when every id is a ULID as this package and the engine mint them (26 upper-case
+ * Crockford base32 digits, see {@link Ulids}), as the ids this package and the engine mint where
+ * none is given (a node type without a key, edges), a slot holds the ULID's 128 bits and nothing
+ * goes to the arena: one cache miss a probe instead of two, and 26 bytes less per id. Which layout a build takes is decided by
+ * the first batch of ids it reads; a later id that is not such a ULID makes it start again with
+ * the byte layout ({@link Builder#add}). A probe of a value that is not such a ULID then misses
+ * without a look: no id of the table is one.
  */
 final class NodeIdIndex {
   static {
@@ -86,22 +94,32 @@ final class NodeIdIndex {
   private static final long KEEP_WAIT_MILLIS = 60_000;
   /** indexes built from the data (not taken from {@link #BY_CONTENT}), for tests */
   private static final AtomicLong BUILDS = new AtomicLong();
+  /** of those, the ones with ULID slots, for tests */
+  private static final AtomicLong ULID_BUILDS = new AtomicLong();
+  /** builds with ULID slots that met another id and started again with bytes, for tests */
+  private static final AtomicLong AGAIN_AS_BYTES = new AtomicLong();
 
   private final long[] slots; // slot i: words 2i, 2i + 1; first word 0 = empty
   private final byte[] arena; // the bytes of the ids longer than INLINE, back to back
   private final int cap; // slots; linear probing wraps from the last to the first
   private final int size; // ids in the set
+  private final boolean ulids; // every id a minted ULID, its slot its 128 bits (see the class comment)
 
-  private NodeIdIndex(long[] slots, byte[] arena, int cap, int size) {
+  private NodeIdIndex(long[] slots, byte[] arena, int cap, int size, boolean ulids) {
     this.slots = slots;
     this.size = size;
     this.arena = arena;
     this.cap = cap;
+    this.ulids = ulids;
   }
 
   /** An index read back from its {@link IdIndexFile} (the file's checksum vouches for the slots). */
-  static NodeIdIndex restored(long[] slots, byte[] arena, int cap, int size) {
-    return new NodeIdIndex(slots, arena, cap, size);
+  static NodeIdIndex restored(long[] slots, byte[] arena, int cap, int size, boolean ulids) {
+    return new NodeIdIndex(slots, arena, cap, size, ulids);
+  }
+
+  boolean ulids() {
+    return ulids;
   }
 
   long[] slots() {
@@ -139,19 +157,31 @@ final class NodeIdIndex {
     final long[] k1 = new long[BLOCK];
     long loaded; // keeps a block's slot loads from being optimised away
 
-    /** Keys of the ids ``bytes[starts[from + j], +lens[from + j])``, j < m, into slots 0..m-1. */
-    void fill(byte[] bytes, int[] starts, int[] lens, int from, int m) {
+    /**
+     * Keys of the ids ``bytes[starts[from + j], +lens[from + j])``, j < m, into slots 0..m-1, in
+     * the layout of an index of ULID slots ({@code ulids}) or of bytes. With ULID slots, a value
+     * that is not a minted ULID gets the key 0, which no slot holds.
+     */
+    void fill(byte[] bytes, int[] starts, int[] lens, int from, int m, boolean ulids) {
+      if (ulids) {
+        for (int j = 0; j < m; j++) {
+          if (ulidBits(bytes, starts[from + j], lens[from + j], k0, k1, j)) {
+            hash[j] = mix(k0[j], k1[j]);
+          } else {
+            hash[j] = 0;
+            k0[j] = 0;
+            k1[j] = 0;
+          }
+        }
+        return;
+      }
       for (int j = 0; j < m; j++) {
         int off = starts[from + j];
         int len = lens[from + j];
         if (len <= INLINE) {
           long w0 = bytesAt(bytes, off, Math.min(len, 7)) << 8 | (len + 1);
           long w1 = len <= 7 ? 0 : bytesAt(bytes, off + 7, len - 7);
-          long h = (w0 ^ 0x9E3779B97F4A7C15L) * 0xBF58476D1CE4E5B9L;
-          h = (h ^ (h >>> 31) ^ w1) * 0x94D049BB133111EBL;
-          h ^= h >>> 29;
-          h *= 0xBF58476D1CE4E5B9L;
-          hash[j] = h ^ (h >>> 32);
+          hash[j] = mix(w0, w1);
           k0[j] = w0;
           k1[j] = w1;
         } else {
@@ -162,6 +192,53 @@ final class NodeIdIndex {
         }
       }
     }
+  }
+
+  /** A 64-bit hash of a slot's two words. */
+  private static long mix(long w0, long w1) {
+    long h = (w0 ^ 0x9E3779B97F4A7C15L) * 0xBF58476D1CE4E5B9L;
+    h = (h ^ (h >>> 31) ^ w1) * 0x94D049BB133111EBL;
+    h ^= h >>> 29;
+    h *= 0xBF58476D1CE4E5B9L;
+    return h ^ (h >>> 32);
+  }
+
+  /** Crockford base32 digit + 1 of each upper-case ASCII character of the alphabet, 0 for any other byte */
+  private static final byte[] DIGIT = new byte[256];
+
+  static {
+    byte[] alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    for (int d = 0; d < alphabet.length; d++) {
+      DIGIT[alphabet[d]] = (byte) (d + 1);
+    }
+  }
+
+  /**
+   * Whether ``b[off, off + len)`` is a ULID as minted: 26 digits of the upper-case Crockford
+   * alphabet, the first at most 7 (128 bits), whose high word is not 0 (0 marks an empty slot).
+   * If so, its high and low words go to ``hi[j]``, ``lo[j]``. One text per value: a lower-case or
+   * ambiguous letter (o, i, l) is another id, and is refused here rather than read as a digit.
+   */
+  static boolean ulidBits(byte[] b, int off, int len, long[] hi, long[] lo, int j) {
+    if (len != Ulids.LENGTH) {
+      return false;
+    }
+    long h = 0;
+    long l = 0;
+    for (int k = 0; k < Ulids.LENGTH; k++) {
+      int d = DIGIT[b[off + k] & 0xFF] - 1;
+      if (d < 0 || (k == 0 && d > 7)) {
+        return false;
+      }
+      h = h << 5 | l >>> 59;
+      l = l << 5 | d;
+    }
+    if (h == 0) {
+      return false;
+    }
+    hi[j] = h;
+    lo[j] = l;
+    return true;
   }
 
   /** Bytes ``b[off, off + n)`` (n <= 8) as a little-endian long; never reads past the array. */
@@ -229,7 +306,7 @@ final class NodeIdIndex {
       CompletableFuture.runAsync(() -> {
         Build b;
         try {
-          b = Build.start(source, storage, kept, done);
+          b = Build.start(source, storage, kept, done, Builder.UNDECIDED);
         } catch (Throwable t) {
           started.completeExceptionally(t);
           done.completeExceptionally(t);
@@ -258,7 +335,7 @@ final class NodeIdIndex {
       } catch (CompletionException e) {
         return done.join(); // throws the build's failure
       }
-      if (b != null) {
+      for (; b != null; b = b.next) { // a build that started again with bytes (Builder#add) names its successor
         b.help();
       }
       return done.join();
@@ -267,6 +344,9 @@ final class NodeIdIndex {
 
   /** Is the id ``b[off, off + len)`` (hash {@code h}, key words k0, k1) in the set? Linear probing. */
   private boolean contains(byte[] b, int off, int len, long h, long k0, long k1) {
+    if (k0 == 0) { // with ULID slots: not a minted ULID, so no id of this table
+      return false;
+    }
     for (int s = home(h, cap); ; s = s + 1 == cap ? 0 : s + 1) {
       long e = slots[2 * s];
       if (e == 0) {
@@ -274,7 +354,7 @@ final class NodeIdIndex {
       }
       if (e == k0) {
         long where = slots[2 * s + 1];
-        if (len <= INLINE ? where == k1
+        if (ulids || len <= INLINE ? where == k1
             : (int) (where >>> 32) == len && Arrays.equals(arena, (int) where, (int) where + len, b, off, off + len)) {
           return true;
         }
@@ -307,7 +387,7 @@ final class NodeIdIndex {
       long[] hashes = keys.hash;
       for (int b = 0; b < n; b += Keys.BLOCK) {
         int m = Math.min(Keys.BLOCK, n - b);
-        keys.fill(bytes, starts, lens, b, m);
+        keys.fill(bytes, starts, lens, b, m, index.ulids);
         long any = 0;
         for (int j = 0; j < m; j++) {
           any |= slots[2 * home(hashes[j], cap)];
@@ -375,6 +455,16 @@ final class NodeIdIndex {
     return BUILDS.get();
   }
 
+  /** Of {@link #builds}, those with ULID slots. */
+  static long ulidBuilds() {
+    return ULID_BUILDS.get();
+  }
+
+  /** Builds with ULID slots that met an id of another kind and started again with bytes. */
+  static long againAsBytes() {
+    return AGAIN_AS_BYTES.get();
+  }
+
   /**
    * Which rows a source's ids come from, as a string: one entry per committed fragment (the
    * names of its data files and its deletion file, if any) and per staged data file (its name),
@@ -420,9 +510,10 @@ final class NodeIdIndex {
    */
   private static final class Build {
     private final JsonNode source;
+    private final java.util.Map<String, String> storage;
     private final BufferAllocator allocator;
     private final Dataset table; // the committed table at its pinned version; null: none
-    private final Builder ids;
+    private Builder ids; // null once this build gave way to one with bytes (see next)
     private final String content; // the source's rows key (see rowsKey)
     private final Kept kept; // where to keep the index on disk (null: nowhere)
     private final ConcurrentLinkedQueue<Part> parts;
@@ -431,10 +522,15 @@ final class NodeIdIndex {
     private final AtomicInteger readers = new AtomicInteger(); // threads that read at least one part
     private final CompletableFuture<NodeIdIndex> done;
     private final long t0;
+    /** a part met an id that is not a minted ULID in a table of ULID slots */
+    private volatile boolean notUlids;
+    /** the build with bytes that replaced this one (after {@link #notUlids}); null: none */
+    volatile Build next;
 
-    private Build(JsonNode source, BufferAllocator allocator, Dataset table, Builder ids, String content, Kept kept,
-        List<Part> parts, CompletableFuture<NodeIdIndex> done, long t0) {
+    private Build(JsonNode source, java.util.Map<String, String> storage, BufferAllocator allocator, Dataset table,
+        Builder ids, String content, Kept kept, List<Part> parts, CompletableFuture<NodeIdIndex> done, long t0) {
       this.source = source;
+      this.storage = storage;
       this.allocator = allocator;
       this.table = table;
       this.ids = ids;
@@ -448,12 +544,12 @@ final class NodeIdIndex {
     }
 
     /**
-     * Opens the sources, counts their rows and sizes the table. Returns null when {@code done}
-     * is already complete (an index of the same rows was reused from memory or read from {@code
-     * kept}, or there is nothing to read).
+     * Opens the sources, counts their rows and sizes the table ({@code layout}: see {@link
+     * Builder}). Returns null when {@code done} is already complete (an index of the same rows
+     * was reused from memory or read from {@code kept}, or there is nothing to read).
      */
     static Build start(JsonNode source, java.util.Map<String, String> storage, Kept kept,
-        CompletableFuture<NodeIdIndex> done) {
+        CompletableFuture<NodeIdIndex> done, int layout) {
       long t0 = System.nanoTime();
       BufferAllocator allocator = new RootAllocator();
       Dataset ds = null;
@@ -491,7 +587,7 @@ final class NodeIdIndex {
           parts.add(new Part(-1, r));
           rows += r.numRows();
         }
-        b = new Build(source, allocator, ds, new Builder(rows), content, kept, parts, done, t0);
+        b = new Build(source, storage, allocator, ds, new Builder(rows, layout), content, kept, parts, done, t0);
         if (parts.isEmpty()) {
           b.finish();
           return null;
@@ -521,9 +617,11 @@ final class NodeIdIndex {
           counted = true;
         }
         try {
-          if (!done.isDone()) {
+          if (!done.isDone() && !notUlids) {
             p.read(this);
           }
+        } catch (NotUlids e) {
+          notUlids = true;
         } catch (Throwable t) {
           done.completeExceptionally(new IllegalStateException("cannot index the node ids of " + source, t));
         } finally {
@@ -536,13 +634,21 @@ final class NodeIdIndex {
     }
 
     private void finish() {
+      if (notUlids && !done.isDone()) {
+        again();
+        return;
+      }
       try {
         if (!done.isDone()) {
           NodeIdIndex index = ids.build();
           BUILDS.incrementAndGet();
+          if (index.ulids) {
+            ULID_BUILDS.incrementAndGet();
+          }
           remember(content, index);
-          LOG.info("indexed {} node ids in {} ms ({} parts read by {} threads) for the endpoint check: {}", index.size,
-              (System.nanoTime() - t0) / 1_000_000, count, readers.get(), source);
+          LOG.info("indexed {} node ids in {} ms ({} parts read by {} threads, {}) for the endpoint check: {}",
+              index.size, (System.nanoTime() - t0) / 1_000_000, count, readers.get(),
+              index.ulids ? "ULID slots" : "bytes", source);
           done.complete(index);
           if (kept != null && index.size >= kept.minIds) {
             keepLater(kept.dir, content, index);
@@ -555,6 +661,32 @@ final class NodeIdIndex {
           table.close();
         }
         allocator.close();
+      }
+    }
+
+    /**
+     * This build met an id that is not a minted ULID: it closes its sources and drops its table,
+     * and a build with bytes reads every part again (helped by the threads that wait, {@link
+     * Pending#join}).
+     */
+    private void again() {
+      ids = null;
+      if (table != null) {
+        table.close();
+      }
+      allocator.close();
+      AGAIN_AS_BYTES.incrementAndGet();
+      LOG.info("node ids not all minted ULIDs: indexing them again as bytes: {}", source);
+      Build b;
+      try {
+        b = start(source, storage, kept, done, Builder.BYTES);
+      } catch (Throwable t) {
+        done.completeExceptionally(t);
+        return;
+      }
+      next = b;
+      if (b != null) {
+        b.help();
       }
     }
   }
@@ -670,6 +802,13 @@ final class NodeIdIndex {
     }
   }
 
+  /** A build with ULID slots met an id that is not a minted ULID: it starts again with bytes. */
+  static final class NotUlids extends RuntimeException {
+    NotUlids() {
+      super("an id that is not a minted ULID", null, false, false);
+    }
+  }
+
   /** An index built earlier from the same rows, if the GC has not reclaimed it. */
   private static NodeIdIndex reusable(String content) {
     synchronized (BY_CONTENT) {
@@ -684,15 +823,27 @@ final class NodeIdIndex {
    * and the arena grows under a lock. Nothing reads the table until the build completes.
    */
   static final class Builder {
+    /** the layout of the slots: not decided yet, ULID slots, or bytes (see the class comment) */
+    static final int UNDECIDED = 0;
+    static final int ULIDS = 1;
+    static final int BYTES = 2;
+
     final long[] slots;
     final int cap;
     final int limit; // entries allowed: the table stays at most 3/4 full (a probe always ends)
     final double budget = heapBudget();
     final AtomicInteger n = new AtomicInteger();
+    final AtomicInteger layout;
     private byte[] arena = new byte[0]; // guarded by this
     private int arenaEnd; // guarded by this
 
+    /** A table for {@code rows} ids, its layout decided by the first ids added. */
     Builder(long rows) {
+      this(rows, UNDECIDED);
+    }
+
+    Builder(long rows, int layout) {
+      this.layout = new AtomicInteger(layout);
       long want = Math.max(2L, (long) Math.ceil(rows * SLOTS_PER_ID));
       if (want > (1 << 30) - 16 || 16.0 * want > budget) {
         throw new IllegalStateException("too many node ids to index in this executor (" + rows + ")");
@@ -708,33 +859,61 @@ final class NodeIdIndex {
       }
     }
 
+    /**
+     * Inserts one batch of ids. The first batch with an id decides the layout: ULID slots if all
+     * of its ids are minted ULIDs, else bytes. With ULID slots, an id that is not one throws
+     * {@link NotUlids} (the build starts again with bytes).
+     */
     void add(StringValues ids, Keys keys) {
+      if (ids.n == 0) {
+        return;
+      }
+      if (layout.get() == UNDECIDED) {
+        layout.compareAndSet(UNDECIDED, allUlids(ids, keys) ? ULIDS : BYTES);
+      }
+      boolean ulids = layout.get() == ULIDS;
       if (n.addAndGet(ids.n) > limit) {
         throw new IllegalStateException("more node ids than the sources counted (" + n.get() + ")");
       }
       for (int i = 0; i < ids.n; i += Keys.BLOCK) {
         int m = Math.min(Keys.BLOCK, ids.n - i);
-        keys.fill(ids.bytes, ids.starts, ids.lens, i, m);
+        keys.fill(ids.bytes, ids.starts, ids.lens, i, m, ulids);
+        if (ulids) {
+          for (int j = 0; j < m; j++) {
+            if (keys.k0[j] == 0) {
+              throw new NotUlids();
+            }
+          }
+        }
         long any = 0; // the block's first slots, loaded together (see Probe)
         for (int j = 0; j < m; j++) {
           any |= slots[2 * home(keys.hash[j], cap)];
         }
         keys.loaded |= any;
         for (int j = 0; j < m; j++) {
-          insert(ids.bytes, ids.starts[i + j], ids.lens[i + j], keys.hash[j], keys.k0[j], keys.k1[j]);
+          insert(ids.bytes, ids.starts[i + j], ids.lens[i + j], keys.hash[j], keys.k0[j], keys.k1[j], ulids);
         }
       }
+    }
+
+    private static boolean allUlids(StringValues ids, Keys keys) {
+      for (int i = 0; i < ids.n; i++) {
+        if (!ulidBits(ids.bytes, ids.starts[i], ids.lens[i], keys.k0, keys.k1, 0)) {
+          return false;
+        }
+      }
+      return true;
     }
 
     /** The finished index; call once, after every part is read (the last part's thread does). */
     synchronized NodeIdIndex build() {
       byte[] ids = arenaEnd == arena.length ? arena : Arrays.copyOf(arena, arenaEnd);
       arena = null; // the index holds the bytes now (this builder stays reachable while the index is cached)
-      return new NodeIdIndex(slots, ids, cap, n.get());
+      return new NodeIdIndex(slots, ids, cap, n.get(), layout.get() == ULIDS);
     }
 
-    private void insert(byte[] b, int off, int len, long h, long k0, long k1) {
-      if (len > INLINE) {
+    private void insert(byte[] b, int off, int len, long h, long k0, long k1, boolean ulids) {
+      if (len > INLINE && !ulids) {
         k1 = toArena(b, off, len);
       }
       int s = home(h, cap);
