@@ -837,11 +837,7 @@ final class NodeIdIndex {
     private byte[] arena = new byte[0]; // guarded by this
     private int arenaEnd; // guarded by this
 
-    /** A table for {@code rows} ids, its layout decided by the first ids added. */
-    Builder(long rows) {
-      this(rows, UNDECIDED);
-    }
-
+    /** A table for {@code rows} ids in {@code layout} ({@link #UNDECIDED}: the first ids added decide). */
     Builder(long rows, int layout) {
       this.layout = new AtomicInteger(layout);
       long want = Math.max(2L, (long) Math.ceil(rows * SLOTS_PER_ID));
