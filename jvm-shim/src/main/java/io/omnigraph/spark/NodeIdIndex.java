@@ -57,11 +57,10 @@ import org.lance.ipc.ScanOptions;
  * its top 32 bits scaled to the table), so 12.5M ids take 320 MB rather than the 512 MB of the
  * next power of two above twice the ids.
  *
- * <p>ULID slots: when every id is a ULID as this package and the engine mint them (26 upper-case
- * Crockford base32 digits, see {@link Ulids}), as the ids this package and the engine mint where
- * none is given (a node type without a key, edges), a slot holds the ULID's 128 bits and nothing
- * goes to the arena: one cache miss a probe instead of two, and 26 bytes less per id. Which layout a build takes is decided by
- * the first batch of ids it reads; a later id that is not such a ULID makes it start again with
+ * <p>ULID slots: when every id is a ULID as this package and the engine mint ids where none is
+ * given (a node type without a key, edges; {@link Ulids#bits}), a slot holds the ULID's 128 bits
+ * and nothing goes to the arena: one cache miss a probe instead of two, and 26 bytes less per id.
+ * Which layout a build takes is decided by the first batch of ids it reads; a later id that is not such a ULID makes it start again with
  * the byte layout ({@link Builder#add}). A probe of a value that is not such a ULID then misses
  * without a look: no id of the table is one.
  */
@@ -203,42 +202,12 @@ final class NodeIdIndex {
     return h ^ (h >>> 32);
   }
 
-  /** Crockford base32 digit + 1 of each upper-case ASCII character of the alphabet, 0 for any other byte */
-  private static final byte[] DIGIT = new byte[256];
-
-  static {
-    byte[] alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
-    for (int d = 0; d < alphabet.length; d++) {
-      DIGIT[alphabet[d]] = (byte) (d + 1);
-    }
-  }
-
   /**
-   * Whether ``b[off, off + len)`` is a ULID as minted: 26 digits of the upper-case Crockford
-   * alphabet, the first at most 7 (128 bits), whose high word is not 0 (0 marks an empty slot).
-   * If so, its high and low words go to ``hi[j]``, ``lo[j]``. One text per value: a lower-case or
-   * ambiguous letter (o, i, l) is another id, and is refused here rather than read as a digit.
+   * Whether ``b[off, off + len)`` is a minted ULID ({@link Ulids#bits}) whose high word is not 0
+   * (0 marks an empty slot); if so its words are in ``hi[j]``, ``lo[j]``.
    */
   static boolean ulidBits(byte[] b, int off, int len, long[] hi, long[] lo, int j) {
-    if (len != Ulids.LENGTH) {
-      return false;
-    }
-    long h = 0;
-    long l = 0;
-    for (int k = 0; k < Ulids.LENGTH; k++) {
-      int d = DIGIT[b[off + k] & 0xFF] - 1;
-      if (d < 0 || (k == 0 && d > 7)) {
-        return false;
-      }
-      h = h << 5 | l >>> 59;
-      l = l << 5 | d;
-    }
-    if (h == 0) {
-      return false;
-    }
-    hi[j] = h;
-    lo[j] = l;
-    return true;
+    return Ulids.bits(b, off, len, hi, lo, j) && hi[j] != 0;
   }
 
   /** Bytes ``b[off, off + n)`` (n <= 8) as a little-endian long; never reads past the array. */

@@ -19,6 +19,14 @@ public final class Ulids {
   private static final byte[] ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ".getBytes(StandardCharsets.US_ASCII);
   /** characters of one ULID */
   public static final int LENGTH = 26;
+  /** digit + 1 of each character of {@link #ALPHABET}, 0 for any other byte */
+  private static final byte[] DIGIT = new byte[256];
+
+  static {
+    for (int d = 0; d < ALPHABET.length; d++) {
+      DIGIT[ALPHABET[d]] = (byte) (d + 1);
+    }
+  }
 
   private Ulids() {}
 
@@ -34,6 +42,31 @@ public final class Ulids {
     for (int k = 25, shift = 0; k >= 14; k--, shift += 5) { // bits 0-59: lsb alone
       out[k] = (byte) ((lsb >>> shift) & 31);
     }
+  }
+
+  /**
+   * Whether ``b[off, off + len)`` is a ULID's text as minted: 26 digits of {@link #ALPHABET}, the
+   * first at most 7 (128 bits). If so, its high and low words go to ``hi[j]``, ``lo[j]``. One text
+   * per value: a lower-case or ambiguous letter (o, i, l) makes another id, so it is refused
+   * here rather than read as a digit.
+   */
+  static boolean bits(byte[] b, int off, int len, long[] hi, long[] lo, int j) {
+    if (len != LENGTH) {
+      return false;
+    }
+    long h = 0;
+    long l = 0;
+    for (int k = 0; k < LENGTH; k++) {
+      int d = DIGIT[b[off + k] & 0xFF] - 1;
+      if (d < 0 || (k == 0 && d > 7)) {
+        return false;
+      }
+      h = h << 5 | l >>> 59;
+      l = l << 5 | d;
+    }
+    hi[j] = h;
+    lo[j] = l;
+    return true;
   }
 
   /** The text of one ULID (tests compare it with python-ulid's). */
