@@ -64,6 +64,11 @@ JVM_BATCH_ROWS = 65_536
 #: "not checked"; the driver then checks as it always did (as Spark jobs above
 #: ``distributedCheckRows`` when a SparkSession runs the load, else in its memory)
 MAX_INDEXED_IDS = 1 << 28
+#: an edge task that counted at least this many sources hands its bucket counts over (jvm-shim
+#: ``EndpointCheck.sketch``: 2^18 counts in 512 KB, no more bytes than its edges staged), so that
+#: the driver bounds each source's edges over the whole load by their bucket-wise sum
+#: (``store.writes.proven_src_bound``); a smaller task hands over its bound alone
+SKETCH_MIN_EDGES = 1 << 18
 #: an executor keeps a node-id index it built of at least this many ids as a file under the
 #: graph's ``_omnigraph_spark/id_indexes`` (local roots), for the next load checking against the
 #: same rows to read instead of building (jvm-shim ``IdIndexFile``; docs/scale.md)
@@ -307,7 +312,7 @@ def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal
     if ends is not None:
         # the journal directory is unique to the load: executors share an index within it only
         spec["endpoints"] = json.dumps({"load": journal_dir, "src": ends[0].to_json(), "dst": ends[1].to_json(),
-                                        "keep": keep})
+                                        "keep": keep, "sketchMinEdges": SKETCH_MIN_EDGES})
     if fresh is not None:
         spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json(), "keep": keep})
     return spec
@@ -350,7 +355,9 @@ def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
         minted = plan.mint_column is not None and int(t["given_ids"]) == 0
         proof = None
         if ends is not None and int(t["dangling"]) >= 0:
-            proof = EndsProof(ends[0], ends[1], int(t["dangling"]), int(t["src_bound"]))
+            sketch = t.get("src_sketch")
+            proof = EndsProof(ends[0], ends[1], int(t["dangling"]), int(t["src_bound"]),
+                              src_sketches=(sketch,) if sketch else (), unsketched_bound=0 if sketch else None)
         keys = t.get("key_hashes")
         conflicts = int(t.get("fresh_conflicts", -1))
         out.append(StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, frags,

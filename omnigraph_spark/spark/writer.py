@@ -46,7 +46,7 @@ from ..store.layout import RootPaths, is_local, join
 from ..ingest import integrity as _integrity
 from ..ingest.fingerprints import fingerprint_column, fingerprints
 from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, Replaced, StagedTable,
-                            WriteTarget, abort, commit_load, merge_by_key, prepare_target, stage)
+                            WriteTarget, abort, commit_load, merge_by_key, prepare_target, proven_src_bound, stage)
 from .memo import Once
 from .deletions import InMemory, deletions as _deletions
 from .dist_checks import DistChecks, committed_pin
@@ -357,6 +357,14 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
     def distinct(uris: Tuple[str, ...]) -> bool:
         return fingerprints(uris, lambda: side_files.fingerprints_distinct(uris, so))
 
+    def tasks_bound(proof: EndsProof) -> int:
+        """The staging tasks' bound on any source's edges in the load; their bucket-count files,
+        like the fingerprints, read once."""
+        if not proof.src_sketches:
+            return proof.src_bound
+        key = ("sketches", proof.src_sketches, proof.src_bound, proof.unsketched_bound)
+        return fingerprints(key, lambda: proven_src_bound(proof, so))
+
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
                  distributed_only: bool = False) -> Dict[str, Dict[str, str]]:
         # Every read is lazy and shared (Once): the checks below run concurrently and each
@@ -387,7 +395,8 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
         facts: Dict[str, Dict[str, str]] = {}  # each check writes only its own table's entry
 
         def card_check(td: TypeDef, mode: str, proof: Optional[EndsProof], key: str, end_cols: List[str]) -> None:
-            most = _card_of(td, mode, proof, staged_cols, key, end_cols, committed, lambda: recorded_bound(key))
+            most = _card_of(td, mode, None if proof is None else tasks_bound(proof), staged_cols, key, end_cols,
+                            committed, lambda: recorded_bound(key))
             if most is not None:
                 facts[key] = {SRC_BOUND_PROP: str(most)}
 
@@ -422,9 +431,10 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
             card = td.cardinality
             if proof is not None and mode != "merge" and card.max is not None and card.min <= 1:
                 most = 0 if mode == "overwrite" else recorded_bound(key)  # I15 + I16: no rows read
-                if most is not None and proof.src_bound + most <= card.max:
-                    _card_proven(td, proof.src_bound + most)
-                    facts[key] = {SRC_BOUND_PROP: str(proof.src_bound + most)}
+                bound = None if most is None else tasks_bound(proof) + most
+                if bound is not None and bound <= card.max:
+                    _card_proven(td, bound)
+                    facts[key] = {SRC_BOUND_PROP: str(bound)}
                     return
             most = dist.card(td, mode, staged[key], schema_of(key),  # type: ignore[union-attr]
                              None if mode == "overwrite" else committed_pin(snap, key))
@@ -664,10 +674,11 @@ def _most_per_src(src: pa.ChunkedArray) -> int:
     return pc.max(counts).as_py() if len(counts) else 0
 
 
-def _card_of(td: TypeDef, mode: str, proof: Optional[EndsProof], staged_cols, key: str, end_cols: Sequence[str],
+def _card_of(td: TypeDef, mode: str, proven: Optional[int], staged_cols, key: str, end_cols: Sequence[str],
              committed, recorded_bound: Callable[[], Optional[int]]) -> Optional[int]:
     """Apply @card to one staged edge table; return an upper bound of the edges any source has
-    in the version the commit creates (None: no @card max, nothing to record).
+    in the version the commit creates (None: no @card max, nothing to record). ``proven``: the
+    staging tasks' bound on any source's edges in the load (I15; None: none).
 
     The bound shortcut (a max, min <= 1 since a source with edges always has >= 1, not a
     merge): the load's own most edges per source (the staging tasks' bound, I15, else counted
@@ -678,10 +689,10 @@ def _card_of(td: TypeDef, mode: str, proof: Optional[EndsProof], staged_cols, ke
     card = td.cardinality
     if mode != "merge" and card.max is not None and card.min <= 1:
         most = 0 if mode == "overwrite" else recorded_bound()
-        if most is None and proof is not None:
+        if most is None and proven is not None:
             most = _most_per_src(committed(key, ["src"]).column("src"))
         if most is not None:
-            load = proof.src_bound if proof is not None else _most_per_src(staged_cols(key, end_cols).column("src"))
+            load = proven if proven is not None else _most_per_src(staged_cols(key, end_cols).column("src"))
             if load + most <= card.max:
                 _card_proven(td, load + most)
                 return load + most

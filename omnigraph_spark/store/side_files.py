@@ -66,6 +66,20 @@ def read_fingerprints(uri: str, storage_options: Optional[Dict[str, str]] = None
     return _column(uri, "hash", storage_options).to_numpy().view("<u8")
 
 
+def summed_counts_max(uris: Sequence[str], storage_options: Optional[Dict[str, str]] = None) -> Optional[int]:
+    """The largest of the tasks' bucket counts added bucket by bucket: files of 16-bit counts,
+    four to a little-endian 64-bit word (jvm-shim ``EndpointCheck.sketch``), read one at a time.
+    None where a count is saturated (65,535: the true count may be more) or the files differ in
+    length (not buckets of one hash)."""
+    total: Optional[np.ndarray] = None
+    for uri in uris:
+        counts = read_fingerprints(uri, storage_options).view("<u2")
+        if (counts == 0xFFFF).any() or (total is not None and len(counts) != len(total)):
+            return None
+        total = counts.astype(np.int64) if total is None else total + counts
+    return 0 if total is None or len(total) == 0 else int(total.max())
+
+
 def write_fingerprints(uri: str, values: np.ndarray, storage_options: Optional[Dict[str, str]] = None) -> None:
     """Write a task's fingerprints (unsigned 64-bit, ascending) at ``uri`` (from :func:`location`),
     completely or not at all, in the format the JVM tasks write (jvm-shim ``SideFiles.writeLongs``):

@@ -28,6 +28,7 @@ from . import failpoints
 from . import lease as _lease
 from . import manifest as _manifest
 from . import recovery as _recovery
+from . import side_files as _side_files
 from . import sidecar as _sidecar
 from . import tables as _tables
 from .fs import RootStorage
@@ -101,6 +102,12 @@ class EndsProof:
     dst_ids: IdSource
     dangling: int
     src_bound: int
+    #: the bucket-count files of the tasks that handed theirs over (jvm-shim
+    #: ``EndpointCheck.sketch``): added bucket by bucket they bound every source more tightly
+    #: than the sum of the tasks' bounds (:func:`proven_src_bound`)
+    src_sketches: Tuple[str, ...] = ()
+    #: the part of ``src_bound`` from the tasks without such a file (None: all of it)
+    unsketched_bound: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -179,7 +186,24 @@ def _merged_proof(proofs: Sequence[Optional[EndsProof]]) -> Optional[EndsProof]:
     if first is None or any(p is None or (p.src_ids, p.dst_ids) != (first.src_ids, first.dst_ids)
                             for p in proofs):
         return None
-    return replace(first, dangling=sum(p.dangling for p in proofs), src_bound=sum(p.src_bound for p in proofs))
+    return replace(first, dangling=sum(p.dangling for p in proofs), src_bound=sum(p.src_bound for p in proofs),
+                   src_sketches=tuple(f for p in proofs for f in p.src_sketches),
+                   unsketched_bound=sum(p.src_bound if p.unsketched_bound is None else p.unsketched_bound
+                                        for p in proofs))
+
+
+def proven_src_bound(proof: EndsProof, storage_options: Optional[Dict[str, str]] = None) -> int:
+    """The most edges any one source has in the load, as its staging tasks proved it (I15).
+    A source's edges are its bucket's count in each task that has them, so the tasks' bucket
+    counts added bucket by bucket bound it, plus each other task's bound; never more than the
+    sum of every task's bound. Reads one file at a time (a fixed 2 MB sum on the driver)."""
+    if not proof.src_sketches:
+        return proof.src_bound
+    summed = _side_files.summed_counts_max(proof.src_sketches, storage_options)
+    if summed is None:  # a count saturated its 16 bits
+        return proof.src_bound
+    rest = proof.src_bound if proof.unsketched_bound is None else proof.unsketched_bound
+    return min(proof.src_bound, summed + rest)
 
 
 @dataclass(frozen=True)

@@ -403,6 +403,40 @@ def test_card_bound_settles_only_what_it_can_prove(jvm, tmp_path, calls):
     assert len(edge_rows(jvm, g.root)) == 3
 
 
+def test_I15_tasks_bucket_counts_prove_a_card_bound_their_bounds_summed_cannot(jvm, tmp_path, calls, caplog,
+                                                                               monkeypatch):
+    """@card(0..3), ten edges from ten sources spread over eight tasks: each task's bound is 1,
+    and their sum (5 or more) exceeds the max, so the driver counts. When each task hands its
+    bucket counts over (here every task; by default one of 2^18 edges or more), their
+    bucket-wise sum bounds every source by 1: proven without counting, and the hand-over files
+    are gone with the load."""
+    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.writer")
+    real, proofs = jvm_write.stage_jvm, []
+
+    def spy(*a, **kw):
+        out = real(*a, **kw)
+        proofs.extend(s.ends for s in out if s.ends is not None)
+        return out
+
+    monkeypatch.setattr(jvm_write, "stage_jvm", spy)
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(jvm), g.root, "Person", engine="jvm")
+    write_table(knows(jvm, ring(), parts=8), g.root, "Knows", engine="jvm", mode="overwrite")
+    assert calls["card"] == 1 and not any(p.src_sketches for p in proofs)  # the summed bounds: counted
+    assert sum(p.src_bound for p in proofs) > 3
+    proofs.clear()
+    monkeypatch.setattr(jvm_write, "SKETCH_MIN_EDGES", 1)
+    caplog.clear()
+    write_table(knows(jvm, ring(), parts=8), g.root, "Knows", engine="jvm", mode="overwrite")
+    assert calls["card"] == 1  # not counted again
+    assert len([p for p in proofs if p.src_sketches]) > 3  # every task with an edge (an empty one has no counts)
+    assert all(p.src_sketches or p.src_bound == 0 for p in proofs)
+    assert "edge:Knows @card: at most 1 edges per source <= max 3, proven without counting" in caplog.text
+    assert edge_rows(jvm, g.root) == sorted(ring())
+    left = [f for _, _, fs in os.walk(g.root) for f in fs if f.startswith("sketch-")]
+    assert left == []
+
+
 def test_an_unreadable_id_source_falls_back_to_the_driver(jvm, tmp_path, calls, monkeypatch):
     """Tasks that cannot read the node ids report "not checked": the load still validates (on
     the driver) and commits."""

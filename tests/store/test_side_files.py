@@ -66,3 +66,53 @@ def test_empty_and_single_parts(tmp_path):
     assert side_files.fingerprints_distinct([])
     assert side_files.fingerprints_distinct(_parts(tmp_path, [[], [5], []]))
     assert not side_files.fingerprints_distinct(_parts(tmp_path, [[5], [], [5]]), window_bytes=8)
+
+
+# -- the edge tasks' bucket counts (I15's @card bound) -------------------------------------------
+
+def _sketch(tmp_path, name, counts):
+    """A task's bucket-count file as jvm-shim ``EndpointCheck.sketch`` writes it: 16-bit counts,
+    four to a little-endian 64-bit word."""
+    p = tmp_path / f"{name}.bin"
+    np.asarray(counts, dtype="<u2").view("<u8").tofile(p)
+    return str(p)
+
+
+def _proof(bound, sketches=(), unsketched=None):
+    from omnigraph_spark.store.writes import EndsProof, IdSource
+
+    ids = IdSource(None, ())
+    return EndsProof(ids, ids, 0, bound, src_sketches=tuple(sketches), unsketched_bound=unsketched)
+
+
+def test_I15_the_tasks_bucket_counts_add_up_bucket_by_bucket(tmp_path):
+    """Three tasks whose fullest buckets are different buckets: their bounds sum to 9, while no
+    bucket holds more than 5 in all; a fourth task without a file adds its own bound."""
+    from omnigraph_spark.store.writes import StagedTable, proven_src_bound
+
+    a, b, c = (np.zeros(8, dtype=np.int64) for _ in range(3))
+    a[1], b[2], c[3] = 3, 3, 3
+    a[5] = b[5] = 2
+    files = [_sketch(tmp_path, n, x) for n, x in (("a", a), ("b", b), ("c", c))]
+    assert side_files.summed_counts_max(files) == 4  # bucket 5: 2 + 2
+    tasks = [_proof(3, [f], 0) for f in files] + [_proof(1)]
+    staged = [StagedTable("edge:E", "append", "", 0, (), 1, 0, ends=p) for p in tasks]
+    merged = StagedTable.merge(staged).ends
+    assert (merged.src_bound, merged.unsketched_bound, merged.src_sketches) == (10, 1, tuple(files))
+    assert proven_src_bound(merged) == 5  # 4 + the fourth task's 1, never the plain sum (10)
+    assert proven_src_bound(_proof(3)) == 3  # no file: the tasks' bound as it is
+    assert proven_src_bound(_proof(2, files, 0)) == 2  # never above the plain sum
+
+
+def test_a_saturated_or_foreign_count_falls_back_to_the_tasks_bounds(tmp_path):
+    """A count of 65,535 may stand for more, and files of different lengths are not buckets of
+    one hash: both leave the plain sum of the tasks' bounds."""
+    from omnigraph_spark.store.writes import proven_src_bound
+
+    full = _sketch(tmp_path, "full", [0xFFFF, 0, 0, 0])
+    small = _sketch(tmp_path, "small", [1, 0, 0, 0])
+    longer = _sketch(tmp_path, "longer", [1] * 8)
+    assert side_files.summed_counts_max([small, full]) is None
+    assert side_files.summed_counts_max([small, longer]) is None
+    assert proven_src_bound(_proof(70_000, [small, full], 0)) == 70_000
+    assert side_files.summed_counts_max([]) == 0

@@ -360,8 +360,14 @@ final class FragmentStager implements DataWriter<InternalRow> {
       keyFile = journalFile("keys", ".bin");
       keys.writeTo(keyFile, spec.storageOptions);
     }
+    long[] sketch = ends == null ? null : ends.sketch();
+    String sketchFile = null;
+    if (sketch != null) { // likewise
+      sketchFile = journalFile("sketch", ".bin");
+      SideFiles.writeLongs(sketchFile, sketch, sketch.length, spec.storageOptions);
+    }
     return new StagedMessage(partitionId, taskId, rows, bytes, rules.givenIds(), fragments,
-        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), keyFile,
+        ends == null ? -1 : ends.dangling(), ends == null ? -1 : ends.srcBound(), sketchFile, keyFile,
         fresh == null ? -1 : fresh.conflicts());
   }
 

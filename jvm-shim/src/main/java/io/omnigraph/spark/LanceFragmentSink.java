@@ -280,11 +280,12 @@ public final class LanceFragmentSink implements TableProvider {
     final List<String> fragments;
     final long dangling; // rows with an unknown endpoint (-1: not checked, see EndpointCheck)
     final int srcBound; // no source has more edges in this task (-1: not counted)
+    final String srcSketch; // the file of this task's source bucket counts (null: none, see EndpointCheck#sketch)
     final String keyHashes; // the file of this task's key fingerprints (null: none)
     final long freshConflicts; // staged ids already committed (-1: not checked, see FreshIdCheck)
 
     StagedMessage(int partition, long taskId, long rows, long bytes, long givenIds, List<String> fragments,
-        long dangling, int srcBound, String keyHashes, long freshConflicts) {
+        long dangling, int srcBound, String srcSketch, String keyHashes, long freshConflicts) {
       this.partition = partition;
       this.taskId = taskId;
       this.rows = rows;
@@ -293,6 +294,7 @@ public final class LanceFragmentSink implements TableProvider {
       this.fragments = fragments;
       this.dangling = dangling;
       this.srcBound = srcBound;
+      this.srcSketch = srcSketch;
       this.keyHashes = keyHashes;
       this.freshConflicts = freshConflicts;
     }
@@ -364,6 +366,7 @@ public final class LanceFragmentSink implements TableProvider {
         t.put("given_ids", s.givenIds);
         t.put("dangling", s.dangling);
         t.put("src_bound", s.srcBound);
+        t.put("src_sketch", s.srcSketch);
         t.put("key_hashes", s.keyHashes);
         t.put("fresh_conflicts", s.freshConflicts);
         ArrayNode frags = t.putArray("fragments");
