@@ -362,8 +362,13 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
         like the fingerprints, read once."""
         if not proof.src_sketches:
             return proof.src_bound
-        key = ("sketches", proof.src_sketches, proof.src_bound, proof.unsketched_bound)
-        return fingerprints(key, lambda: proven_src_bound(proof, so))
+        def summed() -> int:
+            bound = proven_src_bound(proof, so)
+            log.info("the staging tasks' bucket counts bound a source's edges in the load at %d (their bounds "
+                     "summed: %d)", bound, proof.src_bound)
+            return bound
+
+        return fingerprints(("sketches", proof.src_sketches, proof.src_bound, proof.unsketched_bound), summed)
 
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
                  distributed_only: bool = False) -> Dict[str, Dict[str, str]]:

@@ -432,6 +432,7 @@ def test_I15_tasks_bucket_counts_prove_a_card_bound_their_bounds_summed_cannot(j
     assert len([p for p in proofs if p.src_sketches]) > 3  # every task with an edge (an empty one has no counts)
     assert all(p.src_sketches or p.src_bound == 0 for p in proofs)
     assert "edge:Knows @card: at most 1 edges per source <= max 3, proven without counting" in caplog.text
+    assert "bucket counts bound a source's edges in the load at 1 (their bounds summed: " in caplog.text
     assert edge_rows(jvm, g.root) == sorted(ring())
     left = [f for _, _, fs in os.walk(g.root) for f in fs if f.startswith("sketch-")]
     assert left == []
