@@ -357,18 +357,21 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
     def distinct(uris: Tuple[str, ...]) -> bool:
         return fingerprints(uris, lambda: side_files.fingerprints_distinct(uris, so))
 
+    # likewise the edge tasks' bucket-count files: added up once
+    bucket_bounds = Once()
+
     def tasks_bound(proof: EndsProof) -> int:
-        """The staging tasks' bound on any source's edges in the load; their bucket-count files,
-        like the fingerprints, read once."""
+        """The staging tasks' bound on any source's edges in the load (I15)."""
         if not proof.src_sketches:
             return proof.src_bound
+
         def summed() -> int:
             bound = proven_src_bound(proof, so)
             log.info("the staging tasks' bucket counts bound a source's edges in the load at %d (their bounds "
                      "summed: %d)", bound, proof.src_bound)
             return bound
 
-        return fingerprints(("sketches", proof.src_sketches, proof.src_bound, proof.unsketched_bound), summed)
+        return bucket_bounds((proof.src_sketches, proof.src_bound, proof.unsketched_bound), summed)
 
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
                  distributed_only: bool = False) -> Dict[str, Dict[str, str]]:
