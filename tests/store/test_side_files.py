@@ -87,7 +87,7 @@ def _proof(bound, sketches=(), unsketched=None):
 
 def test_I15_the_tasks_bucket_counts_add_up_bucket_by_bucket(tmp_path):
     """Three tasks whose fullest buckets are different buckets: their bounds sum to 9, while no
-    bucket holds more than 5 in all; a fourth task without a file adds its own bound."""
+    bucket holds more than 4 in all; a fourth task without a file adds its own bound (1): 5."""
     from omnigraph_spark.store.writes import StagedTable, proven_src_bound
 
     a, b, c = (np.zeros(8, dtype=np.int64) for _ in range(3))

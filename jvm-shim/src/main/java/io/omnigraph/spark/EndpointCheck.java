@@ -117,7 +117,7 @@ final class EndpointCheck {
   /**
    * The task's bucket counts, four 16-bit counts to a long (bucket 4i + k in bits 16k..16k+15),
    * a count of 65,535 or more as 65,535; null: not counted, or fewer than {@code sketchMinEdges}
-   * edges (the bound of {@link #srcBound} says as much). Why: the bounds of many tasks add up
+   * edges (the driver then takes this task's {@link #srcBound} alone). Why: the bounds of many tasks add up
    * (the sum of each task's fullest bucket), while their buckets added bucket by bucket bound
    * every source too, and more tightly: at 75M edges in 13 tasks 429 against 616, so a load
    * proves {@code @card(0..1000)} up to about 200M edges instead of 120M (docs/invariants.md I15).
