@@ -7,8 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # test-slow's two pytest workers: the tests sharing the SparkSession (or an S3 server) run on one
-# of them (tests/conftest.py), the Spark applications of their own spread over both (41 -> 32 min
-# on 2 cores). make test stays in one process: its time is the SparkSession's tests, one worker's
+# of them (tests/conftest.py), the Spark applications of their own spread over both, which keeps
+# both cores busy. make test stays in one process: its time is the SparkSession's tests, one worker's
 # anyway. XDIST= runs test-slow in one process.
 XDIST ?= -n 2 --dist loadgroup
 

@@ -50,7 +50,7 @@ _TERMINAL_NAMES = {
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> Lark:
-    """The compiled grammar (cached: building the LALR tables takes ~100 ms)."""
+    """The compiled grammar (cached: building the LALR tables is slow)."""
     text = (Path(__file__).with_name("grammar.lark")).read_text(encoding="utf-8")
     return Lark(text, parser="lalr", lexer="contextual", propagate_positions=True,
                 maybe_placeholders=False)

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 SHIM_CLASS = "io.omnigraph.spark.LanceSnapshotSource"
 #: a class of the shim's libraries (the Lance Java SDK): a shim jar alone would fail its first job
 LANCE_CLASS = "org.lance.Dataset"
-#: rows per Arrow batch of the JVM scan: 4x 65,536 cut a 1M-row scan by 13 % (bounded by the batch)
+#: rows per Arrow batch of the JVM scan: larger batches amortise per-batch costs (memory is bounded by the batch)
 JVM_BATCH_SIZE = 262_144
 
 
@@ -65,8 +65,7 @@ def shim_blocker(spark: SparkSession) -> Optional[str]:
     session, through the class loader a real read or write uses. Nothing is cached.
 
     A classic session first asks its JVM whether the shim's class and Lance's load (two py4j
-    calls, ~5 ms each; the probe's plan analysis costs ~20 ms there, once per load): the probe
-    runs there only to say why not."""
+    calls, cheaper than the probe's plan analysis): the probe runs there only to say why not."""
     if not is_connect(spark):
         try:
             utils = spark.sparkContext._jvm.org.apache.spark.util.Utils
@@ -109,8 +108,7 @@ def default_parallelism(spark: SparkSession) -> int:
     ``spark.default.parallelism`` when the session sets it; on a classic session the
     SparkContext's value (its scheduler's cores); on Spark Connect the partitions Spark gives
     ``spark.range`` (the same default, from the server's scheduler): read from its physical
-    plan (``Range (..., splits=N)``, one plan analysis: 10-130 ms warm through a local server),
-    else counted by one tiny job (220-420 ms)."""
+    plan (``Range (..., splits=N)``, one plan analysis), else counted by one tiny job (slower)."""
     conf = spark.conf.get("spark.default.parallelism", None)
     if conf:
         return max(1, int(conf))

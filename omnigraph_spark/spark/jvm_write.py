@@ -227,7 +227,7 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
     """``df`` in the table's exact column order and Spark types (widening casts only).
 
     One ``selectExpr`` (a single JVM call; building Column objects costs one py4j round trip
-    each, 0.1 s per write). A column already of its target type is selected under its own
+    each). A column already of its target type is selected under its own
     name, never aliased: the sink reads columns by position, and a plan of plain column
     references is folded into the scan below it, where an alias or a literal column would make
     Spark copy every row once more before the sink sees it (docs/benchmarks.md)."""
@@ -249,7 +249,7 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
             e = f"CAST({_q(src)} AS {sql_type})"
         exprs.append(f"{e} AS {_q(name)}")
     if exprs == [_q(c) for c in df.columns]:
-        return df  # already the sink's columns in its order: no plan to analyse (~9 ms a load)
+        return df  # already the sink's columns in its order: no plan to analyse
     return df.selectExpr(*exprs)
 
 
@@ -280,7 +280,7 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     handoff = side_files.location(journal_dir, f"handoff-{uuid.uuid4().hex}", ".staged")
     so = target.storage_options
     spec = sink_spec(typedef, target, plan, journal_dir, handoff, ends, fresh)
-    # one option (the sink unpacks it): a py4j call per option cost ~5 ms a load
+    # one option (the sink unpacks it): one py4j call instead of one per option
     w = projected(df, plan).write.format(SINK_CLASS).mode("append").option("spec", json.dumps(spec))
     if so:  # its own option, whose key names a secret: Spark redacts its value in plans and the event log
         w = w.option("storageSecrets", json.dumps(so))

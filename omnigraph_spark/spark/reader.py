@@ -53,8 +53,7 @@ log = logging.getLogger(__name__)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 #: the least rows a task's default cap allows (:func:`default_max_rows`): the writer's default
 #: rows per file, so a full-size file is never cut for the cap. A task that reads part of a file
-#: costs more than its share (a row-address filter; 4M rows in 1Mi-row files, split below that:
-#: 11 % slower)
+#: costs more than its share (a row-address filter)
 DEFAULT_MAX_ROWS_PER_PARTITION = DEFAULT_MAX_ROWS_PER_FILE
 #: below this, a second task costs more (a Python worker round trip) than it saves
 MIN_ROWS_PER_PARTITION = 65_536
@@ -164,9 +163,8 @@ def default_max_rows(ds, fragments: Sequence[Tuple[int, int, int]], parallelism:
     (its data files' bytes per physical row), and never below one writer file's rows (a task
     that reads part of a file costs more than its share). So a scan has about as many tasks as
     Spark gives Parquet files of the same size: 10M narrow rows on two cores read as three
-    tasks, not ten (ten 1M-row tasks: 0.8-1.3x Parquet's full scan on a standalone cluster,
-    2-task plans 1.0-1.25x). A table whose manifest lacks a data file's size: one writer file's
-    rows, as before sizes were known."""
+    tasks, not ten (many small tasks cost a full scan more than they spread). A table whose
+    manifest lacks a data file's size: one writer file's rows."""
     sizes = [d.file_size_bytes for f in ds.get_fragments() for d in f.metadata.files]
     physical = sum(p for _, _, p in fragments)
     if not physical or not sizes or not all(sizes):

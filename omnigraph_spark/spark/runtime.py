@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 #: the variable Lance sizes its compute pool from
 LANCE_CPU_THREADS = "LANCE_CPU_THREADS"
-#: the third-party modules a driver's first graph load imports that cost seconds: ``lance`` alone
-#: takes 1.1-1.6 s on a 2-core machine, its REST client's APIs deferred (``.._lance_import``)
+#: the third-party modules a driver's first graph load imports that cost seconds (``lance``
+#: above all, even with its REST client's APIs deferred by ``.._lance_import``)
 WARM_MODULES = ("lance", "pyarrow.dataset")
 
 
