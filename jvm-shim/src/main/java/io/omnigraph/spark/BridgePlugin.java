@@ -19,7 +19,7 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * <ul>
  *   <li>starts one {@code format("omnigraph")} planner ({@link PythonBridge}), so the first read
  *       or write finds it warm instead of paying a Python start and the imports of lance and
- *       pyarrow (1.5-4 s) itself. In a background thread; a failure is only logged (the first
+ *       pyarrow (seconds) itself. In a background thread; a failure is only logged (the first
  *       load then starts its planner and reports the problem);
  *   <li>with a local master, whose executor is this JVM, loads Lance's native library
  *       ({@link #loadLance}) in another background thread, so that the first staging task or
@@ -85,8 +85,8 @@ public final class BridgePlugin implements SparkPlugin {
 
   /**
    * Loads Lance's native library into this JVM. Lance's loader copies the 181 MB library out of
-   * the lance-core jar into a temporary file (inflating it) and loads that, once per JVM: 0.8 s
-   * of CPU and 1-2 s on two busy cores, which the first staging task or scan otherwise waits for.
+   * the lance-core jar into a temporary file (inflating it) and loads that, once per JVM: seconds
+   * of CPU that the first staging task or scan otherwise waits for.
    * A failure is only logged: the first Lance call then loads it and reports the problem.
    */
   static void loadLance() {

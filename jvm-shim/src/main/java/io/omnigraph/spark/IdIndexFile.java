@@ -23,8 +23,8 @@ import java.util.zip.CRC32C;
 
 /**
  * A {@link NodeIdIndex} kept as a file beside the graph, so that the next load checking against
- * the same node rows reads it instead of building it from the table: an edge append onto 12.5M
- * committed nodes otherwise spends 2-4 s of a cold process re-reading and hashing every id.
+ * the same node rows reads it instead of building it from the table: otherwise an edge append
+ * in a cold process re-reads and hashes every committed node id.
  *
  * <p>A cache, never a source of truth. A file is named by a hash of its {@linkplain
  * NodeIdIndex#rowsKey rows key} (which data files and deletion files the ids came from, all of

@@ -22,8 +22,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * buffer reads. Here a batch column without nulls answers {@code isNullAt} from one field;
  * validity bits, fixed-width values, strings and list bounds are read from the buffers'
  * addresses, as Spark's own {@code OffHeapColumnVector} does (Arrow buffers are little-endian,
- * as are the platforms Lance ships for). Other types (Bool) keep Spark's accessors. Measured:
- * a 4M-row full scan 1.36x faster (docs/benchmarks.md).
+ * as are the platforms Lance ships for). Other types (Bool) keep Spark's accessors.
  *
  * <p>The addresses are taken once per batch: the vector is built per batch and Spark never
  * reads a batch after asking for the next one ({@link SnapshotReaderFactory.Reader}). The

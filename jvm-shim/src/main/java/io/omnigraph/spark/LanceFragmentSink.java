@@ -160,7 +160,7 @@ public final class LanceFragmentSink implements TableProvider {
 
     /**
      * The spec of a write's options. The Python planner sends them as one option, {@code spec}: a
-     * JSON object of string values (one py4j call where an option each cost ~0.3 ms, 16 per load).
+     * JSON object of string values (one py4j call instead of one per option).
      */
     static WriteSpec parse(Map<String, String> options) {
       Map<String, String> all = new HashMap<>();

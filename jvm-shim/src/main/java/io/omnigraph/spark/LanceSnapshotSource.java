@@ -35,7 +35,7 @@ import org.lance.Ref;
  * columnar batches, with no Python worker in between.
  *
  * <p>Why it exists: a Python DataSource read moves every row through a Python worker and back,
- * which caps a full scan at about 0.6x Spark's Parquet reader (docs/benchmarks.md). This source
+ * which caps a full scan well below Spark's Parquet reader (docs/benchmarks.md). This source
  * does only the scan. Everything that needs the graph format (snapshot resolution, branches,
  * type checks, partition planning) stays in Python: {@code omnigraph_spark.spark.jvm_read} plans
  * the read on the driver and passes the result here as options. It is not registered under a

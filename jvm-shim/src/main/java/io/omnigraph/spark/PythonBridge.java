@@ -83,7 +83,7 @@ final class PythonBridge implements AutoCloseable {
 
   /**
    * Idle planners of this JVM, most recently used first. Starting one costs a Python start and
-   * the imports of lance and pyarrow (1.5-4 s here); a planner holds no state between loads (a
+   * the imports of lance and pyarrow (seconds); a planner holds no state between loads (a
    * write keeps it to itself from its plan to its commit), so reads and writes reuse them. An
    * idle planner exits by itself ({@code IDLE_SECONDS} in the bridge); {@link #acquire} skips it.
    */

@@ -105,7 +105,7 @@ final class RowRules {
 
   /**
    * An enum's allowed values as UTF-8 bytes, looked up without decoding each value to a String
-   * (a String per value was 3.7 % of a 4M-row node load, perf). Few values: compared in turn,
+   * (a String per value showed in a node load's profile). Few values: compared in turn,
    * length first; many: a hash set.
    */
   static final class EnumValues {

@@ -104,7 +104,7 @@ final class RowWriter {
    * Strings: the value bytes are one copy, the offset and the validity bit plain stores. The
    * buffers' addresses and capacities are read once per reallocation, not per value: Arrow's
    * checked accessors verify the reference count and bounds on every call, which showed in the
-   * profile of a load (4 % of the task's time).
+   * profile of a load.
    */
   static final class Strings extends ColumnWriter {
     private final VarCharVector v;

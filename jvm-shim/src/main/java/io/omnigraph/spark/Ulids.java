@@ -9,9 +9,8 @@ import java.security.SecureRandom;
  * caller's buffer.
  *
  * <p>Why not a ULID library's {@code toString()}: each id then costs a char array, a String and
- * its byte copy. Minting was ~10 % of an edge load's CPU (perf); 1M ids into a batch
- * took 80.7 ms that way and 57.6 ms this way (28.9 of them a random draw per id, which {@link
- * Mint} no longer makes). The Python path encodes in bulk for the same reason ({@code
+ * its byte copy, and minting is a visible share of an edge load's CPU ({@link Mint} also draws
+ * randomness once per millisecond, not per id). The Python path encodes in bulk for the same reason ({@code
  * ingest/convert.encode_ulids}); both are tested bit for bit against python-ulid.
  */
 public final class Ulids {
