@@ -408,7 +408,7 @@ class Bench:
             writers["lance_single_process"] = lambda: self.lance_write(node_tbl, edge_tbl)
         if not a.no_warm_up:
             # one untimed round at full size: the JIT compiles every writer's hot code (a cold
-            # first Parquet write took 3x its warm time), so repeats compare warm writers
+            # first write is several times slower than a warm one), so repeats compare warm writers
             t0 = time.perf_counter()
             for who, write in writers.items():
                 if who != "lance_single_process":  # no JVM code to warm
@@ -859,8 +859,7 @@ class Bench:
         self.results["commit_vs_fragments"] = rows_out
 
         # the row counts alternate within each repeat: tens of milliseconds move with whatever the
-        # machine did just before (one run timed 0.020 vs 0.043 s, another 0.060 vs 0.050 s when
-        # each size ran its repeats in a block)
+        # machine did just before, so running each size's repeats in a block would bias the ratio
         graphs = {}
         for rpf in a.commit_rows_per_fragment:
             g = self.new_graph()

@@ -460,9 +460,8 @@ def _spawn(args, work: Path, step: str) -> Dict[str, Any]:
 
 def _settle() -> None:
     """Writes the page cache's dirty pages back before a contender starts, so that none pays for
-    flushing what an earlier step wrote (the generated input, the last contender's output): the
-    first contender after the input was generated ran 10-15 % slower than the same contender
-    later in the run."""
+    flushing what an earlier step wrote (the generated input, the last contender's output), which
+    would slow whichever contender runs first."""
     t0 = time.monotonic()
     os.sync()
     log.info("synced the page cache in %.1f s", time.monotonic() - t0)
