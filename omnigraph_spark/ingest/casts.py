@@ -24,9 +24,10 @@ Everything else is a :class:`TypeMismatchError` naming column, source type and t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,7 +46,7 @@ class Ctx:
     target: str  # the catalog type as written in .pg, e.g. "I32?" or "[Date]"
     row_offset: int = 0
     where: str = ""
-    parents: Optional[pa.Array] = None
+    parents: pa.Array | None = None
 
     def row(self, index: int) -> int:
         if self.parents is not None:

@@ -36,13 +36,26 @@ Pure functions, no state: safe on the driver and on executors.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, DateType, DecimalType,
-                               DoubleType, FloatType, IntegerType, LongType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from ..errors import CorruptGraphError, UnknownColumnError, UnsupportedValueError
 from ..schema.catalog import PropType, TypeDef
@@ -73,7 +86,7 @@ def spark_type(pt: PropType) -> DataType:
     return base
 
 
-def spark_schema(typedef: TypeDef, columns: Optional[Sequence[str]] = None) -> StructType:
+def spark_schema(typedef: TypeDef, columns: Sequence[str] | None = None) -> StructType:
     """The Spark schema of a node or edge table: system columns then properties in IR order,
     or exactly ``columns`` (in the order given) when a selection is made.
 
@@ -145,7 +158,7 @@ def convert_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
     Runs on executors, once per batch: memory is bounded by the batch.
     """
-    arrays: List[pa.Array] = []
+    arrays: list[pa.Array] = []
     names = batch.schema.names
     for f in target:
         if f.name in names:

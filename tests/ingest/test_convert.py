@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from conftest import catalog, node, prop
 
-from conftest import catalog, edge, node, prop
 from omnigraph_spark.errors import CorruptGraphError, DataError
 from omnigraph_spark.ingest import RowConverter
 

@@ -16,8 +16,15 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
-from omnigraph_spark.errors import (ConstraintViolationError, DanglingEdgeError, JvmWriteUnavailableError,
-                                    NullViolationError, OptionError, TypeMismatchError, UniqueViolationError)
+from omnigraph_spark.errors import (
+    ConstraintViolationError,
+    DanglingEdgeError,
+    JvmWriteUnavailableError,
+    NullViolationError,
+    OptionError,
+    TypeMismatchError,
+    UniqueViolationError,
+)
 from omnigraph_spark.spark import jvm_write
 from omnigraph_spark.store import writes
 from tests.spark.test_jvm_read import JVM_TYPES_PG, jvm  # noqa: F401  (the fixture)

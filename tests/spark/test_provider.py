@@ -358,9 +358,17 @@ def test_the_bridge_cleans_up_a_load_whose_jvm_went_away(tmp_path):
 
 
 def test_the_projection_maps_widening_inputs_and_refuses_planner_casts():
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    from pyspark.sql.types import ArrayType, DateType, DoubleType, IntegerType, LongType, ShortType
+    from pyspark.sql.types import (
+        ArrayType,
+        DateType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StringType,
+        StructField,
+        StructType,
+    )
 
     from omnigraph_spark.spark.jvm_write import JvmStagePlan
 

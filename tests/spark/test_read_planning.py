@@ -5,8 +5,8 @@ import pickle
 
 import lance
 import pyarrow as pa
-import pytest
 import pyspark.sql.datasource as _ds
+import pytest
 
 EqualTo = getattr(_ds, "EqualTo", None)  # pyspark >= 4.1 only
 needs_pushdown_api = pytest.mark.skipif(EqualTo is None, reason="pyspark < 4.1 has no filter pushdown API")

@@ -9,9 +9,12 @@ import pyarrow as pa
 import pytest
 
 from omnigraph_spark import Graph
-from omnigraph_spark.errors import (AlreadyInitializedError, GraphNotFoundError, SchemaContractError,
-                                    UnsupportedFormatError)
-from omnigraph_spark.store import manifest
+from omnigraph_spark.errors import (
+    AlreadyInitializedError,
+    GraphNotFoundError,
+    SchemaContractError,
+    UnsupportedFormatError,
+)
 
 EXPECTED_DIRS = {
     "node:Person": "nodes/40d76f1f51639ec0",
