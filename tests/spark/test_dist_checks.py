@@ -18,7 +18,6 @@ from omnigraph_spark.errors import (
     UniqueViolationError,
 )
 from omnigraph_spark.spark import dist_checks, writer
-from tests.spark.test_jvm_read import jvm  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 

@@ -27,7 +27,7 @@ from omnigraph_spark.errors import (
 )
 from omnigraph_spark.spark import jvm_write
 from omnigraph_spark.store import writes
-from tests.spark.test_jvm_read import JVM_TYPES_PG, jvm  # noqa: F401  (the fixture)
+from tests.spark.test_jvm_read import JVM_TYPES_PG
 from tests.spark.test_read import ALL_TYPES_PG
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from omnigraph_spark import Graph, unwrap_error
 from omnigraph_spark.errors import JvmReadUnavailableError, JvmWriteUnavailableError
 from omnigraph_spark.spark import bridge
-from tests.spark.test_jvm_read import JVM_TYPES_PG, jvm, scans_in_jvm  # noqa: F401  (the fixture)
+from tests.spark.test_jvm_read import JVM_TYPES_PG, scans_in_jvm
 from tests.spark.test_jvm_write import _rels, _things, data_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
