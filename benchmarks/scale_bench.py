@@ -417,7 +417,7 @@ def _machine() -> dict[str, Any]:
     for dist in ("pylance", "delta-spark"):
         try:
             info[dist] = version(dist)
-        except Exception:  # noqa: BLE001 - not installed
+        except Exception:  # not installed
             info[dist] = None
     info["lance_cpu_threads_env"] = os.environ.get("LANCE_CPU_THREADS")
     git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)

@@ -274,7 +274,7 @@ def _machine() -> dict[str, object]:
         from importlib.metadata import version
 
         info["delta_spark"] = version("delta-spark")
-    except Exception:  # noqa: BLE001 - not installed
+    except Exception:  # not installed
         info["delta_spark"] = None
     try:
         mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]

@@ -65,7 +65,7 @@ def load_and_read(spark, root: str, jsonl: str) -> dict[str, Any]:
          .option("type", "Company").option("engine", "jvm").option("distributedCheckRows", "1").mode("append")
          .save(root))
         repeated = None
-    except Exception as e:  # noqa: BLE001 - the typed error it carries is the result
+    except Exception as e:  # the typed error it carries is the result
         err = unwrap_error(e)
         repeated = f"{type(err).__name__}: {err}" if err is not None else f"untyped: {str(e)[:500]}"
     g = read_graph(spark, root)

@@ -113,7 +113,7 @@ def test_the_documents_snippets_run_in_order(document, spark, tmp_path, monkeypa
             code = substituted(text, tmp_path)
             where = f"{document}, {lang} block {i}"
             if lang == "python":
-                exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the documented snippet itself
+                exec(compile(code, where, "exec"), namespace)  # the documented snippet itself
             else:
                 skipped += run_bash(code, where)
             ran[lang] += 1

@@ -46,7 +46,7 @@ log = logging.getLogger("omnigraph_spark.cli")
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``main(argv)`` can return the code."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):  # overrides argparse: raise, never exit
         self.print_usage(sys.stderr)
         raise UsageError(f"{self.prog}: {message}")
 

@@ -394,7 +394,7 @@ class Bridge:
             self.attached = True
             try:
                 return attach(int(reply["port"]), reply["secret"], reply["session"])
-            except Exception as e:  # noqa: BLE001 - any failure to attach has the same remedy
+            except Exception as e:  # any failure to attach has the same remedy
                 why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         raise JvmWriteUnavailableError(
             f"format('omnigraph') could not run the commit's checks above distributedCheckRows as Spark jobs "

@@ -348,7 +348,7 @@ class OmnigraphPushdownReader(OmnigraphReader):
     """An :class:`OmnigraphReader` that also takes filters (Spark >= 4.1 with
     ``spark.sql.python.filterPushdown.enabled``). ``pushFilters`` runs on the driver."""
 
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # Spark's name
         pushed, kept = _filters.split_filters(filters, {c: self.kinds[c] for c in self.kinds})
         self.pushed.extend(pushed)
         if pushed:

@@ -84,7 +84,7 @@ def transaction_property(ds: lance.LanceDataset, version: int, name: str) -> str
     writer's, a restore) or its transaction cannot be read."""
     try:
         tx = ds.read_transaction(version)
-    except Exception as e:  # noqa: BLE001 - callers treat "unknown" as "not stored"
+    except Exception as e:  # callers treat "unknown" as "not stored"
         log.debug("no readable transaction at version %d of %s: %s", version, ds.uri, e)
         return None
     return None if tx is None else (tx.transaction_properties or {}).get(name)

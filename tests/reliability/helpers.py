@@ -17,7 +17,7 @@ from omnigraph_spark import Graph
 from omnigraph_spark.store import commits, tables
 from tests.interop.helpers import copy_graph  # noqa: F401  (one copier that re-points sidecars)
 
-from .stats import STATS  # noqa: F401  (the counters of the closing summary line)
+from .stats import STATS  # the counters of the closing summary line
 
 HERE = Path(__file__).resolve().parent
 JOB = str(HERE / "spark_job.py")

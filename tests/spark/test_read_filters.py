@@ -9,7 +9,7 @@ import struct
 
 import lance
 import pyarrow as pa
-import pyspark.sql.datasource as _ds  # noqa: E402
+import pyspark.sql.datasource as _ds
 import pytest
 from pyspark.sql import functions as F
 
