@@ -144,13 +144,13 @@ def _first_python(arr: pa.Array, is_bad: Callable[[Any], bool]) -> int:
 def _decimal_to_int(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
     try:
         return pc.cast(arr, target, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         tmin, tmax = _int_bounds(target)
         i = _first_python(arr, lambda v: v != v.to_integral_value() or not tmin <= int(v) <= tmax)
         if i < 0:
-            raise ctx.mismatch(arr.type, target)
+            raise ctx.mismatch(arr.type, target) from e
         raise ctx.bad_value(i, arr[i].as_py(), arr.type,
-                            f"is not an integer within {target} (range {tmin}..{tmax})")
+                            f"is not an integer within {target} (range {tmin}..{tmax})") from e
 
 
 def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
@@ -159,7 +159,7 @@ def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
         back = pc.cast(pc.cast(out, pa.float64()), arr.type, safe=True)
         bad = pc.not_equal(back, arr)
         i = first_true(bad)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         quantum = Decimal(1).scaleb(-arr.type.scale)
         narrow = pt.is_float32(target)
 
@@ -171,7 +171,7 @@ def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
 
         i = _first_python(arr, lossy)
         if i < 0:
-            raise ctx.mismatch(arr.type, target)
+            raise ctx.mismatch(arr.type, target) from e
     if i >= 0:
         raise ctx.bad_value(i, arr[i].as_py(), arr.type, f"does not convert to {target} and back exactly")
     return out

@@ -188,7 +188,8 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine
         typed = unwrap_error(e)
         if typed is not None and typed is not e:
             raise typed from e
-        raise tag_error(e)
+        tag_error(e)
+        raise
     journal.clean(keep=staged if not result.skipped else ())
     return result
 
@@ -204,7 +205,8 @@ def _tagged(load):
         try:
             return load(*args, **kwargs)
         except OmnigraphError as e:
-            raise tag_error(e)
+            tag_error(e)
+            raise
 
     return call
 
@@ -440,7 +442,8 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
             try:
                 batch = records_to_batch(td, buf.records, targets[key].schema, first_record_no=0)
             except OmnigraphError as e:
-                raise tag_error(_locate(e, buf, "", 0, 0))
+                tag_error(_locate(e, buf, "", 0, 0))
+                raise
             staged.setdefault(key, []).append(stage(targets[key], [batch]))
 
         try:
@@ -451,7 +454,8 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
                             try:
                                 td, record = parse_record(value, catalog, rec)
                             except OmnigraphError as e:
-                                raise tag_error(_locate(e, None, file, line, rec))
+                                tag_error(_locate(e, None, file, line, rec))
+                                raise
                             if td.table_key not in targets:
                                 raise tag_error(DataError(
                                     f"{file}:{line} (record {rec}): type {td.table_key} was not found by the "
@@ -463,7 +467,8 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
                                 flush(td.table_key)
                     except InvalidRecordError as e:
                         if not str(e).startswith("["):
-                            raise tag_error(_locate(e, None, file, e.context.get("line", 0), e.context.get("record", 0)))
+                            tag_error(_locate(e, None, file, e.context.get("line", 0), e.context.get("record", 0)))
+                            raise
                         raise
             for key in list(buffers):
                 flush(key)
@@ -495,7 +500,8 @@ def _types_touched(text_df, catalog: Catalog) -> list[str]:
                         try:
                             td, _ = parse_record(value, catalog, rec)
                         except OmnigraphError as e:
-                            raise tag_error(_locate(e, None, file, line, rec))
+                            tag_error(_locate(e, None, file, line, rec))
+                            raise
                         keys.add(td.table_key)
         except DataError as e:  # a bad record: the answer, not a task failure (see .bad_rows)
             yield _payload([Refusal.of(e)])

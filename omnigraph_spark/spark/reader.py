@@ -108,7 +108,8 @@ def _tagged() -> Iterator[None]:
     except OmnigraphError as e:
         from .writer import tag_error
 
-        raise tag_error(e)
+        tag_error(e)
+        raise
 
 
 def read_schema(options: Any) -> StructType:

@@ -157,7 +157,8 @@ class _StreamWriting:
         try:
             sink_options = _sink_options(options, overwrite)
         except OptionError as e:
-            raise tag_error(e)
+            tag_error(e)
+            raise
         self.batch = OmnigraphWriter(sink_options, schema, False)
         self.arrow_schema = None if self.arrow_input else spark_to_arrow_schema(schema)
 

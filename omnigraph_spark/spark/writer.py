@@ -295,7 +295,8 @@ def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.Recor
             rejects.abandon()
         if is_row_data_error(e):
             return Refusal.of(e, [BadRow(**r) for r in e.context.get("rows", ())])
-        raise tag_error(e)
+        tag_error(e)
+        raise
     except BaseException:
         if rejects is not None:
             rejects.abandon()
@@ -308,7 +309,8 @@ def delete_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.Reco
     try:
         keys = [_integrity.delete_keys(typedef, pa.Table.from_batches([b])) for b in batches if b.num_rows]
     except OmnigraphError as e:
-        raise tag_error(e)
+        tag_error(e)
+        raise
     table = pa.concat_tables(keys) if keys else None
     return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (),
                        0 if table is None else table.num_rows, 0, deletes=table)
@@ -791,7 +793,8 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
                           + sum(snap.table(t.table_key).row_count for t in graph.catalog.types())):
                 validate(snap, by_key, distributed_only=True)
         except BaseException as e:
-            raise _failed(graph, staged, quarantine, "checks before the commit", e)
+            _failed(graph, staged, quarantine, "checks before the commit", e)
+            raise
     files = [r.file for r in rejected if r.file]
     if quarantine is not None and files:
         keys = {s.table_key for s in staged}
@@ -802,7 +805,8 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
         result = commit_load(graph, branch, staged, actor=opts.actor, validate=validate, txn=opts.txn,
                              lease_timeout_s=opts.commit_lease_timeout)
     except BaseException as e:
-        raise _failed(graph, staged, quarantine, "commit", e)
+        _failed(graph, staged, quarantine, "commit", e)
+        raise
     if result.skipped:
         n = abort(staged, graph.storage_options)
         if quarantine is not None:
@@ -823,14 +827,14 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
 
 
 def _failed(graph: Graph, staged: Sequence[StagedTable], quarantine: Quarantine | None, what: str,
-            e: BaseException) -> BaseException:
-    """A load failed at ``what``: delete its staged files, settle its quarantine, and return
-    the error to raise (tagged with its code)."""
+            e: BaseException) -> None:
+    """A load failed at ``what`` with ``e``: delete its staged files, settle its quarantine, and
+    tag ``e`` with its code; the caller re-raises it."""
     n = abort(staged, graph.storage_options)
     if quarantine is not None:
         settle_quarantine(graph, quarantine)
     log.info("%s failed (%s); removed %d staged files", what, e, n)
-    return tag_error(e)
+    tag_error(e)
 
 
 def settle_quarantine(graph: Graph, quarantine: Quarantine) -> None:
@@ -899,7 +903,8 @@ class OmnigraphWriter(DataSourceArrowWriter):
             else:
                 precheck_columns(self.typedef, self.target.schema, spark_to_arrow_schema(schema))
         except OmnigraphError as e:
-            raise tag_error(e)
+            tag_error(e)
+            raise
         self.quarantine = (Quarantine.new(self.opts.rejected_rows_path, self.opts.storage_options)
                            if self.opts.rejected_rows_path else None)
         fingerprinted = (self.opts.write_mode != "delete"
@@ -979,7 +984,8 @@ class OmnigraphWriter(DataSourceArrowWriter):
             abort(staged, self.opts.storage_options)
             if self.quarantine is not None:
                 self.quarantine.discard()
-            raise tag_error(e)
+            tag_error(e)
+            raise
         rejected = [m.rejected for m in messages if isinstance(m, StagedMessage) and m.rejected is not None]
         commit_staged(graph, self.opts.branch, staged, self.opts, self.quarantine, rejected)
 
