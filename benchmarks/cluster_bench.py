@@ -248,22 +248,22 @@ def _exec_cell(c: Mapping[str, Any], key: str) -> str:
 
 def markdown(r: Mapping[str, Any]) -> str:
     m, inp, cl = r["machine"], r["input"], r["cluster"]
-    lines = [f"# format(\"omnigraph\") vs Parquet on a standalone cluster, {r['rows']:,} rows from Parquet files "
-             f"({r['date']})", "", f"`{r['command']}`", "",
-             f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+    lines = [(f"# format(\"omnigraph\") vs Parquet on a standalone cluster, {r['rows']:,} rows from Parquet files "
+             f"({r['date']})"), "", f"`{r['command']}`", "",
+             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
              f"pyspark {m['pyspark']}, pylance {m.get('pylance')}; commit {str(m.get('commit'))[:10]}; "
-             f"load average {r['load_start']} at start, {r.get('load_end')} at end.", "",
-             f"Cluster: one master and {cl['workers']} workers on 127.0.0.1 (each a JVM of its own, "
+             f"load average {r['load_start']} at start, {r.get('load_end')} at end."), "",
+             (f"Cluster: one master and {cl['workers']} workers on 127.0.0.1 (each a JVM of its own, "
              f"{cl['cores']} core, {cl['worker_memory']}), up in {cl['start_s']} s; each contender a fresh "
              f"application (driver process) with spark.driver.memory {r['driver_memory']}, spark.executor.memory "
              f"{r['executor_memory']}, one executor per worker. Shim jar sha256 "
              f"{str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
-             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end.", "",
-             f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
+             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end."), "",
+             (f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
              f"generated in {r['generate_s']} s (local[2], before the cluster started). Reads: "
              f"{r['read_repeats']} repeats per query in the application, median (cold = the first). "
              f"Rounds: {len(r['rounds'])} (each contender once per round; odd rounds run each side's "
-             "contenders in reverse order).", ""]
+             "contenders in reverse order)."), ""]
     rounds = r["rounds"]
     if len(rounds) > 1:
         med = r["ratios"]
@@ -272,22 +272,22 @@ def markdown(r: Mapping[str, Any]) -> str:
             for k, v in med.items()) + ".", ""]
     for i, rd in enumerate(rounds):
         lines += _round_table(rd, f"Round {i + 1}: " + ", ".join(rd["order"]) if len(rounds) > 1 else "")
-    lines += ["Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
+    lines += [("Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
               "peaks: VmHWM from /proc read by the driver before its session stopped (the driver's Python "
               "children: the provider's bridge process and Spark's driver-side Python workers). Executor peaks: "
               "VmHWM of the executor JVM each worker started for the application and of the largest Python "
               "worker under it, sampled from /proc by the parent every 0.5 s. Load: the 1-minute load average "
               "when the application started and when it ended. 1-row write: a one-row write through the same "
               "path into a fresh target after the timed one (the fixed cost per write); plan: `load()` and "
-              "its schema."]
+              "its schema.")]
     return "\n".join(lines) + "\n"
 
 
 def _round_table(rd: Mapping[str, Any], title: str) -> list[str]:
     lines = ([f"## {title}", ""] if title else []) + [
-        "| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python / JVM peak (MB) "
+        ("| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python / JVM peak (MB) "
         "| driver's Python children max (MB) | executor JVM peak, worker1 / worker2 (MB) "
-        "| executor Python workers max, worker1 / worker2 (MB) | load before -> after |",
+        "| executor Python workers max, worker1 / worker2 (MB) | load before -> after |"),
         "|---|---|---|---|---|---|---|---|---|---|"]
     rat = rd["ratios"]
     for name, c in rd["results"].items():

@@ -569,15 +569,15 @@ def markdown(r: Mapping[str, Any]) -> str:
     inp = r["input"]
     lines = [f"# format(\"omnigraph\") vs Parquet, {r['rows']:,} rows from Parquet files ({r['date']})", "",
              f"`{r['command']}`", "",
-             f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
              f"pyspark {m['pyspark']}, pylance {m.get('pylance')}; commit {str(m.get('commit'))[:10]}; "
              f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
-             f"{r['load_end']} at end.", "",
-             f"Shim jar sha256 {str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
-             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end.", "",
-             f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
+             f"{r['load_end']} at end."), "",
+             (f"Shim jar sha256 {str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
+             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end."), "",
+             (f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
              f"generated in {r['generate_s']} s. Reads: {r['read_repeats']} repeats per query in the contender's "
-             "process, median (cold = the first).", ""]
+             "process, median (cold = the first)."), ""]
     for mode in r["modes"]:
         cs = r["results"].get(mode, {})
         if not cs:
@@ -586,8 +586,8 @@ def markdown(r: Mapping[str, Any]) -> str:
         extra = f"; server up in {r['connect']['start_s']} s, LANCE_CPU_THREADS={r['connect']['lance_cpu_threads']}" \
             if mode == "connect" and r.get("connect") else ""
         lines += [f"## {mode}{extra}", "",
-                  "| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python peak (MB) "
-                  "| JVM peak (MB) | Python workers max / sum (MB) | bridge peak (MB) | load |",
+                  ("| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python peak (MB) "
+                  "| JVM peak (MB) | Python workers max / sum (MB) | bridge peak (MB) | load |"),
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for name, c in cs.items():
             mem = _mem_cells(c, mode)
@@ -611,14 +611,14 @@ def markdown(r: Mapping[str, Any]) -> str:
                          f"imports {w.get('bridge_start_s', 'n/a')} s; a `plan_read` of this graph "
                          f"{rd.get('bridge_plan_read_s', 'n/a')} s (paid per read query).")
         lines.append("")
-    lines += ["Ratios: Parquet's seconds over the contender's, same mode, same run (> 1 = faster than Parquet). "
+    lines += [("Ratios: Parquet's seconds over the contender's, same mode, same run (> 1 = faster than Parquet). "
               "Classic peaks are VmHWM from /proc (the contender's driver Python, its JVM: in local mode the "
               "executors run in it, Spark's Python workers); Connect peaks are the parent's 0.5 s RSS samples of "
               "the client process and of the server's process tree while the contender ran (the server's Python "
               "workers are reused across clients, so its workers' columns include idle workers of earlier "
               "contenders). The bridge is the provider's driver-side Python process (sampled RSS). 1-row write: "
               "a one-row write through the same path into a fresh target after the timed one (the fixed cost per "
-              "write); plan: `load()` and its schema."]
+              "write); plan: `load()` and its schema.")]
     return "\n".join(lines) + "\n"
 
 

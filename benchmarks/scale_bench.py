@@ -485,16 +485,16 @@ def markdown(r: Mapping[str, Any]) -> str:
     m = r["machine"]
     lines = [f"# Scale: loads from Parquet files, {r['rows']:,} rows ({r['date']})", "",
              f"`{r['command']}`", "",
-             f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
              f"pyspark {m['pyspark']}, pylance {m.get('pylance')}, delta-spark {m.get('delta-spark')}; "
              f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
-             f"{r['load_end']} at end.", "",
-             f"Input: {r['input']['nodes']:,} Item nodes + {r['input']['edges']:,} Link edges "
+             f"{r['load_end']} at end."), "",
+             (f"Input: {r['input']['nodes']:,} Item nodes + {r['input']['edges']:,} Link edges "
              f"({r['input']['nodes_input']['files']} + {r['input']['edges_input']['files']} Parquet files, "
              f"{(r['input']['nodes_input']['bytes'] + r['input']['edges_input']['bytes']) / 2 ** 20:,.0f} MB); "
-             f"append: {r['input']['append_edges']:,} Link edges. Generated in {r['generate_s']} s.", "",
-             "| contender | rows | write (s) | rows/s | vs baseline | driver Python peak (MB) | driver JVM peak (MB) "
-             "| largest Python worker peak (MB) | Python workers, sum (MB) | output files | output MB |",
+             f"append: {r['input']['append_edges']:,} Link edges. Generated in {r['generate_s']} s."), "",
+             ("| contender | rows | write (s) | rows/s | vs baseline | driver Python peak (MB) | driver JVM peak (MB) "
+             "| largest Python worker peak (MB) | Python workers, sum (MB) | output files | output MB |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, c in r["contenders"].items():
         h = c["memory_hwm"]
@@ -503,10 +503,10 @@ def markdown(r: Mapping[str, Any]) -> str:
         lines.append(f"| {name} | {c['rows']:,} | {c['write_s']} | {c['rows_per_s']:,} | {vs} "
                      f"| {h['driver_python_hwm_mb']:,} | {h['driver_jvm_hwm_mb']:,} | {h['worker_max_hwm_mb']:,} "
                      f"| {h['workers_sum_hwm_mb']:,} | {c.get('files', '')} | {c.get('bytes', 0) / 2 ** 20:,.0f} |")
-    lines += ["", "Peaks are VmHWM read from /proc by each contender before its session stops; the parent's "
+    lines += ["", ("Peaks are VmHWM read from /proc by each contender before its session stops; the parent's "
               "0.5 s RSS samples of the same processes are in the JSON (`memory_rss_sampled`). In local mode "
               "the executors' JVM side runs inside the driver JVM. Ratios: the contender's rows/s over its "
-              "baseline's (parquet; append: parquet_append), same run, > 1 = faster."]
+              "baseline's (parquet; append: parquet_append), same run, > 1 = faster.")]
     shim = {c.get("shim_loaded") for n, c in r["contenders"].items() if n in ("write_graph", "append", "format")}
     if shim:
         lines.append(f"- JVM shim loaded in the omnigraph contenders' sessions: {sorted(shim)} (write_graph and "
@@ -543,9 +543,9 @@ def rounds_markdown(r: Mapping[str, Any]) -> list[str]:
     names = list(rounds[0]["contenders"])
     keys = list(r["ratio_summary"])
     lines = ["", f"## {len(rounds)} rounds over the same input", "",
-             "The table above is round 1. Each round runs every contender again, each in a fresh process: "
+             ("The table above is round 1. Each round runs every contender again, each in a fresh process: "
              "rounds 1, 3, ... in the order given, rounds 2, 4, ... mirrored (each contender runs before and after its "
-             "baseline).", "",
+             "baseline)."), "",
              "| round | order | " + " | ".join(f"{n} (s)" for n in names) + " | " + " | ".join(keys) + " |",
              "|---|---|" + "---|" * (len(names) + len(keys))]
     for i, rd in enumerate(rounds):

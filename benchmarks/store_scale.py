@@ -318,9 +318,9 @@ def markdown(r: dict[str, Any]) -> str:
              f"Machine: {r['machine']}; load average {r['load_start']} at start, {r['load_end']} at end.", ""]
     if r.get("publish"):
         lines += ["## One commit of many fragments", "",
-                  "| fragments | tables | commit_load (s) | Lance commits (s) | manifest publish (s) | commit-graph "
+                  ("| fragments | tables | commit_load (s) | Lance commits (s) | manifest publish (s) | commit-graph "
                   "append (s) | __manifest rows | __manifest bytes | Lance manifest bytes/fragment | open snapshot (s) "
-                  "| open + list fragments (s) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| open + list fragments (s) |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in r["publish"]:
             ph = p["phases_s_median"]
             lines.append(f"| {p['fragments']:,} | {p['tables']} | {p['commit_load_s_median']} | {ph['lance_commits']} "
@@ -330,8 +330,8 @@ def markdown(r: dict[str, Any]) -> str:
     h = r.get("history")
     if h:
         lines += ["", f"## History: commits of 2 of {h['tables']} tables each", "",
-                  "| commits | commit (s, median of last 10) | open snapshot (s) | open + list fragments (s) | log (s) "
-                  "| __manifest rows | fragments | versions | bytes | _graph_commits rows | bytes |",
+                  ("| commits | commit (s, median of last 10) | open snapshot (s) | open + list fragments (s) | log (s) "
+                  "| __manifest rows | fragments | versions | bytes | _graph_commits rows | bytes |"),
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in h["points"] + [dict(h["after_optimize"], commits=f"{h['after_optimize']['commits']} + optimize",
                                      commit_s_median_last_10=h["after_optimize"]["commit_s_after_optimize"])]:

@@ -348,10 +348,10 @@ def markdown(results: dict[str, object]) -> str:
     s = results["streams"]
     lines = [f"# Streaming: omnigraph vs Delta ({results['date']})", "",
              f"`{results['command']}`", "",
-             f"Machine: {results['machine']}; load average {results['load_start']} at start, "
-             f"{results['load_end']} at end.", "",
-             "| contender | rows per micro-batch | micro-batches | rows/s sustained | micro-batch p50 / p90 (s) "
-             "| addBatch p50 / p90 (s) | first micro-batch (s) | second half: rows/s, micro-batch p50 (s) |",
+             (f"Machine: {results['machine']}; load average {results['load_start']} at start, "
+             f"{results['load_end']} at end."), "",
+             ("| contender | rows per micro-batch | micro-batches | rows/s sustained | micro-batch p50 / p90 (s) "
+             "| addBatch p50 / p90 (s) | first micro-batch (s) | second half: rows/s, micro-batch p50 (s) |"),
              "|---|---|---|---|---|---|---|---|"]
     for api in STREAM_APIS:
         r = s.get(api)
@@ -361,9 +361,9 @@ def markdown(results: dict[str, object]) -> str:
                          f"{r['add_batch_s_p90']} | {r['first_trigger_s']} | {r['second_half']['rows_per_s']:,.0f}, "
                          f"{r['second_half']['trigger_s_p50']} |")
     if results.get("ratios"):
-        lines += ["", "Ratios (omnigraph / Delta, same run; rows/s > 1 = omnigraph faster, latency > 1 = "
-                  "omnigraph slower):", "", "| pair | rows/s | micro-batch p50 | micro-batch p90 | addBatch p50 "
-                  "| second half: rows/s, micro-batch p50 |", "|---|---|---|---|---|---|"]
+        lines += ["", ("Ratios (omnigraph / Delta, same run; rows/s > 1 = omnigraph faster, latency > 1 = "
+                  "omnigraph slower):"), "", ("| pair | rows/s | micro-batch p50 | micro-batch p90 | addBatch p50 "
+                  "| second half: rows/s, micro-batch p50 |"), "|---|---|---|---|---|---|"]
         for k, v in results["ratios"].items():
             lines.append(f"| {k} | {v['rows_per_s']} | {v['trigger_s_p50']} | {v['trigger_s_p90']} "
                          f"| {v['add_batch_s_p50']} | {v['second_half_rows_per_s']}, "
@@ -371,25 +371,25 @@ def markdown(results: dict[str, object]) -> str:
     m = s.get("sink", {}).get("maintenance")
     if m:
         lines += ["", f"Maintenance after {m['micro_batches']} sink micro-batches:", "",
-                  "| | graph version | commits | table version | fragments | files | full scan, Spark (s) "
-                  "| full scan, pylance (s) |", "|---|---|---|---|---|---|---|---|"]
+                  ("| | graph version | commits | table version | fragments | files | full scan, Spark (s) "
+                  "| full scan, pylance (s) |"), "|---|---|---|---|---|---|---|---|"]
         for when in ("before", "after"):
             c, r = m[when], m[f"read_{when}"]
             lines.append(f"| {when} optimize + cleanup | {c['graph_version']} | {c['graph_commits']} "
                          f"| {c['table_version']} | {c['fragments']} | {c['files']} | {r['spark_full_scan_s']} "
                          f"| {r['pylance_full_scan_s']} |")
-        lines += ["", f"optimize {m['optimize_s']} s, cleanup {m['cleanup_s']} s "
-                  f"({m['cleanup_versions_removed']} table versions removed); per micro-batch: {m['per_micro_batch']}"]
+        lines += ["", (f"optimize {m['optimize_s']} s, cleanup {m['cleanup_s']} s "
+                  f"({m['cleanup_versions_removed']} table versions removed); per micro-batch: {m['per_micro_batch']}")]
     dm = s.get("delta", {}).get("maintenance")
     if dm:
-        lines += ["", f"Delta after {dm['micro_batches']} micro-batches: {dm['before']} -> OPTIMIZE "
+        lines += ["", (f"Delta after {dm['micro_batches']} micro-batches: {dm['before']} -> OPTIMIZE "
                   f"({dm['optimize_s']} s) -> {dm['after']}; full scan {dm['read_before']['spark_full_scan_s']} s "
-                  f"-> {dm['read_after']['spark_full_scan_s']} s"]
+                  f"-> {dm['read_after']['spark_full_scan_s']} s")]
     c = results.get("commit")
     if c:
-        lines += ["", f"Commit step alone ({c['batches']} appends of {c['rows_per_batch']:,} rows): median "
+        lines += ["", (f"Commit step alone ({c['batches']} appends of {c['rows_per_batch']:,} rows): median "
                   f"{c['commit_s_p50']} s, p95 {c['commit_s_p95']} s, first {c['commit_s_first']} s, "
-                  f"last {c['commit_s_last']} s"]
+                  f"last {c['commit_s_last']} s")]
     if results.get("per_hour"):
         lines += ["", "Per hour (linear extrapolation):", "", "```", json.dumps(results["per_hour"], indent=2), "```"]
     return "\n".join(lines) + "\n"

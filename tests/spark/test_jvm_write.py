@@ -281,8 +281,8 @@ BAD_ROWS = [
      NullViolationError, "node Item column 'qty' row 1: non-nullable property 'qty' (I64) is null (Item partition 0)"),
     ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", 2, "omega")],
      ConstraintViolationError,
-     "node Item column 'kind' row 1: invalid enum value 'omega' for Item.kind (expected: alpha, beta) "
-     "(Item partition 0)"),
+     ("node Item column 'kind' row 1: invalid enum value 'omega' for Item.kind (expected: alpha, beta) "
+     "(Item partition 0)")),
     ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", 2, "it's")],
      ConstraintViolationError, "node Item column 'kind' row 1: invalid enum value \"it's\" for Item.kind"),
     ("Link", "src string, dst string", [("a", "a"), (None, "a")], NullViolationError,
@@ -290,11 +290,11 @@ BAD_ROWS = [
     # the sink compares enum values as UTF-8 bytes: nulls before the bad value, multi-byte text,
     # a small enum (compared in turn) and a large one (a hash set)
     ("Tag", "label string, tone string", [("x", None), ("y", "soft"), ("z", None), ("w", "lóud")],
-     ConstraintViolationError, "node Tag column 'tone' row 3: invalid enum value 'lóud' for Tag.tone "
-     "(expected: loud, soft) (Tag partition 0)"),
+     ConstraintViolationError, ("node Tag column 'tone' row 3: invalid enum value 'lóud' for Tag.tone "
+     "(expected: loud, soft) (Tag partition 0)")),
     ("Tag", "label string, mood string", [("x", None), ("y", "m19"), ("z", "m00"), ("w", None), ("v", "m2")],
-     ConstraintViolationError, "node Tag column 'mood' row 4: invalid enum value 'm2' for Tag.mood "
-     "(expected: m00, m01, m02"),
+     ConstraintViolationError, ("node Tag column 'mood' row 4: invalid enum value 'm2' for Tag.mood "
+     "(expected: m00, m01, m02")),
     ("Tag", "label string, mood string", [("x", "m07"), ("y", "m1"), ("z", "m00")],
      ConstraintViolationError, "node Tag column 'mood' row 1: invalid enum value 'm1' for Tag.mood"),
 ]
