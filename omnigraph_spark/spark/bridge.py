@@ -213,8 +213,11 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
         return {"python": "option engine=python"}, None
     graph = Graph.open(opts.path, opts.storage_options)
     typedef = graph.catalog.resolve(opts.type or "")
-    unavailable = (lambda m: JvmWriteUnavailableError(
-        f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}", type=typedef.name))
+
+    def unavailable(m: str) -> JvmWriteUnavailableError:
+        return JvmWriteUnavailableError(f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}",
+                                        type=typedef.name)
+
     if opts.rejected_rows_path:
         return _python(["rejectedRowsPath is set: bad rows are quarantined by the Python path only"], opts.engine,
                        unavailable), None

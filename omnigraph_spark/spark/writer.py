@@ -169,12 +169,12 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
     conv = RowConverter(typedef, target.schema)
     key_column = fingerprint_column(typedef, target.schema) if key_hashes_to else None
     hashes: list[np.ndarray] = []
-    state: dict[str, object] = {"offset": 0, "error": None}
+    state: dict[str, Any] = {"offset": 0, "error": None}  # the rows before this batch; the refusal
 
     def convert(b: pa.RecordBatch, start: int) -> pa.RecordBatch:
         given = conv.given_ids
         try:
-            return conv.convert(b, row_offset=state["offset"] + start, where=where)  # type: ignore[operator]
+            return conv.convert(b, row_offset=state["offset"] + start, where=where)
         except OmnigraphError:
             conv.given_ids = given  # a refused piece counts no ids
             raise
@@ -198,7 +198,7 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
             try:
                 if rejects is not None:
                     yield from quarantined(b)
-                    state["offset"] += b.num_rows  # type: ignore[operator]
+                    state["offset"] += b.num_rows
                     continue
                 out = convert(b, 0)
             except OmnigraphError as e:
@@ -208,7 +208,7 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
                 if is_row_data_error(e):
                     return  # stop consuming: the files staged so far are deleted below
                 raise
-            state["offset"] += b.num_rows  # type: ignore[operator]
+            state["offset"] += b.num_rows
             yield out
 
     def fingerprinted() -> Iterator[pa.RecordBatch]:
@@ -490,7 +490,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 conflict = strict and id_by_key and cols == (td.key_property,)
                 spread_out = spread(s.rows, (key, cols))
                 if spread_out:  # I21
-                    exact = functools.partial(dist.unique, td, s, schema_of(key), cols, what,  # type: ignore
+                    exact = functools.partial(dist.unique, td, s, schema_of(key), cols, what,  # type: ignore[union-attr]  # spread(): dist is set
                                               conflict=conflict)
                 else:
                     exact = functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict)
@@ -502,7 +502,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
             if not id_by_key and not s.minted_ids:
                 what = "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"
                 if spread(s.rows, (key, ["id"])):
-                    checks.append((functools.partial(dist.unique, td, s, schema_of(key), ["id"], what,  # type: ignore
+                    checks.append((functools.partial(dist.unique, td, s, schema_of(key), ["id"], what,  # type: ignore[union-attr]  # spread(): dist is set
                                                      conflict=strict), True))
                 else:  # edges: read id, src and dst in one pass and check id on that table
                     checks.append((functools.partial(_unique_of, td, staged_cols, key, ["id"], what,
@@ -510,7 +510,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
             committed_rows = snap.table(key).row_count
             if strict and committed_rows and not _fresh_proven(td, s, snap):
                 if spread(s.rows + committed_rows, (key, ["id"])):
-                    checks.append((functools.partial(dist.fresh, td, s, schema_of(key),  # type: ignore
+                    checks.append((functools.partial(dist.fresh, td, s, schema_of(key),  # type: ignore[union-attr]  # spread(): dist is set
                                                      committed_pin(snap, key), committed_rows, snap.branch), True))
                 else:
                     checks.append((functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key,
@@ -525,7 +525,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 if spread(s.rows + ids_rows(td.from_type or "") + ids_rows(td.to_type or ""),
                           (key, ["src", "dst"]), (fkey, ["id"]), (tkey, ["id"])):
                     checks.append((functools.partial(
-                        dist.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),  # type: ignore
+                        dist.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),  # type: ignore[union-attr]  # spread(): dist is set
                         id_source(snap, staged, tkey), schema_of(fkey), schema_of(tkey)), True))
                 else:
                     checks.append((functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids), False))
