@@ -451,7 +451,7 @@ class Bench:
         res["ratio_python_floor_vs_parquet_throughput"] = median([p / f for p, f in zip(pq, fl)])
         if runs["lance_single_process"]:
             ln = [x["total"] for x in runs["lance_single_process"]]
-            res["ratio_omnigraph_vs_lance_single_process_throughput"] = median([l / o for l, o in zip(ln, og)])
+            res["ratio_omnigraph_vs_lance_single_process_throughput"] = median([x / o for x, o in zip(ln, og)])
         res["jvm_path"] = has_jvm
         if runs["omnigraph_jvm"]:
             jv = runs["omnigraph_jvm"]
@@ -465,7 +465,7 @@ class Bench:
             res["ratio_omnigraph_jvm_graph_vs_parquet_throughput"] = median([p / j["total"] for p, j in zip(pq, jg)])
             if runs["lance_single_process"]:
                 res["ratio_omnigraph_jvm_vs_lance_single_process_throughput"] = median(
-                    [l / j["total"] for l, j in zip(ln, jv)])
+                    [x / j["total"] for x, j in zip(ln, jv)])
         res["on_disk_bytes"] = {"omnigraph": dir_bytes(self._last_graph),
                                 "parquet": dir_bytes(self._last_parquet)}
         self.results["write"] = res
@@ -923,7 +923,7 @@ class Bench:
             yield pa.record_batch([pa.array([n], pa.int64())], names=["n"])
 
         hop: dict[str, list[float]] = {"spark_noop": [], "spark_to_python_count": []}
-        for r in range(a.repeats):
+        for _ in range(a.repeats):
             t: list[float] = []
             with timer(t):
                 nodes.write.format("noop").mode("overwrite").save()
@@ -1100,7 +1100,7 @@ class Bench:
                 continue
             log(f"== {name}")
             fn()
-        del node_tbl, edge_tbl
+        node_tbl = edge_tbl = None  # the steps are done: free the Arrow copies
         nodes.unpersist(), edges.unpersist()
         if "memory" not in a.skip:
             log("== memory")
@@ -1338,8 +1338,10 @@ def plot(r: dict[str, Any], path: str) -> None:
                            ("ratio_jvm_nodes_vs_parquet_throughput", "nodes (JVM)\nvs Parquet"),
                            ("ratio_jvm_edges_vs_parquet_throughput", "edges (JVM)\nvs Parquet")):
             if key in r["write"]:
-                labels.append(label); vals.append(r["write"][key])
-        labels.append("df.write (Py)\nvs Parquet"); vals.append(r["write"]["ratio_omnigraph_vs_parquet_throughput"])
+                labels.append(label)
+                vals.append(r["write"][key])
+        labels.append("df.write (Py)\nvs Parquet")
+        vals.append(r["write"]["ratio_omnigraph_vs_parquet_throughput"])
         if "ratio_omnigraph_vs_lance_single_process_throughput" in r["write"]:
             labels.append("write vs\n1-proc Lance")
             vals.append(r["write"]["ratio_omnigraph_vs_lance_single_process_throughput"])
@@ -1366,13 +1368,17 @@ def plot(r: dict[str, Any], path: str) -> None:
         ax[1].plot(xs, [x["commit_with_validation_seconds_median"] for x in r["commit_vs_fragments"]], "s--",
                    label="with load-wide validation")
         ax[1].axhline(1.0, color="k", lw=0.8, ls=":")
-        ax[1].set_xscale("log"); ax[1].set_yscale("log")
-        ax[1].set_xlabel("staged fragments"); ax[1].set_ylabel("seconds"); ax[1].legend()
+        ax[1].set_xscale("log")
+        ax[1].set_yscale("log")
+        ax[1].set_xlabel("staged fragments")
+        ax[1].set_ylabel("seconds")
+        ax[1].legend()
         ax[1].set_title("driver commit latency")
     if "profile" in r:
         p = r["profile"]["breakdown_seconds"]
         ax[2].barh(list(p.keys()), list(p.values()), color="tab:blue")
-        ax[2].set_xlabel("seconds"); ax[2].set_title("where a df.write's time goes (Python path)")
+        ax[2].set_xlabel("seconds")
+        ax[2].set_title("where a df.write's time goes (Python path)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
