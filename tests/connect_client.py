@@ -41,9 +41,10 @@ def _rows(df, drop=()) -> list[list[Any]]:
 def load_and_read(spark, root: str, jsonl: str) -> dict[str, Any]:
     """The same loads and reads on any session: a JSONL load (Python workers), a write_table and
     a multi-type write_graph (the JVM sink when the shim answers), a format("omnigraph") append
-    and one refused for a repeated key (checked as Spark jobs: distributedCheckRows=1), then read_table, read_graph (the JVM scan) and format("omnigraph") reads, the last two
-    with engine=jvm (the shim's provider, or an error). Edge ids are minted
-    ULIDs, so edge rows are compared without them."""
+    and one refused for a repeated key (checked as Spark jobs: distributedCheckRows=1), then
+    read_table, read_graph (the JVM scan) and format("omnigraph") reads, the last two with
+    engine=jvm (the shim's provider, or an error). Edge ids are minted ULIDs, so edge rows are
+    compared without them."""
     from omnigraph_spark import load_jsonl, read_graph, read_table, register, unwrap_error, write_graph, write_table
 
     register(spark)
