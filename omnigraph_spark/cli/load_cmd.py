@@ -107,7 +107,7 @@ class SparkProgress:
         self.interval = interval
         self.bar = tqdm(total=0, unit="task", desc="load", file=stream, disable=(None if enabled is None else not enabled),
                         dynamic_ncols=True, leave=True)
-        self._last = None
+        self._last: tuple[int, int, int] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="omnigraph-spark-progress", daemon=True)
 

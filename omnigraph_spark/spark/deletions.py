@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,7 +74,7 @@ class InMemory:
         check_cardinality(etd, edges.filter(pc.invert(_integrity.member(edges.column("id"), ids))).column("src"))
 
 
-Reader = Callable[..., object]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
+Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
 
 
 def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], cascade: bool,

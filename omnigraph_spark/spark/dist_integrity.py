@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -85,7 +86,7 @@ class Distributed:
     def _staged(self, key: str, cols: Sequence[str]):
         return self.dist.staged(StagedFiles.of(self.staged_tables[key]), self.schema_of(key), cols)
 
-    def _local(self, **columns) -> object:
+    def _local(self, **columns) -> Any:
         """A small DataFrame of string columns held by the driver (delete keys, deleted ids)."""
         return self.dist.spark.createDataFrame(pa.table({c: _strings(a) for c, a in columns.items()}))
 

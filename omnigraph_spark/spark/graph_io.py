@@ -297,8 +297,8 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             out.extend(got)
         for key in sorted(removals):
             td, df = removals[key]
-            got = stage_deletes(targets[key], td, df)
-            out.append(dataclasses.replace(got, mode=opts.write_mode) if key in resolved else got)
+            removed = stage_deletes(targets[key], td, df)
+            out.append(dataclasses.replace(removed, mode=opts.write_mode) if key in resolved else removed)
         return out
 
     return _finish(graph, opts, journal, run, quarantine, rejected)
@@ -508,7 +508,7 @@ def _types_touched(text_df, catalog: Catalog) -> list[str]:
             return
         yield _payload(sorted(keys))
 
-    return sorted(set(_collect(text_df, scan)))  # type: ignore[type-var]
+    return sorted(set(_collect(text_df, scan)))  # type: ignore[arg-type]  # this scan yields table keys
 
 
 @_tagged

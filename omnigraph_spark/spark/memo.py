@@ -18,7 +18,7 @@ class Once:
         with self._lock:
             fut = self._futures.get(key)
             mine = fut is None
-            if mine:
+            if fut is None:
                 fut = self._futures[key] = Future()
         if mine:
             try:

@@ -113,7 +113,7 @@ def arrow_target_schema(schema: StructType) -> pa.Schema:
 
     if "timezone" in inspect.signature(to_arrow_schema).parameters:
         return to_arrow_schema(schema, timezone="UTC")
-    return to_arrow_schema(schema, timestamp_utc=True)
+    return to_arrow_schema(schema, timestamp_utc=True)  # type: ignore[call-arg]  # pyspark 4.0's name
 
 
 def _is_blob_extension(t: pa.DataType) -> bool:

@@ -400,7 +400,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
         return bucket_bounds((proof.src_sketches, proof.src_bound, proof.unsketched_bound), summed)
 
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
-                 distributed_only: bool = False) -> dict[str, dict[str, str]]:
+                 distributed_only: bool = False) -> dict[str, dict[str, str]] | Checked:
         # Every read is lazy and shared (Once): the checks below run concurrently and each
         # reads what it needs, so Lance reads overlap other checks' hashing instead of all
         # reads running first. Each column set is still read once.
@@ -560,7 +560,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
 
         if distributed_only:
             if dist is not None:
-                proofs = [c for c, spread_out in checks if spread_out]
+                proofs: list[Callable[[], object]] = [c for c, spread_out in checks if spread_out]
                 integrity_rows = _integrity_rows(catalog, snap, staged)
                 if dist.wants(integrity_rows):
                     # its Spark-job parts memoise their answers; its in-memory parts, each under

@@ -48,6 +48,7 @@ def hold(storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: fl
     record = {"token": token, "owner": owner, "host": socket.gethostname(), "pid": os.getpid(),
               "acquired_at": time.time(), "expires_at": time.time() + ttl_s}
     spark_dir = RootPaths(root).spark_dir
+    slot: _FileSlot | _LanceSlot
     if storage.local:
         slot = _FileSlot(storage, join(spark_dir, "commit.lease"))
     else:

@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
 import lance
 import pyarrow as pa
@@ -31,7 +32,7 @@ from .layout import MAIN, is_local, manifest_file_name_v2
 
 log = logging.getLogger(__name__)
 
-DATA_STORAGE_VERSION = "2.2"
+DATA_STORAGE_VERSION: Final = "2.2"
 AUTO_CLEANUP_PREFIX = "lance.auto_cleanup."
 READ_STAGED_THREADS = 8
 #: rows per data file a write (and a compaction) aims for; the read planner's default task size too,
@@ -186,7 +187,7 @@ def stage_fragments(ds: lance.LanceDataset, data, schema: pa.Schema, *,
                     max_bytes_per_file: int | None = None) -> list[FragmentMetadata]:
     """Write data files into ``ds`` without committing (always in append mode, so field ids
     are the dataset's: I5)."""
-    kw = {}
+    kw: dict[str, Any] = {}
     if max_bytes_per_file:
         kw["max_bytes_per_file"] = max_bytes_per_file
     return lance.fragment.write_fragments(data, ds, schema=schema, mode="append",
@@ -215,7 +216,7 @@ def read_staged_columns(ds_uri: str, fragments: Iterable[FragmentMetadata], colu
     else:
         tables = [read(u) for u in uris]
     if not tables:
-        return None  # type: ignore[return-value]
+        return None
     return pa.concat_tables(tables)
 
 
@@ -310,7 +311,7 @@ def fork(uri: str, source_branch: str | None, source_version: int, branch: str,
     return open_dataset(uri, branch=branch, storage_options=storage_options)
 
 
-def lance_branches(uri: str, storage_options: dict[str, str] | None = None) -> dict[str, dict]:
+def lance_branches(uri: str, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
     return dict(lance.dataset(uri, storage_options=storage_options).branches.list())
 
 

@@ -173,7 +173,8 @@ def _merged_fresh(proofs: Sequence[FreshIdsProof | None]) -> FreshIdsProof | Non
     first = proofs[0]
     if first is None or any(p is None or p.committed != first.committed for p in proofs):
         return None
-    return replace(first, conflicts=sum(p.conflicts for p in proofs))
+    every = [p for p in proofs if p is not None]  # all of them (checked above)
+    return replace(first, conflicts=sum(p.conflicts for p in every))
 
 
 def _merged_key_hashes(parts: Sequence[StagedTable]) -> tuple[tuple[str, ...] | None, str | None]:
@@ -191,10 +192,11 @@ def _merged_proof(proofs: Sequence[EndsProof | None]) -> EndsProof | None:
     if first is None or any(p is None or (p.src_ids, p.dst_ids) != (first.src_ids, first.dst_ids)
                             for p in proofs):
         return None
-    return replace(first, dangling=sum(p.dangling for p in proofs), src_bound=sum(p.src_bound for p in proofs),
-                   src_sketches=tuple(f for p in proofs for f in p.src_sketches),
+    every = [p for p in proofs if p is not None]  # all of them (checked above)
+    return replace(first, dangling=sum(p.dangling for p in every), src_bound=sum(p.src_bound for p in every),
+                   src_sketches=tuple(f for p in every for f in p.src_sketches),
                    unsketched_bound=sum(p.src_bound if p.unsketched_bound is None else p.unsketched_bound
-                                        for p in proofs))
+                                        for p in every))
 
 
 def proven_src_bound(proof: EndsProof, storage_options: dict[str, str] | None = None) -> int:
