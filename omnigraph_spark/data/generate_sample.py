@@ -61,7 +61,7 @@ def records() -> Iterator[dict]:
         data = {"name": name, "industry": industry, "founded": _date(rng, dt.date(1985, 1, 1), dt.date(2021, 1, 1)),
                 "employees": rng.randrange(20, 5000), "revenue_musd": round(rng.uniform(1.5, 900.0), 2)}
         yield {"type": "Company", "data": data}
-    seen = set()
+    seen: set[tuple[str, str]] = set()
     while len(seen) < 3 * N_PEOPLE:
         a, b = rng.sample(names, 2)
         if (a, b) in seen:

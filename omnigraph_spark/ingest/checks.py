@@ -18,6 +18,7 @@ Semantics follow the engine (``enforce_unique_constraints_intra_batch``,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +27,7 @@ import pyarrow.compute as pc
 from ..errors import CardinalityViolationError, DanglingEdgeError, KeyConflictError, UniqueViolationError
 from ..schema.catalog import TypeDef
 
-ArrayLike = pa.Array | pa.ChunkedArray
+ArrayLike: TypeAlias = pa.Array | pa.ChunkedArray
 _IDX = "__omnigraph_idx"
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -132,7 +133,7 @@ class RowConverter:
         for c in typedef.checks:
             owner = f"{typedef.name}.{c.property}"
             self.patterns.setdefault(c.property, []).append((c.pattern, translate(c.pattern, owner)))
-        self.ranges = {r.property: [] for r in typedef.ranges}
+        self.ranges: dict[str, list[tuple[Any, Any]]] = {r.property: [] for r in typedef.ranges}
         for r in typedef.ranges:
             self.ranges[r.property].append((r.min, r.max))
         key = typedef.key_property

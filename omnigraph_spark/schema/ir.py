@@ -76,7 +76,7 @@ def prop_type_ir(t: PropType) -> dict[str, Any]:
 
 def _canonical_properties(kind: str, owner: str, props: Sequence[PropDecl]) -> list[dict[str, Any]]:
     seen: dict[int, str] = {}
-    out = []
+    out: list[dict[str, Any]] = []
     for p in props:
         pid = _prop_id(kind, owner, p.name)
         previous = seen.get(pid)
@@ -157,7 +157,7 @@ def build_ir(schema: SchemaFile) -> IR:
                           "properties": props,
                           "constraints": canonical_constraints(d.constraints)})
     for group in (interfaces, nodes, edges):
-        group.sort(key=lambda x: x["name"])
+        group.sort(key=lambda x: x["name"])  # type: ignore[arg-type, return-value]  # names are strings
     return {"ir_version": IR_VERSION, "interfaces": interfaces, "nodes": nodes, "edges": edges}
 
 
@@ -244,7 +244,7 @@ def _norm_prop_type(t: Any, where: str) -> dict[str, Any]:
 
 
 def _norm_props(ps: Any, where: str) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for i, p in enumerate(_list(ps, where)):
         w = f"{where}[{i}]"
         out.append({"name": _str(_need(p, "name", w), w),

@@ -116,7 +116,7 @@ def _anon(terminal: str) -> str:
 def _translate(source: str, err: UnexpectedInput) -> SchemaSyntaxError:
     if isinstance(err, UnexpectedCharacters):
         pos = Pos(err.line, err.column)
-        ch = source[err.pos_in_stream] if err.pos_in_stream < len(source) else ""
+        ch = source[err.pos_in_stream] if err.pos_in_stream < len(source) else ""  # type: ignore[index, operator]  # set for UnexpectedCharacters
         msg = f"unexpected character {ch!r}"
         if err.allowed:
             msg += f"; expected {_describe_expected(sorted(err.allowed))}"
@@ -244,7 +244,7 @@ def _prop_type(type_ref: Tree) -> PropType:
         return PropType(base, nullable, list=True)
     if core.data == "vector_type":
         tok = core.children[0]
-        text = _unsigned(tok, "Vector dimension")
+        text = _unsigned(tok, "Vector dimension")  # type: ignore[arg-type]  # the grammar's dimension is a token
         dim = int(text)
         if dim > _U32_MAX:
             raise _error(f"invalid Vector dimension: {text} is too large", pos, "vector_dim")
@@ -312,7 +312,7 @@ def _body_constraint(tree: Tree) -> Constraint:
     if name in ("key", "unique", "index"):
         cols = tuple(ident(a) for a in args)
         cls = {"key": KeyConstraint, "unique": UniqueConstraint, "index": IndexConstraint}[name]
-        return cls(cols, pos)
+        return cls(cols, pos)  # type: ignore[return-value]  # one of the three constraint classes
     if name == "range":
         if len(args) < 2:
             raise _error("@range requires property name and bounds: @range(prop, min..max)",

@@ -124,7 +124,7 @@ def projection(plan, input_schema) -> tuple[list[dict[str, Any]], list[str]]:
         else:
             to, accepted = _WIDENING.get(type(spark_type).__name__, (None, ()))
             if src_kind not in accepted:
-                why.append(f"column '{name}': {src_type.simpleString()} -> {spark_type.simpleString()} is cast by "
+                why.append(f"column '{name}': {src_type.simpleString()} -> {spark_type.simpleString()} is cast by "  # type: ignore[union-attr]  # src is set on this branch
                            "Spark's planner (the Python source)")
                 continue
             out.append({"column": name, "ordinal": ordinals[src], "from": src_kind, "to": to})
@@ -193,7 +193,7 @@ def _delete_keys(load: _Load, partitions: list[list[list[Any]]], batch: int = 0)
         step = batch if batch > 0 else max(1, len(rows))
         for start in range(0, len(rows), step):
             chunk = rows[start:start + step]
-            data = pa.table({f.name: pa.array([r[i] for r in chunk], type=f.type) for i, f in enumerate(load.keys)})
+            data = pa.table({f.name: pa.array([r[i] for r in chunk], type=f.type) for i, f in enumerate(load.keys)})  # type: ignore[arg-type]  # a delete's load has its key schema
             parts.append(delete_keys(load.typedef, data))
     return pa.concat_tables(parts) if parts else None
 
@@ -235,10 +235,10 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
         return _python(why, opts.engine, unavailable), None
     snap = graph.snapshot(opts.branch)
     ends = _jvm_write.endpoint_sources(typedef, snap, []) if typedef.is_edge else None
-    fresh = _jvm_write.fresh_source(typedef, target, plan, snap)
+    fresh = _jvm_write.fresh_source(typedef, target, plan, snap)  # type: ignore[arg-type]  # no reasons: plan_stage gave a plan
     journal = _Journal.new(graph)
     handoff = side_files.location(journal.directory, f"handoff-{uuid.uuid4().hex}", ".staged")
-    spec = _jvm_write.sink_spec(typedef, target, plan, journal.directory, handoff, ends, fresh)
+    spec = _jvm_write.sink_spec(typedef, target, plan, journal.directory, handoff, ends, fresh)  # type: ignore[arg-type]  # no reasons: plan_stage gave a plan
     log.info("omnigraph write planned for the JVM sink: %s on %s (%s), base version %d", typedef.table_key,
              opts.branch, opts.write_mode, target.base_version)
     answer = {"jvm": {"spec": spec, "projection": columns, "table": typedef.table_key}}
@@ -266,9 +266,9 @@ def commit(load: _Load, spark: Callable[[], Any] | None = None,
     def run() -> list[StagedTable]:
         so = load.opts.storage_options
         try:
-            tasks = _jvm_write.read_handoff(load.handoff, so)
+            tasks = _jvm_write.read_handoff(load.handoff, so)  # type: ignore[arg-type]  # a planned JVM write has a handoff
         finally:
-            _jvm_write.delete_handoff(load.handoff, load.journal.directory, so)
+            _jvm_write.delete_handoff(load.handoff, load.journal.directory, so)  # type: ignore[arg-type]  # a planned JVM write has a handoff
         got = _jvm_write.staged_from_tasks(load.typedef, load.target, load.plan, tasks, load.ends, load.fresh)
         if not got:  # no partitions: still one (empty) commit, so an overwrite empties the table
             t = load.target
@@ -376,11 +376,11 @@ class Bridge:
             raise RuntimeError(f"'{op}' without a planned write")
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
-            result = commit(load, self._spark, request.get("deletes"), int(request.get("batch") or 0))
+            result = commit(load, self._spark, request.get("deletes"), int(request.get("batch") or 0))  # type: ignore[arg-type]  # checked for None above
             return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
                            "skipped": bool(result.skipped)}}
         if op == "abort":
-            removed = abort(self.load)
+            removed = abort(self.load)  # type: ignore[arg-type]  # checked for None above
             self.load = None
             return {"ok": {"removed": removed}}
         raise RuntimeError(f"unknown request {op!r}")

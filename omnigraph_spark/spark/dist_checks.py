@@ -113,7 +113,7 @@ def _read_committed(pinned: Pinned, storage_options, columns: Sequence[str], sch
                     ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
                                               storage_options=storage_options)
                 offset = base
-                for part in ds.get_fragment(int(fid)).to_batches(columns=list(columns), batch_size=65536):
+                for part in ds.get_fragment(int(fid)).to_batches(columns=list(columns), batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                     yield _with_pos(part, columns, schema, offset)
                     offset += part.num_rows
 
@@ -133,7 +133,7 @@ def _ids_by_fragment(pinned: Pinned, storage_options):
                 if ds is None:
                     ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
                                               storage_options=storage_options)
-                for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):
+                for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                     yield pa.RecordBatch.from_arrays(
                         [part.column("id").cast(pa.string()), pa.array(np.full(part.num_rows, int(fid), np.int64))],
                         names=["id", FRAG])
@@ -157,7 +157,7 @@ def _delete_in_fragments(pinned: Pinned, storage_options):
                 if ds is None:
                     ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
                                               storage_options=storage_options)
-                meta = ds.get_fragment(int(fid)).delete("id IN (" + ", ".join(map(quote_sql_string, ids)) + ")")
+                meta = ds.get_fragment(int(fid)).delete("id IN (" + ", ".join(map(quote_sql_string, ids)) + ")")  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                 yield pa.RecordBatch.from_pydict({
                     FRAG: [int(fid)], "meta": [None if meta is None else json.dumps(meta.to_json())],
                     "rows": [len(ids)]}, schema=_DELETED)
@@ -226,7 +226,7 @@ class DistChecks:
         return session
 
     def _resolved(self):
-        return self._session if self._session is not None else self._memo(("spark",), self._lend)
+        return self._session if self._session is not None else self._memo(("spark",), self._lend)  # type: ignore[arg-type]  # _lend is set where _session is not
 
     def wants(self, rows: int) -> bool:
         return rows >= self.threshold

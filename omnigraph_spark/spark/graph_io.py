@@ -284,8 +284,8 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             if deleting:
                 got = [stage_deletes(target, td, df)]
             elif plan is not None:
-                ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None
-                fresh = _jvm_write.fresh_source(td, target, plan, snap)
+                ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None  # type: ignore[arg-type]  # snap is taken when there are plans
+                fresh = _jvm_write.fresh_source(td, target, plan, snap)  # type: ignore[arg-type]  # snap is taken when there are plans
                 got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
             else:
                 got = _collect(df, _python_stager(td, target, journal, quarantine,

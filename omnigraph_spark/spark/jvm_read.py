@@ -69,7 +69,7 @@ def shim_blocker(spark: SparkSession) -> str | None:
     runs there only to say why not."""
     if not is_connect(spark):
         try:
-            utils = spark.sparkContext._jvm.org.apache.spark.util.Utils
+            utils = spark.sparkContext._jvm.org.apache.spark.util.Utils  # type: ignore[union-attr]  # a classic session has a JVM
             if all(utils.classIsLoadable(c) for c in (SHIM_CLASS, LANCE_CLASS)):
                 return None
         except Exception:  # a stopped context: the probe says why
@@ -117,7 +117,7 @@ def default_parallelism(spark: SparkSession) -> int:
     if not is_connect(spark):
         return spark.sparkContext.defaultParallelism
     try:
-        plan = spark.range(1)._explain_string(mode="simple")
+        plan = spark.range(1)._explain_string(mode="simple")  # type: ignore[operator]  # Connect's DataFrame method, not a column
         m = re.search(r"\bRange \(\d+, \d+, step=\d+, splits=(\d+)\)", plan)
         if m:
             return max(1, int(m.group(1)))
@@ -126,7 +126,7 @@ def default_parallelism(spark: SparkSession) -> int:
     from pyspark.sql import functions as F
 
     row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("n")).first()
-    return int(row["n"]) + 1
+    return int(row["n"]) + 1  # type: ignore[index]  # an aggregate without grouping has one row
 
 
 class ShimSession:

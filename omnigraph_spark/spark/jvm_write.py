@@ -251,7 +251,7 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
     for name, src, spark_type, how in plan.columns:
         sql_type = spark_type.simpleString()
         if how == "as_is" and src not in selected:
-            exprs.append(_q(src))
+            exprs.append(_q(src))  # type: ignore[arg-type]  # an as_is column has a source
             selected.add(src)
             continue
         if src is None:
@@ -330,7 +330,7 @@ def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal
                                         "keep": keep, "sketchMinEdges": SKETCH_MIN_EDGES})
     if fresh is not None:
         spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json(), "keep": keep})
-    return spec
+    return spec  # type: ignore[return-value]  # dataStorageVersion None goes as JSON null
 
 
 def kept_indexes(root: str) -> dict[str, Any] | None:

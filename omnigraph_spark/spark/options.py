@@ -265,7 +265,7 @@ class WriteOptions:
                    commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
                    cascade=_bool(plain, "cascade", False),
                    rejected_rows_path=_rejected_rows_path(plain, mode),
-                   distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)
+                   distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)  # type: ignore[arg-type]  # the key is set, so _int gives a number
                    if _str(plain, "distributedCheckRows") is not None else DEFAULT_DISTRIBUTED_CHECK_ROWS,
                    engine=_engine(plain), storage=tuple(sorted(storage.items())))
 

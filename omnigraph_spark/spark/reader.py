@@ -37,6 +37,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import pyarrow as pa
@@ -337,7 +338,7 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
         conds.append(f"({partition.filter})")
     frags = [ds.get_fragment(i) for i in partition.fragment_ids]
     columns = list(plan.columns)
-    scanner = ds.scanner(columns=columns, filter=" AND ".join(conds) or None, fragments=frags,
+    scanner = ds.scanner(columns=columns, filter=" AND ".join(conds) or None, fragments=frags,  # type: ignore[arg-type]  # the planned ids exist at the pinned version
                          batch_size=READ_BATCH_SIZE, scan_in_order=True)
     with _tagged():
         for batch in scanner.to_batches():
@@ -365,7 +366,7 @@ def _conf_from_planning_worker() -> bool | None:
     ``pyspark.sql.worker.data_source_pushdown_filters`` is only used when the conf is on, and
     ``plan_data_source_read`` receives the conf as its local ``enable_pushdown``.
     """
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None:
         fname = f.f_code.co_filename.replace("\\", "/")
         if fname.endswith("pyspark/sql/worker/data_source_pushdown_filters.py"):

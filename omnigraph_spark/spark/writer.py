@@ -974,7 +974,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
                      self.typedef.table_key, len(refusals), n)
             if self.quarantine is not None:
                 self.quarantine.discard()
-            raise tag_error(refused_error([m.refused for m in refusals]))
+            raise tag_error(refused_error([m.refused for m in refusals]))  # type: ignore[misc]  # refusals are the messages with one
         if not staged:  # no partitions at all: still one (empty) commit, so overwrite empties the table
             staged = [StagedTable(self.target.table_key, self.target.mode, self.target.stage_uri,
                                   self.target.base_version, (), 0, 0)]

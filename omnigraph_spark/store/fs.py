@@ -39,7 +39,7 @@ class RootStorage:
                 if "aws_session_token" in opts:
                     kw["session_token"] = opts["aws_session_token"]
                 if "aws_region" in opts or "region" in opts:
-                    kw["region"] = opts.get("aws_region") or opts.get("region")
+                    kw["region"] = opts.get("aws_region") or opts.get("region")  # type: ignore[assignment]  # one of the two keys is present
                 # Lance reads an endpoint from the environment (AWS_ENDPOINT_URL / AWS_ENDPOINT);
                 # pyarrow does not, so the small files would go to AWS while the tables go to
                 # the S3-compatible server the environment names

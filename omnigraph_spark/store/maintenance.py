@@ -165,7 +165,7 @@ def fragment_stats(ds: lance.LanceDataset, target_rows: int) -> tuple[int, int]:
 def _plan_tasks(ds: lance.LanceDataset, target_rows: int) -> int:
     from lance.optimize import Compaction
 
-    return Compaction.plan(ds, {"target_rows_per_fragment": target_rows}).num_tasks()
+    return Compaction.plan(ds, {"target_rows_per_fragment": target_rows}).num_tasks()  # type: ignore[typeddict-item]  # CompactionOptions' keys are all optional to Lance
 
 
 def _require_clean(graph, what: str) -> None:
