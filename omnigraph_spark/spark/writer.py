@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -374,6 +374,8 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
     Spark-job parts are memoised alike (under the versions and files they read and the ids they
     were given); inside the lease the in-memory parts run again.
     """
+    # the Spark-job checks: used only where spread() (or the caller) found dist set
+    jobs = cast(DistChecks, dist)
     catalog: Catalog = graph.catalog
     so = graph.storage_options
     # a load's fingerprint files never change: compared once, for the checks before the lease
@@ -470,7 +472,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                     _card_proven(td, bound)
                     facts[key] = {SRC_BOUND_PROP: str(bound)}
                     return
-            most = dist.card(td, mode, staged[key], schema_of(key),  # type: ignore[union-attr]
+            most = jobs.card(td, mode, staged[key], schema_of(key),
                              None if mode == "overwrite" else committed_pin(snap, key))
             if most is not None and card.max is not None:
                 facts[key] = {SRC_BOUND_PROP: str(most)}
@@ -490,7 +492,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 conflict = strict and id_by_key and cols == (td.key_property,)
                 spread_out = spread(s.rows, (key, cols))
                 if spread_out:  # I21
-                    exact = functools.partial(dist.unique, td, s, schema_of(key), cols, what,  # type: ignore[union-attr]  # spread(): dist is set
+                    exact = functools.partial(jobs.unique, td, s, schema_of(key), cols, what,
                                               conflict=conflict)
                 else:
                     exact = functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict)
@@ -502,7 +504,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
             if not id_by_key and not s.minted_ids:
                 what = "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"
                 if spread(s.rows, (key, ["id"])):
-                    checks.append((functools.partial(dist.unique, td, s, schema_of(key), ["id"], what,  # type: ignore[union-attr]  # spread(): dist is set
+                    checks.append((functools.partial(jobs.unique, td, s, schema_of(key), ["id"], what,
                                                      conflict=strict), True))
                 else:  # edges: read id, src and dst in one pass and check id on that table
                     checks.append((functools.partial(_unique_of, td, staged_cols, key, ["id"], what,
@@ -510,7 +512,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
             committed_rows = snap.table(key).row_count
             if strict and committed_rows and not _fresh_proven(td, s, snap):
                 if spread(s.rows + committed_rows, (key, ["id"])):
-                    checks.append((functools.partial(dist.fresh, td, s, schema_of(key),  # type: ignore[union-attr]  # spread(): dist is set
+                    checks.append((functools.partial(jobs.fresh, td, s, schema_of(key),
                                                      committed_pin(snap, key), committed_rows, snap.branch), True))
                 else:
                     checks.append((functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key,
@@ -525,7 +527,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 if spread(s.rows + ids_rows(td.from_type or "") + ids_rows(td.to_type or ""),
                           (key, ["src", "dst"]), (fkey, ["id"]), (tkey, ["id"])):
                     checks.append((functools.partial(
-                        dist.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),  # type: ignore[union-attr]  # spread(): dist is set
+                        jobs.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),
                         id_source(snap, staged, tkey), schema_of(fkey), schema_of(tkey)), True))
                 else:
                     checks.append((functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids), False))
@@ -548,7 +550,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
         replaced: dict[str, Replaced] = {}
 
         def replace(key: str) -> None:
-            replaced[key] = dist.replaced(key, staged[key], schema_of(key),  # type: ignore[union-attr]
+            replaced[key] = jobs.replaced(key, staged[key], schema_of(key),
                                           committed_pin(snap, key))
 
         def integrity() -> tuple[dict[str, pa.Array], dict[str, int]]:

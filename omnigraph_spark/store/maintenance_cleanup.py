@@ -322,8 +322,8 @@ def _cleanup_lineage(base: str, lin: str, branches: dict[str, dict], protected_m
     cut = _cut(versions, head, keep, cutoff, protected_min)
     out = LineageCleanup(lin, head, cut)
     # Lance keeps the version each child branch was forked from
-    parents = {int(m.get("parent_version")) for m in branches.values()  # type: ignore[arg-type]  # filtered on not None
-               if (m.get("parent_branch") or MAIN) == lin and m.get("parent_version") is not None}
+    parents = {int(v) for v in (m.get("parent_version") for m in branches.values()
+                                if (m.get("parent_branch") or MAIN) == lin) if v is not None}
     doomed = [v["version"] for v in versions if v["version"] < cut and v["version"] not in parents]
     if not doomed:
         return out
