@@ -17,7 +17,7 @@ XDIST ?= -n 2 --dist loadgroup
 # PYTHONDONTWRITEBYTECODE is set none of them writes a cache, so each would compile them again.
 BYTECODE = $(1) -m compileall -q omnigraph_spark pyspark_omnigraph.py tests examples benchmarks
 
-.PHONY: demo test test-slow test-all test-oldest-spark install engine jvm-shim wheel prereqs clean
+.PHONY: demo lint test test-slow test-all test-oldest-spark install engine jvm-shim wheel prereqs clean
 
 prereqs:
 	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.10+)"; exit 1; }
@@ -62,6 +62,12 @@ wheel: $(PACKAGED_SHIM)
 demo: $(VENV)/.installed $(SHIM)
 	$(call BYTECODE,$(PY))
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m omnigraph_spark.demo
+
+# Lint, format and type check (ruff.toml, mypy.ini): seconds, so CI runs it first.
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 # The test command: every test except the ones marked slow (real Spark applications started as
 # subprocesses: examples, the Spark crash matrix, multi-application concurrency, task faults, a

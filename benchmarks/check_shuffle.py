@@ -26,13 +26,14 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any
 
 log = logging.getLogger("benchmarks.check_shuffle")
 
 
-def _stages(spark) -> Dict[tuple, Dict[str, int]]:
+def _stages(spark) -> dict[tuple, dict[str, int]]:
     """Every stage's shuffle metrics, from Spark's monitoring REST API (the UI's server)."""
     import urllib.request
 
@@ -45,7 +46,7 @@ def _stages(spark) -> Dict[tuple, Dict[str, int]]:
             for s in stages if s["status"] == "COMPLETE"}
 
 
-def measured(spark, run: Callable[[], Any]) -> Dict[str, Any]:
+def measured(spark, run: Callable[[], Any]) -> dict[str, Any]:
     """Run ``run`` (one or more Spark actions) and sum the shuffle metrics of the stages it added."""
     before = set(_stages(spark))
     t0 = time.perf_counter()
@@ -56,7 +57,7 @@ def measured(spark, run: Callable[[], Any]) -> Dict[str, Any]:
     return {**tot, "stages": len(new), "wall_s": round(wall, 2), "result": result}
 
 
-def checks(nodes, edges, id_of: Callable[[Any], Any]) -> Dict[str, Callable[[], Any]]:
+def checks(nodes, edges, id_of: Callable[[Any], Any]) -> dict[str, Callable[[], Any]]:
     from pyspark.sql import functions as F
 
     keys = nodes.select(id_of(F.col("name")).alias("k"))
@@ -74,7 +75,7 @@ def checks(nodes, edges, id_of: Callable[[Any], Any]) -> Dict[str, Callable[[], 
     return {"key_unique": key_unique, "endpoints": endpoints, "card": card}
 
 
-def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=4_000_000)
     p.add_argument("--seed", type=int, default=7)
@@ -96,7 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
              .config("spark.sql.shuffle.partitions", "8").config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     n = split_rows(a.rows)
-    res: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "rows": a.rows, **{k: n[k] for k in ("nodes", "edges")},
+    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "rows": a.rows, **{k: n[k] for k in ("nodes", "edges")},
                            "load_start": [round(x, 2) for x in os.getloadavg()],
                            "spark": spark.version, "checks": {}}
     with tempfile.TemporaryDirectory(prefix="check-shuffle-") as d:

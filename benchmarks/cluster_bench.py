@@ -46,12 +46,23 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 from benchmarks.common import descendants, proc_table, read_text, setup_logging
-from benchmarks.format_bench import (BASELINE, Sampler, fmt_ratio, freeze_shim, generate, kind, parse_contenders,
-                                     ratios, run_contender, shim_jar_state)
+from benchmarks.format_bench import (
+    BASELINE,
+    Sampler,
+    fmt_ratio,
+    freeze_shim,
+    generate,
+    kind,
+    parse_contenders,
+    ratios,
+    run_contender,
+    shim_jar_state,
+)
 from benchmarks.scale_bench import _machine, status_kb
 from tests.standalone_cluster import cluster
 
@@ -66,7 +77,7 @@ WORKER_CORES = 1
 
 # -- pure parts ------------------------------------------------------------------------------------
 
-def executor_peaks(hwm_kb: Mapping[int, int], roles: Mapping[int, str]) -> Dict[str, Any]:
+def executor_peaks(hwm_kb: Mapping[int, int], roles: Mapping[int, str]) -> dict[str, Any]:
     """One worker's executors from the last VmHWM (kB) seen of each process under it and its
     role (``executor_jvm``, ``python``): the executor JVMs' largest peak and the Python workers'
     largest and summed peaks (MB), with their counts."""
@@ -77,7 +88,7 @@ def executor_peaks(hwm_kb: Mapping[int, int], roles: Mapping[int, str]) -> Dict[
             "python_sum_hwm_mb": round(sum(py) / 1024), "pythons": len(py)}
 
 
-def round_order(names: Sequence[str], k: int) -> List[str]:
+def round_order(names: Sequence[str], k: int) -> list[str]:
     """The contenders' order in round ``k`` (0-based): as listed in even rounds; in odd rounds the
     writers in reverse among themselves, then the readers in reverse (every reader still after
     every writer), so neither side of a ratio always runs first."""
@@ -88,17 +99,17 @@ def round_order(names: Sequence[str], k: int) -> List[str]:
     return writers[::-1] + readers[::-1]
 
 
-def median_ratios(per_round: Sequence[Mapping[str, Optional[float]]]) -> Dict[str, Optional[float]]:
+def median_ratios(per_round: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
     """Per ratio key: the median over the rounds that have it (None when none has)."""
     keys = sorted({k for r in per_round for k in r})
-    out: Dict[str, Optional[float]] = {}
+    out: dict[str, float | None] = {}
     for k in keys:
         xs = [r[k] for r in per_round if r.get(k) is not None]
         out[k] = round(statistics.median(xs), 3) if xs else None
     return out
 
 
-def executor_role(comm: str) -> Optional[str]:
+def executor_role(comm: str) -> str | None:
     """What a process under a worker's JVM is: its executor JVM or a Python worker, else None."""
     if comm == "java":
         return "executor_jvm"
@@ -131,7 +142,7 @@ def cluster_session(master: str, driver_memory: str, executor_memory: str, basel
     return spark
 
 
-def contender(name: str, work: Path, args) -> Dict[str, Any]:
+def contender(name: str, work: Path, args) -> dict[str, Any]:
     """One contender as an application on ``--master``: format_bench's contender with this session."""
     return run_contender(name, MODE, work, args,
                          session=lambda baseline: cluster_session(args.master, args.driver_memory,
@@ -146,8 +157,8 @@ class ExecutorSampler:
 
     def __init__(self, workers: Mapping[str, int], interval: float = 0.5) -> None:
         self.workers, self.interval = dict(workers), interval
-        self.hwm: Dict[str, Dict[int, int]] = {w: {} for w in self.workers}
-        self.roles: Dict[str, Dict[int, str]] = {w: {} for w in self.workers}
+        self.hwm: dict[str, dict[int, int]] = {w: {} for w in self.workers}
+        self.roles: dict[str, dict[int, str]] = {w: {} for w in self.workers}
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -166,7 +177,7 @@ class ExecutorSampler:
         while not self._stop.wait(self.interval):
             self._sample()
 
-    def stop(self) -> Dict[str, Dict[str, Any]]:
+    def stop(self) -> dict[str, dict[str, Any]]:
         self._stop.set()
         self._t.join(timeout=10)
         return {w: executor_peaks(self.hwm[w], self.roles[w]) for w in self.workers}
@@ -186,11 +197,11 @@ def _terminate(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def _load() -> List[float]:
+def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _spawn(args, work: Path, step: str, master: Optional[str], workers: Mapping[str, int]) -> Dict[str, Any]:
+def _spawn(args, work: Path, step: str, master: str | None, workers: Mapping[str, int]) -> dict[str, Any]:
     """``step`` (a contender, or ``generate``) as a fresh process of this module."""
     cmd = [sys.executable, "-m", "benchmarks.cluster_bench", "--step", step, "--work", str(work),
            "--rows", str(args.rows), "--seed", str(args.seed), "--rows-per-file", str(args.rows_per_file),
@@ -237,22 +248,22 @@ def _exec_cell(c: Mapping[str, Any], key: str) -> str:
 
 def markdown(r: Mapping[str, Any]) -> str:
     m, inp, cl = r["machine"], r["input"], r["cluster"]
-    lines = [f"# format(\"omnigraph\") vs Parquet on a standalone cluster, {r['rows']:,} rows from Parquet files "
-             f"({r['date']})", "", f"`{r['command']}`", "",
-             f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+    lines = [(f"# format(\"omnigraph\") vs Parquet on a standalone cluster, {r['rows']:,} rows from Parquet files "
+             f"({r['date']})"), "", f"`{r['command']}`", "",
+             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
              f"pyspark {m['pyspark']}, pylance {m.get('pylance')}; commit {str(m.get('commit'))[:10]}; "
-             f"load average {r['load_start']} at start, {r.get('load_end')} at end.", "",
-             f"Cluster: one master and {cl['workers']} workers on 127.0.0.1 (each a JVM of its own, "
+             f"load average {r['load_start']} at start, {r.get('load_end')} at end."), "",
+             (f"Cluster: one master and {cl['workers']} workers on 127.0.0.1 (each a JVM of its own, "
              f"{cl['cores']} core, {cl['worker_memory']}), up in {cl['start_s']} s; each contender a fresh "
              f"application (driver process) with spark.driver.memory {r['driver_memory']}, spark.executor.memory "
              f"{r['executor_memory']}, one executor per worker. Shim jar sha256 "
              f"{str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
-             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end.", "",
-             f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
+             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end."), "",
+             (f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
              f"generated in {r['generate_s']} s (local[2], before the cluster started). Reads: "
              f"{r['read_repeats']} repeats per query in the application, median (cold = the first). "
              f"Rounds: {len(r['rounds'])} (each contender once per round; odd rounds run each side's "
-             "contenders in reverse order).", ""]
+             "contenders in reverse order)."), ""]
     rounds = r["rounds"]
     if len(rounds) > 1:
         med = r["ratios"]
@@ -261,22 +272,22 @@ def markdown(r: Mapping[str, Any]) -> str:
             for k, v in med.items()) + ".", ""]
     for i, rd in enumerate(rounds):
         lines += _round_table(rd, f"Round {i + 1}: " + ", ".join(rd["order"]) if len(rounds) > 1 else "")
-    lines += ["Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
+    lines += [("Ratios: Parquet's seconds over the contender's, same run (> 1 = faster than Parquet). Driver "
               "peaks: VmHWM from /proc read by the driver before its session stopped (the driver's Python "
               "children: the provider's bridge process and Spark's driver-side Python workers). Executor peaks: "
               "VmHWM of the executor JVM each worker started for the application and of the largest Python "
               "worker under it, sampled from /proc by the parent every 0.5 s. Load: the 1-minute load average "
               "when the application started and when it ended. 1-row write: a one-row write through the same "
               "path into a fresh target after the timed one (the fixed cost per write); plan: `load()` and "
-              "its schema."]
+              "its schema.")]
     return "\n".join(lines) + "\n"
 
 
-def _round_table(rd: Mapping[str, Any], title: str) -> List[str]:
+def _round_table(rd: Mapping[str, Any], title: str) -> list[str]:
     lines = ([f"## {title}", ""] if title else []) + [
-        "| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python / JVM peak (MB) "
+        ("| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python / JVM peak (MB) "
         "| driver's Python children max (MB) | executor JVM peak, worker1 / worker2 (MB) "
-        "| executor Python workers max, worker1 / worker2 (MB) | load before -> after |",
+        "| executor Python workers max, worker1 / worker2 (MB) | load before -> after |"),
         "|---|---|---|---|---|---|---|---|---|---|"]
     rat = rd["ratios"]
     for name, c in rd["results"].items():
@@ -301,7 +312,7 @@ def _round_table(rd: Mapping[str, Any], title: str) -> List[str]:
     return lines + [""]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="Item rows of the input")
     p.add_argument("--contenders", default=DEFAULT_CONTENDERS,
@@ -344,7 +355,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     work.mkdir(parents=True)
     freeze_shim(work / "shim")
     command = " ".join(["cluster_bench"] + list(argv if argv is not None else sys.argv[1:]))
-    results: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
                                "rows": args.rows, "driver_memory": args.driver_memory,
                                "executor_memory": args.executor_memory, "contenders": names,
                                "read_repeats": args.read_repeats, "load_start": _load(), "rounds": [],
@@ -368,7 +379,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                   "worker_memory": args.worker_memory, "start_s": round(time.monotonic() - t0, 1)}
             log.info("cluster %s up in %s s", c.url, results["cluster"]["start_s"])
             for i in range(args.rounds):
-                rd: Dict[str, Any] = {"order": round_order(names, i), "results": {}, "ratios": {}}
+                rd: dict[str, Any] = {"order": round_order(names, i), "results": {}, "ratios": {}}
                 results["rounds"].append(rd)
                 (work / MODE).mkdir()  # this round's outputs
                 for name in rd["order"]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
 
 
 def read_text(path: str) -> str:
@@ -36,10 +36,10 @@ def with_delta(builder):
                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
 
 
-def proc_table() -> Dict[int, tuple]:
+def proc_table() -> dict[int, tuple]:
     """pid -> (ppid, rss bytes, comm) of every process."""
     page = os.sysconf("SC_PAGE_SIZE")
-    out: Dict[int, tuple] = {}
+    out: dict[int, tuple] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -53,9 +53,9 @@ def proc_table() -> Dict[int, tuple]:
     return out
 
 
-def descendants(table: Mapping[int, tuple], root: int) -> List[int]:
+def descendants(table: Mapping[int, tuple], root: int) -> list[int]:
     """pids under ``root`` in a ``pid -> (ppid, ...)`` table, depth first."""
-    children: Dict[int, List[int]] = {}
+    children: dict[int, list[int]] = {}
     for pid, row in table.items():
         children.setdefault(row[0], []).append(pid)
     out, stack = [], [root]
@@ -82,10 +82,10 @@ def tree_cpu_s(root: int) -> float:
     return total / hz
 
 
-def setup_logging(logger: logging.Logger, log_path: Optional[str]) -> None:
+def setup_logging(logger: logging.Logger, log_path: str | None) -> None:
     """Progress lines of a benchmark on stderr and, with ``log_path``, in that file; the
     benchmark's own logger at INFO, everything else at WARNING."""
-    handlers: List[logging.Handler] = [logging.StreamHandler()]
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path))

@@ -29,14 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENDERS = {"memory": "0", "spark": "1"}
 
 
-def _status_kb() -> Dict[str, int]:
+def _status_kb() -> dict[str, int]:
     out = {}
     with open("/proc/self/status") as f:
         for line in f:
@@ -53,7 +54,7 @@ def _session():
     return spark
 
 
-def _timed_lease(held: List[float]) -> None:
+def _timed_lease(held: list[float]) -> None:
     """Record in ``held`` how long each commit lease of this process is held."""
     from omnigraph_spark.store import lease
 
@@ -71,7 +72,7 @@ def _timed_lease(held: List[float]) -> None:
     lease.hold = hold
 
 
-def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[str, Any]:
+def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> dict[str, Any]:
     """One step in this process: ``seed``, or a contender deleting keys ``first ..``."""
     from benchmarks.run import SCHEMA, edge_frame, node_frame
     from omnigraph_spark import Graph, write_graph, write_table
@@ -89,7 +90,7 @@ def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[st
         Graph.open(uri).snapshot()  # imports and opens done before the peak is reset
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # VmHWM := VmRSS: the peak below is the delete's
-        held: List[float] = []
+        held: list[float] = []
         _timed_lease(held)
         before = _status_kb()["VmRSS"]
         t0 = time.perf_counter()
@@ -104,11 +105,11 @@ def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[st
         spark.stop()
 
 
-def _load() -> List[float]:
+def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _spawn(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[str, Any]:
+def _spawn(work: Path, name: str, nodes: int, first: int, deletes: int) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.delete_bench", "--step", name, "--work", str(work), "--nodes",
            str(nodes), "--first", str(first), "--deletes", str(deletes)]
     path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
@@ -121,7 +122,7 @@ def _spawn(work: Path, name: str, nodes: int, first: int, deletes: int) -> Dict[
     return res
 
 
-def plan(nodes: int, deletes: int, repeats: int) -> List[Tuple[str, int]]:
+def plan(nodes: int, deletes: int, repeats: int) -> list[tuple[str, int]]:
     """(contender, first key) per run: the contenders alternate, first one then the other, and
     every run deletes its own range of keys ``first .. first + deletes``, disjoint and inside
     ``0 .. nodes``."""
@@ -132,7 +133,7 @@ def plan(nodes: int, deletes: int, repeats: int) -> List[Tuple[str, int]]:
     return [(name, (i + 1) * spacing) for i, name in enumerate(order)]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=1_000_000, help="Item nodes (edges: three times as many)")
     p.add_argument("--deletes", type=int, default=1000, help="nodes each run deletes")

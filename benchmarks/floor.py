@@ -13,12 +13,17 @@ gap to Parquet is then the API's (Spark ships every row through a Python worker)
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, List
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 NAME = "omnigraph_bench_floor"
@@ -33,7 +38,7 @@ class FloorWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Counted:
         return Counted(sum(b.num_rows for b in iterator))
 
-    def commit(self, messages: List[Counted]) -> None:  # nothing to publish
+    def commit(self, messages: list[Counted]) -> None:  # nothing to publish
         pass
 
 
@@ -45,7 +50,7 @@ class FloorReader(DataSourceReader):
         self.schema = schema
         self.fragments = [f.fragment_id for f in lance.dataset(uri).get_fragments()]
 
-    def partitions(self) -> List[InputPartition]:
+    def partitions(self) -> list[InputPartition]:
         return [InputPartition(fid) for fid in self.fragments]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

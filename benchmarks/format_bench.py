@@ -57,8 +57,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 from benchmarks.common import descendants, free_port, listening, proc_table, read_text, setup_logging, tree_cpu_s
 from benchmarks.scale_bench import _machine, dir_stats, input_files, status_kb, tree_hwm
@@ -92,7 +93,7 @@ BRIDGE_MODULE = "omnigraph_spark.spark.bridge"
 
 # -- pure parts (tests/benchmarks/test_format_bench.py) -----------------------------------------
 
-def parse_list(text: str, known: Sequence[str], what: str) -> List[str]:
+def parse_list(text: str, known: Sequence[str], what: str) -> list[str]:
     """A comma-separated option -> names in order; unknown and repeated names are errors."""
     names = [x.strip() for x in text.split(",") if x.strip()]
     if not names:
@@ -105,7 +106,7 @@ def parse_list(text: str, known: Sequence[str], what: str) -> List[str]:
     return names
 
 
-def parse_contenders(text: str) -> List[str]:
+def parse_contenders(text: str) -> list[str]:
     """``--contenders`` -> names in run order; a reader without its writer earlier is an error."""
     names = parse_list(text, CONTENDERS, "contenders")
     for i, n in enumerate(names):
@@ -115,7 +116,7 @@ def parse_contenders(text: str) -> List[str]:
     return names
 
 
-def plan(contenders: Sequence[str], rows: int, python_max_rows: int) -> List[str]:
+def plan(contenders: Sequence[str], rows: int, python_max_rows: int) -> list[str]:
     """The contenders that run at ``rows``: the Python-source write only up to ``python_max_rows``."""
     return [c for c in contenders if c != "write_omnigraph_python" or rows <= python_max_rows]
 
@@ -124,10 +125,10 @@ def kind(name: str) -> str:
     return "read" if name.startswith("read_") else "write"
 
 
-def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float]]:
+def ratios(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
     """Per contender and metric: the baseline's seconds over the contender's (> 1 = faster than
     Parquet), both from ``results`` (one mode of one run); None when either is missing."""
-    out: Dict[str, Optional[float]] = {}
+    out: dict[str, float | None] = {}
     for name, r in results.items():
         base_name = BASELINE[name]
         if name == base_name:
@@ -164,7 +165,7 @@ def median(xs: Sequence[float]) -> float:
     return statistics.median(xs)
 
 
-def role(comm: str, cmdline: str) -> Optional[str]:
+def role(comm: str, cmdline: str) -> str | None:
     """What a process under a contender or the server is: ``jvm``, ``bridge`` (the provider's
     Python process), ``worker`` (Spark's Python workers, the Python driver of a root), else None."""
     if comm == "java":
@@ -174,10 +175,10 @@ def role(comm: str, cmdline: str) -> Optional[str]:
     return None
 
 
-def classify(table: Mapping[int, tuple], root: int, cmdlines: Mapping[int, str]) -> Dict[str, List[int]]:
+def classify(table: Mapping[int, tuple], root: int, cmdlines: Mapping[int, str]) -> dict[str, list[int]]:
     """pids under ``root`` (a ``pid -> (ppid, rss, comm)`` table) by :func:`role`; ``root``
     itself apart (``root``: the contender's Python driver or the server's JVM)."""
-    out: Dict[str, List[int]] = {"root": [root], "jvm": [], "bridge": [], "worker": []}
+    out: dict[str, list[int]] = {"root": [root], "jvm": [], "bridge": [], "worker": []}
     for p in descendants(table, root):
         r = role(table[p][2], cmdlines.get(p, ""))
         if r:
@@ -185,7 +186,7 @@ def classify(table: Mapping[int, tuple], root: int, cmdlines: Mapping[int, str])
     return out
 
 
-def tree_rss_mb(table: Mapping[int, tuple], root: int, cmdlines: Mapping[int, str]) -> Dict[str, float]:
+def tree_rss_mb(table: Mapping[int, tuple], root: int, cmdlines: Mapping[int, str]) -> dict[str, float]:
     """RSS now (MB) of a tree by role: the root, the JVMs under it (sum), the bridge (largest),
     the Python workers (largest and sum)."""
     groups = classify(table, root, cmdlines)
@@ -197,7 +198,7 @@ def tree_rss_mb(table: Mapping[int, tuple], root: int, cmdlines: Mapping[int, st
             "worker_max_mb": max(w, default=0.0), "workers_sum_mb": sum(w)}
 
 
-def fmt_ratio(x: Optional[float]) -> str:
+def fmt_ratio(x: float | None) -> str:
     return f"{x:.2f}x" if x is not None else "n/a"
 
 
@@ -208,7 +209,7 @@ class Sampler:
 
     def __init__(self, roots: Mapping[str, int], interval: float = 0.5) -> None:
         self.roots, self.interval = dict(roots), interval
-        self.peak: Dict[str, float] = {}
+        self.peak: dict[str, float] = {}
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -224,7 +225,7 @@ class Sampler:
                     key = f"{label}_{k}"
                     self.peak[key] = max(self.peak.get(key, 0.0), v)
 
-    def stop(self) -> Dict[str, int]:
+    def stop(self) -> dict[str, int]:
         self._stop.set()
         self._t.join(timeout=5)
         return {k: round(v) for k, v in sorted(self.peak.items())}
@@ -276,7 +277,7 @@ def _target(work: Path, mode: str, name: str) -> str:
     return str(work / mode / f"out-{name}")
 
 
-def run_contender(name: str, mode: str, work: Path, args, session=None) -> Dict[str, Any]:
+def run_contender(name: str, mode: str, work: Path, args, session=None) -> dict[str, Any]:
     """One contender in this process: its outputs under ``<work>/<mode>``. ``session``: a
     function of ``baseline`` (a Parquet contender) that returns the session, for another master
     (benchmarks/cluster_bench.py: a standalone cluster); else the mode's own."""
@@ -293,7 +294,7 @@ def run_contender(name: str, mode: str, work: Path, args, session=None) -> Dict[
     else:
         spark = connect_session(args.url)
     register(spark)  # the Python source under the same name (engine=python, and what the provider hands over)
-    res: Dict[str, Any] = {"contender": name, "mode": mode}
+    res: dict[str, Any] = {"contender": name, "mode": mode}
 
     def omnigraph_write(df, uri: str, engine: str) -> None:
         df.write.format("omnigraph").option("type", "Item").option("engine", engine).mode("append").save(uri)
@@ -383,7 +384,7 @@ def bridge_seconds(requests: str, repeats: int = 3) -> float:
     return round(median(times), 3)
 
 
-def generate(work: Path, rows: int, seed: int, rows_per_file: int, driver_memory: str) -> Dict[str, Any]:
+def generate(work: Path, rows: int, seed: int, rows_per_file: int, driver_memory: str) -> dict[str, Any]:
     spark = classic_session(driver_memory)
     t0 = time.perf_counter()
     item_frame(spark, rows, seed, input_files(rows, rows_per_file)).write.parquet(str(work / "input"))
@@ -395,7 +396,7 @@ def generate(work: Path, rows: int, seed: int, rows_per_file: int, driver_memory
 
 # -- the Spark Connect server ----------------------------------------------------------------------
 
-def server_settings(port: int, class_path: Sequence[str]) -> Dict[str, str]:
+def server_settings(port: int, class_path: Sequence[str]) -> dict[str, str]:
     """The Connect server's session settings: the embedded session's (demo.local_builder) plus the
     gRPC binding and the shim on the driver class path."""
     from omnigraph_spark.demo import embedded_settings
@@ -454,7 +455,7 @@ class ConnectServer:
         self.start_s = round(time.monotonic() - t0, 1)
         log.info("Spark Connect server %s (pid %d) up in %s s", self.url, self.proc.pid, self.start_s)
 
-    def hwm(self) -> Dict[str, int]:
+    def hwm(self) -> dict[str, int]:
         """VmHWM (MB) of the server's JVM and of its live Python workers, now."""
         t = proc_table()
         under = descendants(t, self.proc.pid)
@@ -496,7 +497,7 @@ def freeze_shim(dest: Path) -> None:
     os.environ[SHIM_DIR_ENV] = str(dest)
 
 
-def shim_jar_state() -> Dict[str, Any]:
+def shim_jar_state() -> dict[str, Any]:
     """The shim jar this run's JVMs load: path, sha256 and mtime (a rebuild mid-run shows as a change)."""
     import hashlib
 
@@ -511,11 +512,11 @@ def shim_jar_state() -> Dict[str, Any]:
             "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(jars[0])))}
 
 
-def _load() -> List[float]:
+def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _spawn(args, work: Path, step: str, mode: str, server: Optional[ConnectServer]) -> Dict[str, Any]:
+def _spawn(args, work: Path, step: str, mode: str, server: ConnectServer | None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.format_bench", "--step", step, "--mode", mode, "--work", str(work),
            "--rows", str(args.rows), "--seed", str(args.seed), "--rows-per-file", str(args.rows_per_file),
            "--driver-memory", args.driver_memory, "--read-repeats", str(args.read_repeats)]
@@ -551,7 +552,7 @@ def _spawn(args, work: Path, step: str, mode: str, server: Optional[ConnectServe
     return res
 
 
-def _mem_cells(c: Mapping[str, Any], mode: str) -> List[str]:
+def _mem_cells(c: Mapping[str, Any], mode: str) -> list[str]:
     s = c.get("memory_rss_sampled", {})
     if mode == "classic":
         h = c["memory_hwm"]
@@ -568,15 +569,15 @@ def markdown(r: Mapping[str, Any]) -> str:
     inp = r["input"]
     lines = [f"# format(\"omnigraph\") vs Parquet, {r['rows']:,} rows from Parquet files ({r['date']})", "",
              f"`{r['command']}`", "",
-             f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
              f"pyspark {m['pyspark']}, pylance {m.get('pylance')}; commit {str(m.get('commit'))[:10]}; "
              f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
-             f"{r['load_end']} at end.", "",
-             f"Shim jar sha256 {str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
-             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end.", "",
-             f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
+             f"{r['load_end']} at end."), "",
+             (f"Shim jar sha256 {str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
+             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end."), "",
+             (f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
              f"generated in {r['generate_s']} s. Reads: {r['read_repeats']} repeats per query in the contender's "
-             "process, median (cold = the first).", ""]
+             "process, median (cold = the first)."), ""]
     for mode in r["modes"]:
         cs = r["results"].get(mode, {})
         if not cs:
@@ -585,8 +586,8 @@ def markdown(r: Mapping[str, Any]) -> str:
         extra = f"; server up in {r['connect']['start_s']} s, LANCE_CPU_THREADS={r['connect']['lance_cpu_threads']}" \
             if mode == "connect" and r.get("connect") else ""
         lines += [f"## {mode}{extra}", "",
-                  "| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python peak (MB) "
-                  "| JVM peak (MB) | Python workers max / sum (MB) | bridge peak (MB) | load |",
+                  ("| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python peak (MB) "
+                  "| JVM peak (MB) | Python workers max / sum (MB) | bridge peak (MB) | load |"),
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for name, c in cs.items():
             mem = _mem_cells(c, mode)
@@ -610,18 +611,18 @@ def markdown(r: Mapping[str, Any]) -> str:
                          f"imports {w.get('bridge_start_s', 'n/a')} s; a `plan_read` of this graph "
                          f"{rd.get('bridge_plan_read_s', 'n/a')} s (paid per read query).")
         lines.append("")
-    lines += ["Ratios: Parquet's seconds over the contender's, same mode, same run (> 1 = faster than Parquet). "
+    lines += [("Ratios: Parquet's seconds over the contender's, same mode, same run (> 1 = faster than Parquet). "
               "Classic peaks are VmHWM from /proc (the contender's driver Python, its JVM: in local mode the "
               "executors run in it, Spark's Python workers); Connect peaks are the parent's 0.5 s RSS samples of "
               "the client process and of the server's process tree while the contender ran (the server's Python "
               "workers are reused across clients, so its workers' columns include idle workers of earlier "
               "contenders). The bridge is the provider's driver-side Python process (sampled RSS). 1-row write: "
               "a one-row write through the same path into a fresh target after the timed one (the fixed cost per "
-              "write); plan: `load()` and its schema."]
+              "write); plan: `load()` and its schema.")]
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="Item rows of the input")
     p.add_argument("--modes", default="classic,connect", help="comma-separated, in run order: classic, connect")
@@ -662,7 +663,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     work.mkdir(parents=True)
     freeze_shim(work / "shim")
     command = " ".join(["format_bench"] + list(argv if argv is not None else sys.argv[1:]))
-    results: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
                                "rows": args.rows, "driver_memory": args.driver_memory, "modes": modes,
                                "contenders": names, "read_repeats": args.read_repeats, "load_start": _load(),
                                "results": {}, "ratios": {}, "shim_start": shim_jar_state()}
@@ -675,7 +676,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(results, indent=2))
 
-    server: Optional[ConnectServer] = None
+    server: ConnectServer | None = None
     try:
         log.info("generating %s rows of Parquet input under %s", f"{args.rows:,}", work)
         gen = _spawn(args, work, "generate", "classic", None)

@@ -26,7 +26,6 @@ import json
 import socket
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
 
 METHODS = ("GET", "PUT", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS")
 CHUNK = 1 << 16
@@ -40,7 +39,7 @@ class Counts:
     round_trips: int = 0
     requests: int = 0
     connections: int = 0
-    by_method: Dict[str, int] = field(default_factory=dict)
+    by_method: dict[str, int] = field(default_factory=dict)
 
     def exchange(self, head: bytes) -> None:
         self.round_trips += 1
@@ -49,12 +48,12 @@ class Counts:
             self.requests += 1
             self.by_method[word] = self.by_method.get(word, 0) + 1
 
-    def as_dict(self) -> Dict[str, object]:
+    def as_dict(self) -> dict[str, object]:
         return {"round_trips": self.round_trips, "requests": self.requests, "connections": self.connections,
                 "by_method": dict(self.by_method)}
 
 
-def parse_target(text: str) -> Tuple[str, int]:
+def parse_target(text: str) -> tuple[str, int]:
     """``host:port`` -> (host, port); the host must be a loopback address."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
@@ -68,7 +67,7 @@ def parse_target(text: str) -> Tuple[str, int]:
 class Proxy:
     """Forwards each accepted connection to ``target``, holding each response start ``delay_s``."""
 
-    def __init__(self, target: Tuple[str, int], delay_s: float):
+    def __init__(self, target: tuple[str, int], delay_s: float):
         if delay_s < 0:
             raise ValueError(f"delay must be >= 0, got {delay_s}")
         self.target, self.delay_s, self.counts = target, delay_s, Counts()
@@ -131,7 +130,7 @@ def _close_write(writer) -> None:
         pass
 
 
-def read_stats(port: int, host: str = "127.0.0.1") -> Dict[str, object]:
+def read_stats(port: int, host: str = "127.0.0.1") -> dict[str, object]:
     """The counts of a running proxy (its ``--stats-port``)."""
     with socket.create_connection((host, port), timeout=10) as s:
         buf = b""
@@ -143,8 +142,8 @@ def read_stats(port: int, host: str = "127.0.0.1") -> Dict[str, object]:
     return json.loads(buf)
 
 
-async def serve(target: Tuple[str, int], delay_s: float, port: int = 0, stats_port: int = 0,
-                max_seconds: Optional[float] = None, ready=None) -> None:
+async def serve(target: tuple[str, int], delay_s: float, port: int = 0, stats_port: int = 0,
+                max_seconds: float | None = None, ready=None) -> None:
     proxy = Proxy(target, delay_s)
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", port)
     stats = await asyncio.start_server(proxy.stats, "127.0.0.1", stats_port)

@@ -57,7 +57,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, List
 
 SCHEMA = """
 node Item {
@@ -90,21 +89,21 @@ ENGINES = ("python", "jvm", "parquet")
 STORES = ("local", "s3")
 
 
-def _int_list(text: str, minimum: int) -> List[int]:
+def _int_list(text: str, minimum: int) -> list[int]:
     out = [int(x) for x in text.split(",") if x.strip()]
     if not out or min(out) < minimum:
         raise argparse.ArgumentTypeError(f"a comma-separated list of integers >= {minimum}, got {text!r}")
     return out
 
 
-def _delays(text: str) -> List[float]:
+def _delays(text: str) -> list[float]:
     out = [float(x) for x in text.split(",") if x.strip()]
     if not out or min(out) < 0:
         raise argparse.ArgumentTypeError(f"a comma-separated list of delays >= 0 ms, got {text!r}")
     return out
 
 
-def _engines(text: str) -> List[str]:
+def _engines(text: str) -> list[str]:
     out = [x.strip() for x in text.split(",") if x.strip()]
     if not out or set(out) - set(ENGINES):
         raise argparse.ArgumentTypeError(f"a comma-separated list of {', '.join(ENGINES)}, got {text!r}")
@@ -139,7 +138,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _session(extra: Dict[str, str]):
+def _session(extra: dict[str, str]):
     from pyspark.sql import SparkSession
 
     from omnigraph_spark.spark.runtime import set_local_lance_threads
@@ -153,7 +152,7 @@ def _session(extra: Dict[str, str]):
     return spark
 
 
-def s3a_conf(storage: Dict[str, str]) -> Dict[str, str]:
+def s3a_conf(storage: dict[str, str]) -> dict[str, str]:
     """The session settings for Spark's s3a against the S3 server of ``storage`` (this bench's
     storage options): see the module doc."""
     return {"spark.jars.packages": HADOOP_AWS,
@@ -227,8 +226,8 @@ def _latency_child(args) -> None:
     frames = {f"Item{i}": df.where(F.col("qty") % tables == i) for i in range(tables)}
     opts = {f"storage.{k}": v for k, v in so.items()}
     opts["maxRowsPerFile"] = str(args.max_rows_per_file[0])
-    marks: Dict[str, dict] = {}
-    commit_s: List[float] = []
+    marks: dict[str, dict] = {}
+    commit_s: list[float] = []
     orig = graph_io.commit_staged
 
     def timed_commit(*a, **kw):
@@ -309,7 +308,7 @@ def snapshot_shim(work: Path) -> None:
     os.environ[SHIM_DIR_ENV] = str(dst)
 
 
-def _run_child(argv: List[str], what: str) -> dict:
+def _run_child(argv: list[str], what: str) -> dict:
     p = subprocess.run([sys.executable, "-m", "benchmarks.object_store_bench", "--child", *argv],
                        capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:
@@ -317,12 +316,12 @@ def _run_child(argv: List[str], what: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def _ratios(med: Dict[str, Dict[str, float]], engines: List[str]) -> Dict[str, dict]:
+def _ratios(med: dict[str, dict[str, float]], engines: list[str]) -> dict[str, dict]:
     """Per store: python/jvm, python/parquet and jvm/parquet of the median seconds (those whose
     contenders ran), for writes and reads; and each ratio on S3 over the same ratio on local disk."""
     pairs = [(a, b) for a, b in (("python", "jvm"), ("python", "parquet"), ("jvm", "parquet"))
              if a in engines and b in engines]
-    out: Dict[str, dict] = {}
+    out: dict[str, dict] = {}
     for a, b in pairs:
         by_store = {st: {m: med[f"{st}/{a}"][m] / med[f"{st}/{b}"][m] for m in ("write_s", "read_s")}
                     for st in STORES}
@@ -331,11 +330,11 @@ def _ratios(med: Dict[str, Dict[str, float]], engines: List[str]) -> Dict[str, d
     return out
 
 
-def _compare(args, work: Path, inp: str, client, so: Dict[str, str]) -> dict:
+def _compare(args, work: Path, inp: str, client, so: dict[str, str]) -> dict:
     from omnigraph_spark import Graph
 
     contenders = [(store, engine) for store in STORES for engine in args.engines]
-    times: Dict[str, List[Dict[str, float]]] = {f"{s}/{e}": [] for s, e in contenders}
+    times: dict[str, list[dict[str, float]]] = {f"{s}/{e}": [] for s, e in contenders}
     for r in range(args.repeats):
         for store, engine in (contenders if r % 2 == 0 else contenders[::-1]):
             if store == "s3":
@@ -357,7 +356,7 @@ def _compare(args, work: Path, inp: str, client, so: Dict[str, str]) -> dict:
     return {"mode": "compare", "engines": args.engines, "seconds": times, "median_s": med, "ratios": ratios}
 
 
-def _latency(args, inp: str, client, so: Dict[str, str], moto_url: str) -> dict:
+def _latency(args, inp: str, client, so: dict[str, str], moto_url: str) -> dict:
     from omnigraph_spark import Graph
 
     from . import latency_proxy

@@ -41,8 +41,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from benchmarks.format_bench import SCHEMA
 
@@ -74,7 +75,7 @@ def session():
     return spark
 
 
-def phases(work: Path) -> Dict[str, Any]:
+def phases(work: Path) -> dict[str, Any]:
     """The Python writer's tasks and commit in this process (no Spark), on the input files."""
     import pyarrow.parquet as pq
 
@@ -98,7 +99,7 @@ def phases(work: Path) -> Dict[str, Any]:
             "write_s": round(t2 - t0, 3), "key_hashes": all(m.staged[0].key_hashes is not None for m in msgs)}
 
 
-def step(name: str, work: Path, out: Path) -> Dict[str, Any]:
+def step(name: str, work: Path, out: Path) -> dict[str, Any]:
     """One contender's write, in this (fresh) process."""
     if name in ("phases", "phases_base"):
         res = {"contender": name, **phases(work)}
@@ -112,7 +113,7 @@ def step(name: str, work: Path, out: Path) -> Dict[str, Any]:
     src = spark.read.parquet(str(work / "input"))
     target = str(work / f"out-{name}")
     shutil.rmtree(target, ignore_errors=True)
-    res: Dict[str, Any] = {"contender": name, "package": omnigraph_spark.__file__}
+    res: dict[str, Any] = {"contender": name, "package": omnigraph_spark.__file__}
     t0 = time.perf_counter()
     if name == "parquet":
         src.write.parquet(target)
@@ -144,11 +145,11 @@ def generate(work: Path, rows: int, seed: int) -> float:
     return round(time.perf_counter() - t0, 1)
 
 
-def _load() -> List[float]:
+def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _spawn(args, work: Path, name: str) -> Dict[str, Any]:
+def _spawn(args, work: Path, name: str) -> dict[str, Any]:
     code = args.base_code if name.endswith("_base") else args.code
     out = work / f"{name}.json"
     out.unlink(missing_ok=True)
@@ -167,7 +168,7 @@ def _spawn(args, work: Path, name: str) -> Dict[str, Any]:
     return res
 
 
-def ratios(runs: Sequence[Dict[str, Dict[str, Any]]]) -> Dict[str, float]:
+def ratios(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, float]:
     """Medians over repeats of per-repeat ratios: the baseline's seconds over the contender's
     (> 1: the contender is faster)."""
     def med(base: str, who: str) -> float:
@@ -187,7 +188,7 @@ def ratios(runs: Sequence[Dict[str, Dict[str, Any]]]) -> Dict[str, float]:
     return out
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=3)
@@ -205,7 +206,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         step(args.step, work, work / f"{args.step}.json")
         return 0
     work.mkdir(parents=True, exist_ok=True)
-    result: Dict[str, Any] = {"rows": args.rows, "repeats": args.repeats, "cores": os.cpu_count(),
+    result: dict[str, Any] = {"rows": args.rows, "repeats": args.repeats, "cores": os.cpu_count(),
                               "code": args.code or str(ROOT), "base_code": args.base_code, "load_start": _load(),
                               "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     if not (work / "input").exists():
@@ -213,7 +214,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     names = list(CONTENDERS) + (["omnigraph_base"] if args.base_code else [])
     if args.phases:
         names += ["phases"] + (["phases_base"] if args.base_code else [])
-    runs: List[Dict[str, Dict[str, Any]]] = []
+    runs: list[dict[str, dict[str, Any]]] = []
     for r in range(args.repeats):
         order = names if r % 2 == 0 else names[::-1]
         runs.append({name: _spawn(args, work, name) for name in order})

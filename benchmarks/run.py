@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime as dt
 import io
 import json
 import os
@@ -36,8 +35,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any
+
 from benchmarks.common import descendants, proc_table, read_text
 
 SCHEMA = """
@@ -69,7 +70,7 @@ def median(xs: Sequence[float]) -> float:
 
 
 @contextmanager
-def timer(out: List[float]) -> Iterator[None]:
+def timer(out: list[float]) -> Iterator[None]:
     t0 = time.perf_counter()
     try:
         yield
@@ -83,7 +84,7 @@ def log(msg: str) -> None:
 
 
 
-def machine_info() -> Dict[str, Any]:
+def machine_info() -> dict[str, Any]:
     import lance
     import pyarrow
     import pyspark
@@ -105,7 +106,7 @@ def machine_info() -> Dict[str, Any]:
     }
 
 
-def other_load(self_pids: set) -> Dict[str, Any]:
+def other_load(self_pids: set) -> dict[str, Any]:
     """What else is running: load average and the busiest processes that are not ours."""
     procs = []
     try:
@@ -133,13 +134,13 @@ class MemorySampler:
 
     def __init__(self, interval: float = 0.1) -> None:
         self.interval = interval
-        self.phase: Optional[str] = None
-        self.peaks: Dict[str, Dict[str, float]] = {}
+        self.phase: str | None = None
+        self.peaks: dict[str, dict[str, float]] = {}
         self.pids_seen: set = {os.getpid()}
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "MemorySampler":
+    def start(self) -> MemorySampler:
         self._t.start()
         return self
 
@@ -192,7 +193,7 @@ class MemorySampler:
 
 # -- Spark and data ------------------------------------------------------------------------------
 
-def make_spark(arrow_batch: Optional[int]):
+def make_spark(arrow_batch: int | None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from omnigraph_spark.demo import quiet_warnings
@@ -294,7 +295,7 @@ class Bench:
         from benchmarks.floor import FloorSource
 
         self.spark.dataSource.register(FloorSource)
-        self.results: Dict[str, Any] = {}
+        self.results: dict[str, Any] = {}
         self._n = 0
 
     def fresh(self, name: str) -> str:
@@ -310,10 +311,10 @@ class Bench:
 
     # -- write ---------------------------------------------------------------------------------
 
-    def omnigraph_write(self, nodes, edges) -> Dict[str, float]:
+    def omnigraph_write(self, nodes, edges) -> dict[str, float]:
         """df.write.format('omnigraph') of nodes then edges into a fresh graph."""
         g = self.new_graph()
-        t: List[float] = []
+        t: list[float] = []
         with timer(t):
             nodes.write.format("omnigraph").option("type", "Item").mode("append").save(g.root)
         with timer(t):
@@ -321,33 +322,33 @@ class Bench:
         self._last_graph = g.root
         return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
 
-    def omnigraph_jvm_write(self, nodes, edges) -> Dict[str, float]:
+    def omnigraph_jvm_write(self, nodes, edges) -> dict[str, float]:
         """write_table(engine="jvm") of nodes then edges: the same two graph commits as
         omnigraph_write, staged by the JVM sink (jvm-shim) instead of Python workers."""
         from omnigraph_spark import write_table
 
         g = self.new_graph()
-        t: List[float] = []
+        t: list[float] = []
         with timer(t):
             write_table(nodes, g.root, "Item", engine="jvm")
         with timer(t):
             write_table(edges, g.root, "Link", engine="jvm")
         return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
 
-    def omnigraph_jvm_graph_write(self, nodes, edges) -> Dict[str, float]:
+    def omnigraph_jvm_graph_write(self, nodes, edges) -> dict[str, float]:
         """write_graph(engine="jvm") of nodes + edges: ONE graph commit of both types (how a graph
         load is meant to be written), staged by the JVM sink."""
         from omnigraph_spark import write_graph
 
         g = self.new_graph()
-        t: List[float] = []
+        t: list[float] = []
         with timer(t):
             write_graph(g.root, {"Item": nodes, "Link": edges}, engine="jvm")
         return {"total": t[0]}  # one job per type, one commit: no per-type split
 
-    def parquet_write(self, nodes, edges) -> Dict[str, float]:
+    def parquet_write(self, nodes, edges) -> dict[str, float]:
         base = self.fresh("parquet")
-        t: List[float] = []
+        t: list[float] = []
         with timer(t):
             nodes.write.mode("overwrite").parquet(base + "/nodes")
         with timer(t):
@@ -355,12 +356,12 @@ class Bench:
         self._last_parquet = base
         return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
 
-    def floor_write(self, nodes, edges) -> Dict[str, float]:
+    def floor_write(self, nodes, edges) -> dict[str, float]:
         """The same DataFrames through a Python DataSource writer that only counts rows
         (benchmarks/floor.py): the API's own cost, paid before any connector code runs."""
         from benchmarks.floor import NAME
 
-        t: List[float] = []
+        t: list[float] = []
         for df in (nodes, edges):
             with timer(t):
                 df.write.format(NAME).mode("append").save()
@@ -377,28 +378,28 @@ class Bench:
         lance.write_dataset(tbl, uri, data_storage_version=T.DATA_STORAGE_VERSION,
                             max_rows_per_file=T.DEFAULT_MAX_ROWS_PER_FILE)
 
-    def lance_write(self, node_tbl, edge_tbl) -> Dict[str, float]:
+    def lance_write(self, node_tbl, edge_tbl) -> dict[str, float]:
         """Single-process pylance write_dataset of the same Arrow data (no conversion, no
         validation, no ids): the near-limit of what Lance encoding costs."""
         base = self.fresh("lance")
-        t: List[float] = []
+        t: list[float] = []
         for name, tbl in (("nodes", node_tbl), ("edges", edge_tbl)):
             with timer(t):
                 self.lance_baseline(tbl, f"{base}/{name}.lance")
         shutil.rmtree(base, ignore_errors=True)
         return {"nodes": t[0], "edges": t[1], "total": t[0] + t[1]}
 
-    def bench_write(self, nodes, edges, node_tbl, edge_tbl, in_bytes: Dict[str, int]) -> None:
+    def bench_write(self, nodes, edges, node_tbl, edge_tbl, in_bytes: dict[str, int]) -> None:
         a = self.args
         from omnigraph_spark.spark.jvm_read import shim_loaded
 
-        runs: Dict[str, List[Dict[str, float]]] = {"omnigraph": [], "omnigraph_jvm": [], "omnigraph_jvm_graph": [],
+        runs: dict[str, list[dict[str, float]]] = {"omnigraph": [], "omnigraph_jvm": [], "omnigraph_jvm_graph": [],
                                                    "parquet": [], "python_source_floor": [],
                                                    "lance_single_process": []}
         has_jvm = shim_loaded(self.spark)
         if not has_jvm:
             log("write: jvm-shim not on the class path (make jvm-shim): no JVM write path measured")
-        writers: Dict[str, Callable[[], Dict[str, float]]] = {"omnigraph": lambda: self.omnigraph_write(nodes, edges)}
+        writers: dict[str, Callable[[], dict[str, float]]] = {"omnigraph": lambda: self.omnigraph_write(nodes, edges)}
         if has_jvm:
             writers["omnigraph_jvm"] = lambda: self.omnigraph_jvm_write(nodes, edges)
             writers["omnigraph_jvm_graph"] = lambda: self.omnigraph_jvm_graph_write(nodes, edges)
@@ -428,7 +429,7 @@ class Bench:
             log(f"write repeat {r}: " + ", ".join(f"{k} {v[-1]['total']:.2f}s" for k, v in runs.items() if v))
         rows = a.rows + a.edge_rows
         nbytes = in_bytes["nodes"] + in_bytes["edges"]
-        res: Dict[str, Any] = {"rows": rows, "input_arrow_bytes": nbytes, "repeats": a.repeats, "contenders": {}}
+        res: dict[str, Any] = {"rows": rows, "input_arrow_bytes": nbytes, "repeats": a.repeats, "contenders": {}}
         for who, rs in runs.items():
             if not rs:
                 continue
@@ -450,7 +451,7 @@ class Bench:
         res["ratio_python_floor_vs_parquet_throughput"] = median([p / f for p, f in zip(pq, fl)])
         if runs["lance_single_process"]:
             ln = [x["total"] for x in runs["lance_single_process"]]
-            res["ratio_omnigraph_vs_lance_single_process_throughput"] = median([l / o for l, o in zip(ln, og)])
+            res["ratio_omnigraph_vs_lance_single_process_throughput"] = median([x / o for x, o in zip(ln, og)])
         res["jvm_path"] = has_jvm
         if runs["omnigraph_jvm"]:
             jv = runs["omnigraph_jvm"]
@@ -464,7 +465,7 @@ class Bench:
             res["ratio_omnigraph_jvm_graph_vs_parquet_throughput"] = median([p / j["total"] for p, j in zip(pq, jg)])
             if runs["lance_single_process"]:
                 res["ratio_omnigraph_jvm_vs_lance_single_process_throughput"] = median(
-                    [l / j["total"] for l, j in zip(ln, jv)])
+                    [x / j["total"] for x, j in zip(ln, jv)])
         res["on_disk_bytes"] = {"omnigraph": dir_bytes(self._last_graph),
                                 "parquet": dir_bytes(self._last_parquet)}
         self.results["write"] = res
@@ -472,7 +473,7 @@ class Bench:
     # -- write_graph with phases ----------------------------------------------------------------
 
     @contextmanager
-    def timed_phases(self) -> Iterator[Dict[str, float]]:
+    def timed_phases(self) -> Iterator[dict[str, float]]:
         """Time load-wide validation and commit_load in place (both run in this driver process),
         and count the Arrow bytes validation reads from Lance tables (a peak-RSS reading cannot
         show it: the driver reuses memory it freed earlier, and Lance allocates outside pyarrow's pool)."""
@@ -480,7 +481,7 @@ class Bench:
 
         from omnigraph_spark.spark import writer as W
 
-        phase: Dict[str, float] = {"validate": 0.0, "commit_load": 0.0, "validate_read_mb": 0.0}
+        phase: dict[str, float] = {"validate": 0.0, "commit_load": 0.0, "validate_read_mb": 0.0}
         orig_mv, orig_cl, orig_tt = W.make_validator, W.commit_load, lance.LanceDataset.to_table
         validating = threading.Event()
 
@@ -563,7 +564,7 @@ class Bench:
         for _ in range(a.append_steps):
             write_table(base, g.root, "Link")
             existing += a.edge_rows
-            runs: Dict[str, List[Dict[str, float]]] = {"recorded": [], "counted": []}
+            runs: dict[str, list[dict[str, float]]] = {"recorded": [], "counted": []}
             for r in range(a.repeats):
                 for how in (("recorded", "counted") if r % 2 == 0 else ("counted", "recorded")):
                     if how == "counted":  # the pinned version offers no bound
@@ -578,7 +579,7 @@ class Bench:
                     runs[how].append({"existing_edges": existing, "total": total, "validate": phase["validate"],
                                       "validate_read_mb": phase["validate_read_mb"]})
                     existing += small_rows
-            row: Dict[str, Any] = {"existing_edges_before": runs["recorded"][0]["existing_edges"],
+            row: dict[str, Any] = {"existing_edges_before": runs["recorded"][0]["existing_edges"],
                                    "append_rows": small_rows}
             for how, rs in runs.items():
                 row[how] = {"validate_seconds": median([x["validate"] for x in rs]),
@@ -597,7 +598,7 @@ class Bench:
                                   "onto a Link table grown by edge_rows per step; 'counted': the bound lookup "
                                   "returns nothing, as on a version the engine wrote"}
 
-    def bench_strict_append(self) -> Dict[str, Any]:
+    def bench_strict_append(self) -> dict[str, Any]:
         """The cost of append being a strict insert (I17): write_table (engine "auto": the JVM
         sink) of N fresh keyed Item nodes onto a graph holding N committed ones, both read from
         Parquet files, with the check as shipped (the staging tasks probe the staged ids against
@@ -611,14 +612,14 @@ class Bench:
         from omnigraph_spark.spark import jvm_write, writer
 
         a = self.args
-        out: Dict[str, Any] = {}
+        out: dict[str, Any] = {}
         for n in a.strict_append_rows:
             base_pq, new_pq = (os.path.join(self.work, f"strict-{n}-{w}.parquet") for w in ("base", "new"))
             node_frame(self.spark, n, a.seed, a.partitions).write.mode("overwrite").parquet(base_pq)
             node_frame(self.spark, n, a.seed + 1, a.partitions, start=n).write.mode("overwrite").parquet(new_pq)
             template = self.new_graph()
             write_table(self.spark.read.parquet(base_pq), template.root, "Item")
-            runs: Dict[str, List[float]] = {"with": [], "without": []}
+            runs: dict[str, list[float]] = {"with": [], "without": []}
             saved = (jvm_write.fresh_source, writer._fresh_of)
             for r in range(a.repeats):
                 for how in (("with", "without") if r % 2 == 0 else ("without", "with")):
@@ -670,13 +671,13 @@ class Bench:
         stored = open_dataset(t.base_path, branch=t.lance_branch, version=t.version).to_table()
         shutil.rmtree(first, ignore_errors=True)
 
-        def spark_job(run: Callable[[], None]) -> Dict[str, float]:
-            t: List[float] = []
+        def spark_job(run: Callable[[], None]) -> dict[str, float]:
+            t: list[float] = []
             with timer(t):
                 run()
             return {"wall": t[0]}
 
-        def encode(write: Callable[[str], None]) -> Dict[str, float]:
+        def encode(write: Callable[[str], None]) -> dict[str, float]:
             p = self.fresh("encode")
             c0, t0 = time.process_time(), time.perf_counter()
             write(p)
@@ -684,13 +685,13 @@ class Bench:
             shutil.rmtree(p, ignore_errors=True)
             return out
 
-        def omnigraph() -> Dict[str, float]:
+        def omnigraph() -> dict[str, float]:
             p = onto_nodes()
             out = spark_job(lambda: write_table(edges, p, "Link"))
             shutil.rmtree(p, ignore_errors=True)
             return out
 
-        cases: Dict[str, Callable[[], Dict[str, float]]] = {
+        cases: dict[str, Callable[[], dict[str, float]]] = {
             "spark_noop": lambda: spark_job(lambda: edges.write.format("noop").mode("overwrite").save()),
             "spark_parquet": lambda: spark_job(lambda: edges.write.mode("overwrite").parquet(self.fresh("pq"))),
             "omnigraph_write_table": omnigraph,
@@ -698,11 +699,11 @@ class Bench:
             "lance_encode_dataframe": lambda: encode(lambda p: self.lance_baseline(edge_tbl, p)),
             "parquet_encode_dataframe": lambda: encode(lambda p: papq.write_table(edge_tbl, p)),
         }
-        runs: Dict[str, List[Dict[str, float]]] = {k: [] for k in cases}
+        runs: dict[str, list[dict[str, float]]] = {k: [] for k in cases}
         for r in range(a.repeats):
             for k in (list(cases) if r % 2 == 0 else list(reversed(cases))):
                 runs[k].append(cases[k]())
-        res: Dict[str, Any] = {"edge_rows": a.edge_rows, "format_columns": stored.column_names,
+        res: dict[str, Any] = {"edge_rows": a.edge_rows, "format_columns": stored.column_names,
                                "dataframe_columns": edge_tbl.column_names, "repeats": a.repeats}
         for k, rs in runs.items():
             res[k] = {"wall_seconds": median([x["wall"] for x in rs]), "runs": rs}
@@ -741,7 +742,7 @@ class Bench:
             """Seconds to read every column of ``df`` (filtered to 1 % or not) into a noop sink."""
             if filtered:
                 df = df.filter(sel)
-            t: List[float] = []
+            t: list[float] = []
             with timer(t):
                 df.write.format("noop").mode("overwrite").save()
             return t[0]
@@ -777,7 +778,7 @@ class Bench:
             og(False), parquet(False), floor(False)
             if has_jvm:
                 jvm(False)
-        res: Dict[str, Any] = {"rows": a.rows, "jvm_path": has_jvm}
+        res: dict[str, Any] = {"rows": a.rows, "jvm_path": has_jvm}
         for kind, filtered in (("full_scan", False), ("selective_filter", True)):
             o, p, f, j = [], [], [], []
             for r in range(a.read_repeats):
@@ -864,7 +865,7 @@ class Bench:
         for rpf in a.commit_rows_per_fragment:
             g = self.new_graph()
             graphs[rpf] = (g, self._stage_fragments(g, a.commit_rows_fragments, rpf))
-        times: Dict[int, List[float]] = {rpf: [] for rpf in graphs}
+        times: dict[int, list[float]] = {rpf: [] for rpf in graphs}
         for r in range(a.repeats):
             for rpf in (list(graphs) if r % 2 == 0 else list(reversed(graphs))):
                 g, st = graphs[rpf]
@@ -912,7 +913,7 @@ class Bench:
 
         a = self.args
         batch = int(self.spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"))
-        prof: Dict[str, Any] = {"arrow_batch_rows": batch}
+        prof: dict[str, Any] = {"arrow_batch_rows": batch}
 
         def count_batches(it):
             n = 0
@@ -920,9 +921,9 @@ class Bench:
                 n += b.num_rows
             yield pa.record_batch([pa.array([n], pa.int64())], names=["n"])
 
-        hop: Dict[str, List[float]] = {"spark_noop": [], "spark_to_python_count": []}
-        for r in range(a.repeats):
-            t: List[float] = []
+        hop: dict[str, list[float]] = {"spark_noop": [], "spark_to_python_count": []}
+        for _ in range(a.repeats):
+            t: list[float] = []
             with timer(t):
                 nodes.write.format("noop").mode("overwrite").save()
                 edges.write.format("noop").mode("overwrite").save()
@@ -936,7 +937,7 @@ class Bench:
         prof["spark_to_python_seconds"] = median(hop["spark_to_python_count"])
         prof["jvm_to_python_hop_seconds"] = max(0.0, prof["spark_to_python_seconds"] - prof["spark_noop_seconds"])
 
-        phases: Dict[str, List[float]] = {"convert": [], "lance_encode": [], "validate": [], "commit_publish": []}
+        phases: dict[str, list[float]] = {"convert": [], "lance_encode": [], "validate": [], "commit_publish": []}
         cprof_text = ""
         for r in range(a.repeats):
             g = self.new_graph()
@@ -1016,7 +1017,7 @@ class Bench:
             edges = cached(edge_frame(self.spark, n, n, a.seed))
             name = f"memory_{n}"
             g = self.new_graph()
-            t: List[float] = []
+            t: list[float] = []
             with self.mem.phase_of(name), timer(t):
                 write_graph(g.root, {"Item": nodes, "Link": edges}, engine="python")
             pk = dict(self.mem.peaks[name])
@@ -1066,7 +1067,7 @@ class Bench:
 
     # -- driver ---------------------------------------------------------------------------------
 
-    def run(self) -> Dict[str, Any]:
+    def run(self) -> dict[str, Any]:
         a = self.args
         import lance  # noqa: F401  (import before forking anything: lance warns on fork)
 
@@ -1086,7 +1087,7 @@ class Bench:
             log("warm-up (Python worker start-up and imports are per-process, not per-row)")
             self.warm_up()
         self.results["input"]["warm_up_seconds"] = time.perf_counter() - t0
-        steps: List[tuple] = [("write", lambda: self.bench_write(nodes, edges, node_tbl, edge_tbl, in_bytes)),
+        steps: list[tuple] = [("write", lambda: self.bench_write(nodes, edges, node_tbl, edge_tbl, in_bytes)),
                               ("write_graph", lambda: self.bench_write_graph(nodes, edges)),
                               ("read", self.bench_read),
                               ("profile", lambda: self.bench_profile(nodes, edges, node_tbl, edge_tbl)),
@@ -1098,7 +1099,7 @@ class Bench:
                 continue
             log(f"== {name}")
             fn()
-        del node_tbl, edge_tbl
+        node_tbl = edge_tbl = None  # the steps are done: free the Arrow copies
         nodes.unpersist(), edges.unpersist()
         if "memory" not in a.skip:
             log("== memory")
@@ -1118,7 +1119,7 @@ class Bench:
 
 # -- targets, report, plot ----------------------------------------------------------------------
 
-def targets(r: Dict[str, Any]) -> Dict[str, Any]:
+def targets(r: dict[str, Any]) -> dict[str, Any]:
     def get(*path, default=None):
         cur: Any = r
         for p in path:
@@ -1127,7 +1128,7 @@ def targets(r: Dict[str, Any]) -> Dict[str, Any]:
             cur = cur[p]
         return cur
 
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     w = get("write", "ratio_omnigraph_vs_parquet_throughput")
     wj = get("write", "ratio_omnigraph_jvm_vs_parquet_throughput")
     wg = get("write", "ratio_omnigraph_jvm_graph_vs_parquet_throughput")
@@ -1189,8 +1190,8 @@ def fmt(x: Any, nd: int = 2) -> str:
     return str(x)
 
 
-def markdown(r: Dict[str, Any]) -> str:
-    L: List[str] = []
+def markdown(r: dict[str, Any]) -> str:
+    L: list[str] = []
     m = r["machine"]
     L.append(f"# omnigraph-spark benchmark ({r['input']['node_rows']:,} nodes + {r['input']['edge_rows']:,} edges)\n")
     L.append(f"Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
@@ -1323,7 +1324,7 @@ def markdown(r: Dict[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
-def plot(r: Dict[str, Any], path: str) -> None:
+def plot(r: dict[str, Any], path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1336,8 +1337,10 @@ def plot(r: Dict[str, Any], path: str) -> None:
                            ("ratio_jvm_nodes_vs_parquet_throughput", "nodes (JVM)\nvs Parquet"),
                            ("ratio_jvm_edges_vs_parquet_throughput", "edges (JVM)\nvs Parquet")):
             if key in r["write"]:
-                labels.append(label); vals.append(r["write"][key])
-        labels.append("df.write (Py)\nvs Parquet"); vals.append(r["write"]["ratio_omnigraph_vs_parquet_throughput"])
+                labels.append(label)
+                vals.append(r["write"][key])
+        labels.append("df.write (Py)\nvs Parquet")
+        vals.append(r["write"]["ratio_omnigraph_vs_parquet_throughput"])
         if "ratio_omnigraph_vs_lance_single_process_throughput" in r["write"]:
             labels.append("write vs\n1-proc Lance")
             vals.append(r["write"]["ratio_omnigraph_vs_lance_single_process_throughput"])
@@ -1364,19 +1367,23 @@ def plot(r: Dict[str, Any], path: str) -> None:
         ax[1].plot(xs, [x["commit_with_validation_seconds_median"] for x in r["commit_vs_fragments"]], "s--",
                    label="with load-wide validation")
         ax[1].axhline(1.0, color="k", lw=0.8, ls=":")
-        ax[1].set_xscale("log"); ax[1].set_yscale("log")
-        ax[1].set_xlabel("staged fragments"); ax[1].set_ylabel("seconds"); ax[1].legend()
+        ax[1].set_xscale("log")
+        ax[1].set_yscale("log")
+        ax[1].set_xlabel("staged fragments")
+        ax[1].set_ylabel("seconds")
+        ax[1].legend()
         ax[1].set_title("driver commit latency")
     if "profile" in r:
         p = r["profile"]["breakdown_seconds"]
         ax[2].barh(list(p.keys()), list(p.values()), color="tab:blue")
-        ax[2].set_xlabel("seconds"); ax[2].set_title("where a df.write's time goes (Python path)")
+        ax[2].set_xlabel("seconds")
+        ax[2].set_title("where a df.write's time goes (Python path)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def parse_args(argv: Optional[Sequence[str]] = None):
+def parse_args(argv: Sequence[str] | None = None):
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=300_000, help="node rows (default 300,000; 1M-10M are options)")
@@ -1415,7 +1422,7 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     return a
 
 
-def main(argv: Optional[Sequence[str]] = None, spark=None) -> Dict[str, Any]:
+def main(argv: Sequence[str] | None = None, spark=None) -> dict[str, Any]:
     """Run the harness; ``spark`` reuses an existing session (left running), else one is made."""
     a = parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
@@ -1439,7 +1446,7 @@ def main(argv: Optional[Sequence[str]] = None, spark=None) -> Dict[str, Any]:
     return res
 
 
-def strict_append_main(a, spark=None) -> Dict[str, Any]:
+def strict_append_main(a, spark=None) -> dict[str, Any]:
     """``--strict-append N,...``: only :meth:`Bench.bench_strict_append`; strict_append.json/.md."""
     b = Bench(a, spark)
     try:

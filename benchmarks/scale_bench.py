@@ -57,9 +57,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
-from benchmarks.common import compile_package, descendants, proc_table, read_text, setup_logging, with_delta as add_delta
+from typing import Any
+
+from benchmarks.common import compile_package, descendants, proc_table, read_text, setup_logging
+from benchmarks.common import with_delta as add_delta
 
 log = logging.getLogger("benchmarks.scale_bench")
 
@@ -78,7 +81,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # -- pure parts (tests/benchmarks/test_scale_bench.py) ----------------------------------------
 
-def split_rows(rows: int) -> Dict[str, int]:
+def split_rows(rows: int) -> dict[str, int]:
     """``rows`` in all -> node rows (a quarter), edge rows (the rest), append edge rows (a
     tenth of the edges, at least 1) and merge node rows (a tenth of the nodes, at least 2)."""
     if rows < 8:
@@ -99,7 +102,7 @@ def input_files(rows: int, rows_per_file: int) -> int:
     return max(2, -(-rows // rows_per_file))
 
 
-def parse_contenders(text: str) -> List[str]:
+def parse_contenders(text: str) -> list[str]:
     """``--contenders`` -> names in run order; unknown names and a contender without the one it
     needs earlier in the list are errors."""
     names = [x.strip() for x in text.split(",") if x.strip()]
@@ -122,10 +125,10 @@ def status_kb(text: str, field: str) -> int:
     return 0
 
 
-def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float]]:
+def ratios(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
     """Each contender's throughput over its baseline's (rows/s; > 1 = faster than the baseline),
     both measured in the same run; None when the baseline did not run."""
-    out: Dict[str, Optional[float]] = {}
+    out: dict[str, float | None] = {}
     for name, r in results.items():
         base = results.get(BASELINE[name])
         if name == BASELINE[name]:
@@ -135,15 +138,15 @@ def ratios(results: Mapping[str, Mapping[str, Any]]) -> Dict[str, Optional[float
     return out
 
 
-def round_order(names: Sequence[str], i: int) -> List[str]:
+def round_order(names: Sequence[str], i: int) -> list[str]:
     """The contenders' order in round ``i`` (0-based): as given in even rounds, mirrored in odd
     ones, so that each contender runs both before and after its baseline. A mirrored list is
     repaired to keep what a contender needs (``NEEDS``) ahead of it: a contender whose need has
     not run yet waits and runs right after it."""
     if i % 2 == 0:
         return list(names)
-    out: List[str] = []
-    waiting: List[str] = []
+    out: list[str] = []
+    waiting: list[str] = []
     for n in reversed(names):
         need = NEEDS.get(n)
         if need and need in names and need not in out:
@@ -156,9 +159,9 @@ def round_order(names: Sequence[str], i: int) -> List[str]:
     return out + waiting
 
 
-def ratio_summary(rounds: Sequence[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+def ratio_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per ratio (``write_graph_vs_parquet`` ...): every round's value, their median, min and max."""
-    out: Dict[str, Dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for r in rounds:
         for k, v in r["ratios"].items():
             if v is not None:
@@ -174,7 +177,7 @@ def _is_python(comm: str) -> bool:
     return comm.startswith("python")
 
 
-def tree_hwm(root: int) -> Dict[str, Any]:
+def tree_hwm(root: int) -> dict[str, Any]:
     """VmHWM (peak RSS) of a driver process, its JVM and the JVM's Python workers, now."""
     table = proc_table()
     mb = 1 / 1024
@@ -218,13 +221,13 @@ class TreeSampler:
             except (OSError, KeyError):  # a process ended between two reads: next sample
                 continue
 
-    def stop(self) -> Dict[str, float]:
+    def stop(self) -> dict[str, float]:
         self._stop.set()
         self._t.join(timeout=5)
         return {k: round(v) for k, v in self.peak.items()}
 
 
-def dir_stats(path: str, suffix: str) -> Dict[str, int]:
+def dir_stats(path: str, suffix: str) -> dict[str, int]:
     files = [p for p in Path(path).rglob("*") if p.is_file()]
     return {"files": sum(1 for p in files if p.name.endswith(suffix)), "bytes": sum(p.stat().st_size for p in files)}
 
@@ -253,7 +256,7 @@ def session(driver_memory: str, with_delta: bool, baseline: bool = False):
     return spark
 
 
-def generate(spark, work: Path, rows: int, seed: int, rows_per_file: int) -> Dict[str, Any]:
+def generate(spark, work: Path, rows: int, seed: int, rows_per_file: int) -> dict[str, Any]:
     """The input Parquet files (run.node_frame / run.edge_frame: seeded, deterministic)."""
     from pyspark.sql import functions as F
 
@@ -278,7 +281,7 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def _timed_tables(res: Dict[str, Any], nodes, edges) -> None:
+def _timed_tables(res: dict[str, Any], nodes, edges) -> None:
     """Writes the nodes, then the edges, each timed: ``write_s`` is their sum, ``tables_s`` each
     part (where a load spends beyond its baseline: the node job or the edge job)."""
     t = {"nodes": _timed(nodes), "edges": _timed(edges)}
@@ -294,12 +297,12 @@ def _kept_indexes(uri: str) -> int:
     return len(list(d.glob("*.ids"))) if d.is_dir() else 0
 
 
-def _graph_stats(uri: str) -> Dict[str, Any]:
+def _graph_stats(uri: str) -> dict[str, Any]:
     from omnigraph_spark import Graph
 
     g = Graph.open(uri)
     snap = g.snapshot()
-    out: Dict[str, Any] = {"graph_version": snap.version, "tables": {}}
+    out: dict[str, Any] = {"graph_version": snap.version, "tables": {}}
     for key in ("node:Item", "edge:Link"):
         ds = g.open_table(key, snap)
         out["tables"][key] = {"rows": ds.count_rows(), "fragments": len(ds.get_fragments())}
@@ -313,7 +316,7 @@ def _graph_stats(uri: str) -> Dict[str, Any]:
     return out
 
 
-def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
+def run_contender(name: str, work: Path, args) -> dict[str, Any]:
     from benchmarks.run import SCHEMA
 
     t_proc = time.perf_counter()
@@ -324,7 +327,7 @@ def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
     def read(kind: str):
         return spark.read.parquet(str(inp / kind))
 
-    res: Dict[str, Any] = {"contender": name}
+    res: dict[str, Any] = {"contender": name}
     if name == "parquet":
         out = str(work / "out-parquet")
         _timed_tables(res, lambda: read("nodes").write.parquet(out + "/nodes"),
@@ -400,12 +403,12 @@ def run_contender(name: str, work: Path, args) -> Dict[str, Any]:
 
 # -- the parent -------------------------------------------------------------------------------
 
-def _machine() -> Dict[str, Any]:
+def _machine() -> dict[str, Any]:
     import platform
 
     import pyspark
 
-    info: Dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(),
+    info: dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(),
                             "interpreter": sys.executable, "pyspark": pyspark.__version__,
                             "platform": platform.platform(),
                             "ram_gib": round(status_kb(read_text("/proc/meminfo"), "MemTotal") / 2 ** 20, 1)}
@@ -414,7 +417,7 @@ def _machine() -> Dict[str, Any]:
     for dist in ("pylance", "delta-spark"):
         try:
             info[dist] = version(dist)
-        except Exception:  # noqa: BLE001 - not installed
+        except Exception:  # not installed
             info[dist] = None
     info["lance_cpu_threads_env"] = os.environ.get("LANCE_CPU_THREADS")
     git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -425,7 +428,7 @@ def _machine() -> Dict[str, Any]:
     return info
 
 
-def _load() -> List[float]:
+def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
@@ -435,7 +438,7 @@ def _delta_available() -> bool:
     return importlib.util.find_spec("delta") is not None
 
 
-def _spawn(args, work: Path, step: str) -> Dict[str, Any]:
+def _spawn(args, work: Path, step: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.scale_bench", "--step", step, "--work", str(work),
            "--rows", str(args.rows), "--seed", str(args.seed), "--rows-per-file", str(args.rows_per_file),
            "--driver-memory", args.driver_memory]
@@ -481,16 +484,16 @@ def markdown(r: Mapping[str, Any]) -> str:
     m = r["machine"]
     lines = [f"# Scale: loads from Parquet files, {r['rows']:,} rows ({r['date']})", "",
              f"`{r['command']}`", "",
-             f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
              f"pyspark {m['pyspark']}, pylance {m.get('pylance')}, delta-spark {m.get('delta-spark')}; "
              f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
-             f"{r['load_end']} at end.", "",
-             f"Input: {r['input']['nodes']:,} Item nodes + {r['input']['edges']:,} Link edges "
+             f"{r['load_end']} at end."), "",
+             (f"Input: {r['input']['nodes']:,} Item nodes + {r['input']['edges']:,} Link edges "
              f"({r['input']['nodes_input']['files']} + {r['input']['edges_input']['files']} Parquet files, "
              f"{(r['input']['nodes_input']['bytes'] + r['input']['edges_input']['bytes']) / 2 ** 20:,.0f} MB); "
-             f"append: {r['input']['append_edges']:,} Link edges. Generated in {r['generate_s']} s.", "",
-             "| contender | rows | write (s) | rows/s | vs baseline | driver Python peak (MB) | driver JVM peak (MB) "
-             "| largest Python worker peak (MB) | Python workers, sum (MB) | output files | output MB |",
+             f"append: {r['input']['append_edges']:,} Link edges. Generated in {r['generate_s']} s."), "",
+             ("| contender | rows | write (s) | rows/s | vs baseline | driver Python peak (MB) | driver JVM peak (MB) "
+             "| largest Python worker peak (MB) | Python workers, sum (MB) | output files | output MB |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, c in r["contenders"].items():
         h = c["memory_hwm"]
@@ -499,10 +502,10 @@ def markdown(r: Mapping[str, Any]) -> str:
         lines.append(f"| {name} | {c['rows']:,} | {c['write_s']} | {c['rows_per_s']:,} | {vs} "
                      f"| {h['driver_python_hwm_mb']:,} | {h['driver_jvm_hwm_mb']:,} | {h['worker_max_hwm_mb']:,} "
                      f"| {h['workers_sum_hwm_mb']:,} | {c.get('files', '')} | {c.get('bytes', 0) / 2 ** 20:,.0f} |")
-    lines += ["", "Peaks are VmHWM read from /proc by each contender before its session stops; the parent's "
+    lines += ["", ("Peaks are VmHWM read from /proc by each contender before its session stops; the parent's "
               "0.5 s RSS samples of the same processes are in the JSON (`memory_rss_sampled`). In local mode "
               "the executors' JVM side runs inside the driver JVM. Ratios: the contender's rows/s over its "
-              "baseline's (parquet; append: parquet_append), same run, > 1 = faster."]
+              "baseline's (parquet; append: parquet_append), same run, > 1 = faster.")]
     shim = {c.get("shim_loaded") for n, c in r["contenders"].items() if n in ("write_graph", "append", "format")}
     if shim:
         lines.append(f"- JVM shim loaded in the omnigraph contenders' sessions: {sorted(shim)} (write_graph and "
@@ -530,7 +533,7 @@ def markdown(r: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rounds_markdown(r: Mapping[str, Any]) -> List[str]:
+def rounds_markdown(r: Mapping[str, Any]) -> list[str]:
     """A run of several rounds: each round's order, write seconds and ratios, then every ratio's
     median, min and max (the table above is the first round's)."""
     rounds = r.get("rounds") or []
@@ -539,9 +542,9 @@ def rounds_markdown(r: Mapping[str, Any]) -> List[str]:
     names = list(rounds[0]["contenders"])
     keys = list(r["ratio_summary"])
     lines = ["", f"## {len(rounds)} rounds over the same input", "",
-             "The table above is round 1. Each round runs every contender again, each in a fresh process: "
+             ("The table above is round 1. Each round runs every contender again, each in a fresh process: "
              "rounds 1, 3, ... in the order given, rounds 2, 4, ... mirrored (each contender runs before and after its "
-             "baseline).", "",
+             "baseline)."), "",
              "| round | order | " + " | ".join(f"{n} (s)" for n in names) + " | " + " | ".join(keys) + " |",
              "|---|---|" + "---|" * (len(names) + len(keys))]
     for i, rd in enumerate(rounds):
@@ -554,7 +557,7 @@ def rounds_markdown(r: Mapping[str, Any]) -> List[str]:
     return lines
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="input rows in all (a quarter nodes, the rest edges)")
     p.add_argument("--contenders", default=DEFAULT_CONTENDERS,
@@ -601,7 +604,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     command = " ".join(["scale_bench"] + list(argv if argv is not None else sys.argv[1:]))
-    results: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
                                "rows": args.rows, "driver_memory": args.driver_memory, "load_start": _load(),
                                "contenders": {}, "ratios": {}, "ratio_summary": {}}
     try:
@@ -615,7 +618,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         results["rounds"] = []
         for rnd in range(args.rounds):
             order = round_order(names, rnd)
-            this: Dict[str, Any] = {"order": order, "contenders": {}, "ratios": {}}
+            this: dict[str, Any] = {"order": order, "contenders": {}, "ratios": {}}
             results["rounds"].append(this)
             if rnd == 0:  # the first round's are the run's headline figures
                 results["contenders"] = this["contenders"]

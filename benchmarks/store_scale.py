@@ -39,15 +39,16 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any
 
 log = logging.getLogger("benchmarks.store_scale")
 
 
 # -- pure parts (tests/benchmarks/test_scale_bench.py) ----------------------------------------
 
-def spread(total: int, parts: int) -> List[int]:
+def spread(total: int, parts: int) -> list[int]:
     """``total`` split over ``parts`` as evenly as possible (the first ones get the remainder)."""
     if parts < 1 or total < 0:
         raise ValueError(f"cannot spread {total} over {parts}")
@@ -61,7 +62,7 @@ def schema_of(tables: int) -> str:
     return "\n".join(f"node T{i} {{\n    name: String @key\n    qty: I64?\n}}" for i in range(tables))
 
 
-def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Dict[str, float]:
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
     """Least-squares ``y = a + b x``: intercept ``a`` and slope ``b``."""
     n = len(xs)
     if n < 2 or len(set(xs)) < 2:
@@ -71,7 +72,7 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Dict[str, float]:
     return {"intercept": my - b * mx, "slope": b}
 
 
-def tables_touched(commit: int, tables: int) -> List[int]:
+def tables_touched(commit: int, tables: int) -> list[int]:
     """The two tables the ``commit``-th history commit appends to (round robin)."""
     return sorted({(2 * commit) % tables, (2 * commit + 1) % tables})
 
@@ -91,7 +92,7 @@ def _dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def _load() -> List[float]:
+def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
@@ -118,10 +119,10 @@ class Phases:
     (Lance commit per table, manifest publish, commit-graph append) for one ``with`` block."""
 
     def __init__(self) -> None:
-        self.seconds: Dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
 
     @contextlib.contextmanager
-    def timing(self) -> Iterator["Phases"]:
+    def timing(self) -> Iterator[Phases]:
         from omnigraph_spark.store import commits, manifest, tables
 
         wrapped = [(tables, "commit_operation", "lance_commits"), (manifest, "publish", "manifest_publish"),
@@ -145,7 +146,7 @@ class Phases:
         return timed
 
 
-def _manifest_stats(root: Path) -> Dict[str, Any]:
+def _manifest_stats(root: Path) -> dict[str, Any]:
     import lance
 
     ds = lance.dataset(str(root / "__manifest"))
@@ -163,7 +164,7 @@ def _latest_lance_manifest_bytes(table_dir: Path) -> int:
     return vs[-1].stat().st_size if vs else 0
 
 
-def _open_cost(root: str, repeats: int) -> Dict[str, float]:
+def _open_cost(root: str, repeats: int) -> dict[str, float]:
     from omnigraph_spark import Graph
 
     def snap():
@@ -181,7 +182,7 @@ def _open_cost(root: str, repeats: int) -> Dict[str, float]:
 # -- sections --------------------------------------------------------------------------------------
 
 def bench_publish(work: Path, fragments: Sequence[int], tables: int, rows_per_fragment: int,
-                  repeats: int) -> List[Dict[str, Any]]:
+                  repeats: int) -> list[dict[str, Any]]:
     from omnigraph_spark import Graph
     from omnigraph_spark.store import writes
 
@@ -224,7 +225,7 @@ def bench_publish(work: Path, fragments: Sequence[int], tables: int, rows_per_fr
     return out
 
 
-def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: int, repeats: int) -> Dict[str, Any]:
+def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: int, repeats: int) -> dict[str, Any]:
     from omnigraph_spark import Graph
     from omnigraph_spark.store import writes
 
@@ -254,7 +255,7 @@ def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: 
     writes.commit_load(Graph.open(str(root)), "main", staged)
     after["commit_s_after_optimize"] = round(time.perf_counter() - t0, 4)
     log.info("history after optimize: %s", after)
-    fits: Dict[str, Any] = {}
+    fits: dict[str, Any] = {}
     if len(points) >= 2:
         xs = [p["manifest_rows"] for p in points]
         for k in ("open_snapshot_s", "commit_s_median_last_10", "manifest_bytes", "manifest_data_bytes"):
@@ -266,7 +267,7 @@ def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: 
     return {"tables": tables, "tables_per_commit": 2, "points": points, "after_optimize": after, "fits": fits}
 
 
-def bench_tables(work: Path, counts: Sequence[int], repeats: int) -> List[Dict[str, Any]]:
+def bench_tables(work: Path, counts: Sequence[int], repeats: int) -> list[dict[str, Any]]:
     from omnigraph_spark import Graph
 
     out = []
@@ -283,7 +284,7 @@ def bench_tables(work: Path, counts: Sequence[int], repeats: int) -> List[Dict[s
     return out
 
 
-def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> List[Dict[str, Any]]:
+def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> list[dict[str, Any]]:
     import lance
 
     from omnigraph_spark import Graph
@@ -305,21 +306,21 @@ def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> 
         row = {"manifest_rows": st["manifest_rows"], "manifest_fragments": st["manifest_fragments"],
                "publish_s": round(pub_s, 3), "manifest_data_bytes": st["manifest_data_bytes"],
                "data_bytes_per_row": round(st["manifest_data_bytes"] / st["manifest_rows"], 1),
-               "open_snapshot_s": round(_median_time(lambda: Graph.open(str(root)).snapshot(), repeats), 4)}
+               "open_snapshot_s": round(_median_time(lambda root=root: Graph.open(str(root)).snapshot(), repeats), 4)}
         out.append(row)
         log.info("rows %d: %s", n, row)
         shutil.rmtree(root, ignore_errors=True)
     return out
 
 
-def markdown(r: Dict[str, Any]) -> str:
+def markdown(r: dict[str, Any]) -> str:
     lines = [f"# Store scale constants ({r['date']})", "", f"`{r['command']}`", "",
              f"Machine: {r['machine']}; load average {r['load_start']} at start, {r['load_end']} at end.", ""]
     if r.get("publish"):
         lines += ["## One commit of many fragments", "",
-                  "| fragments | tables | commit_load (s) | Lance commits (s) | manifest publish (s) | commit-graph "
+                  ("| fragments | tables | commit_load (s) | Lance commits (s) | manifest publish (s) | commit-graph "
                   "append (s) | __manifest rows | __manifest bytes | Lance manifest bytes/fragment | open snapshot (s) "
-                  "| open + list fragments (s) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| open + list fragments (s) |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in r["publish"]:
             ph = p["phases_s_median"]
             lines.append(f"| {p['fragments']:,} | {p['tables']} | {p['commit_load_s_median']} | {ph['lance_commits']} "
@@ -329,8 +330,8 @@ def markdown(r: Dict[str, Any]) -> str:
     h = r.get("history")
     if h:
         lines += ["", f"## History: commits of 2 of {h['tables']} tables each", "",
-                  "| commits | commit (s, median of last 10) | open snapshot (s) | open + list fragments (s) | log (s) "
-                  "| __manifest rows | fragments | versions | bytes | _graph_commits rows | bytes |",
+                  ("| commits | commit (s, median of last 10) | open snapshot (s) | open + list fragments (s) | log (s) "
+                  "| __manifest rows | fragments | versions | bytes | _graph_commits rows | bytes |"),
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in h["points"] + [dict(h["after_optimize"], commits=f"{h['after_optimize']['commits']} + optimize",
                                      commit_s_median_last_10=h["after_optimize"]["commit_s_after_optimize"])]:
@@ -354,7 +355,7 @@ def markdown(r: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sections", default="publish,history,tables,rows")
     p.add_argument("--fragments", default="10000,20000", help="publish: staged fragments per commit")
@@ -376,7 +377,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     sections = [s.strip() for s in a.sections.split(",") if s.strip()]
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
-    res: Dict[str, Any] = {"date": time.strftime("%Y-%m-%d"),
+    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"),
                            "command": " ".join(["store_scale"] + list(argv if argv is not None else os.sys.argv[1:])),
                            "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                                        "pylance": lance.__version__}, "load_start": _load(), "load_per_section": {}}

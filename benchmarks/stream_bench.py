@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+
 from benchmarks.common import with_delta as add_delta
 
 log = logging.getLogger("benchmarks.stream_bench")
@@ -65,7 +65,7 @@ def _split(batch_df):
             "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst")}
 
 
-def _pct(xs: List[float], q: float) -> float:
+def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
@@ -78,7 +78,7 @@ def _graph_rows_per_batch(api: str, rows: int) -> int:
     return rows * (2 if api in ("graph", "delta_events") else 1)
 
 
-def run_stream(spark, api: str, work: Path, schema_text: str, batches: int, rows: int) -> Dict[str, object]:
+def run_stream(spark, api: str, work: Path, schema_text: str, batches: int, rows: int) -> dict[str, object]:
     from pyspark.sql import functions as F
 
     uri = str(work / f"{api}-out")
@@ -110,7 +110,7 @@ def run_stream(spark, api: str, work: Path, schema_text: str, batches: int, rows
     trig = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in prog]
     per_batch = _graph_rows_per_batch(api, rows)
     steady_t, steady_a = trig[1:] or trig, add[1:] or add  # the first micro-batch pays the cold start
-    out: Dict[str, object] = {
+    out: dict[str, object] = {
         "api": api, "micro_batches": len(prog), "input_rows": sum(p["numInputRows"] for p in prog),
         "rows_per_batch": per_batch, "wall_s": round(wall, 1),
         "rows_per_s_sustained": round(per_batch * len(steady_t) / sum(steady_t), 0),
@@ -127,7 +127,7 @@ def run_stream(spark, api: str, work: Path, schema_text: str, batches: int, rows
     return out
 
 
-def _timed(fn, repeats: int) -> List[float]:
+def _timed(fn, repeats: int) -> list[float]:
     fn()  # warm-up
     xs = []
     for _ in range(repeats):
@@ -137,7 +137,7 @@ def _timed(fn, repeats: int) -> List[float]:
     return xs
 
 
-def _graph_counts(uri: str, key: str) -> Dict[str, int]:
+def _graph_counts(uri: str, key: str) -> dict[str, int]:
     from omnigraph_spark import Graph
 
     g = Graph.open(uri)
@@ -151,7 +151,7 @@ def _graph_counts(uri: str, key: str) -> Dict[str, int]:
             "bytes": sum(f.stat().st_size for f in root.rglob("*") if f.is_file())}
 
 
-def _scan_reads(spark, uri: str, key: str, repeats: int) -> Dict[str, float]:
+def _scan_reads(spark, uri: str, key: str, repeats: int) -> dict[str, float]:
     from omnigraph_spark import Graph
 
     spark_s = _timed(lambda: spark.read.format("omnigraph").option("type", key).load(uri)
@@ -162,7 +162,7 @@ def _scan_reads(spark, uri: str, key: str, repeats: int) -> Dict[str, float]:
             "pylance_full_scan_s": round(statistics.median(lance_s), 4)}
 
 
-def run_maintenance(spark, uri: str, batches: int, repeats: int, initial: Dict[str, int]) -> Dict[str, object]:
+def run_maintenance(spark, uri: str, batches: int, repeats: int, initial: dict[str, int]) -> dict[str, object]:
     """Counts and full-scan reads of the sink's graph after its micro-batches, then one
     optimize + cleanup, then the same again."""
     from omnigraph_spark import Graph
@@ -190,7 +190,7 @@ def run_maintenance(spark, uri: str, batches: int, repeats: int, initial: Dict[s
                                 for k in ("graph_version", "graph_commits", "table_version", "fragments")}}
 
 
-def run_delta_maintenance(spark, uri: str, batches: int, repeats: int) -> Dict[str, object]:
+def run_delta_maintenance(spark, uri: str, batches: int, repeats: int) -> dict[str, object]:
     from delta.tables import DeltaTable
 
     def counts():
@@ -238,7 +238,7 @@ def _delta_available() -> bool:
     return importlib.util.find_spec("delta") is not None
 
 
-def run_contender(api: str, work: Path, schema_text: str, args) -> Dict[str, object]:
+def run_contender(api: str, work: Path, schema_text: str, args) -> dict[str, object]:
     """One stream contender in this process (the parent runs each in a fresh one)."""
     spark = session(_delta_available())
     try:
@@ -253,16 +253,16 @@ def run_contender(api: str, work: Path, schema_text: str, args) -> Dict[str, obj
         spark.stop()
 
 
-def _load() -> List[float]:
+def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _machine() -> Dict[str, object]:
+def _machine() -> dict[str, object]:
     import platform
 
     import pyspark
 
-    info: Dict[str, object] = {"cores": os.cpu_count(), "python": platform.python_version(),
+    info: dict[str, object] = {"cores": os.cpu_count(), "python": platform.python_version(),
                                "pyspark": pyspark.__version__, "platform": platform.platform()}
     try:
         import lance
@@ -274,7 +274,7 @@ def _machine() -> Dict[str, object]:
         from importlib.metadata import version
 
         info["delta_spark"] = version("delta-spark")
-    except Exception:  # noqa: BLE001 - not installed
+    except Exception:  # not installed
         info["delta_spark"] = None
     try:
         mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
@@ -284,7 +284,7 @@ def _machine() -> Dict[str, object]:
     return info
 
 
-def _hourly(res: Dict[str, Dict[str, object]]) -> Dict[str, object]:
+def _hourly(res: dict[str, dict[str, object]]) -> dict[str, object]:
     """Growth per hour, extrapolated linearly from the maintenance section, and the cadence that
     keeps the full-scan read within 2x of a compacted table's."""
     m = res.get("sink", {}).get("maintenance")
@@ -292,13 +292,13 @@ def _hourly(res: Dict[str, Dict[str, object]]) -> Dict[str, object]:
         return {}
     per = m["per_micro_batch"]
     d_frag = m["before"]["fragments"] - m["after"]["fragments"]
-    out: Dict[str, object] = {}
+    out: dict[str, object] = {}
     for name, read in (("spark", "spark_full_scan_s"), ("pylance", "pylance_full_scan_s")):
         slope = (m["read_before"][read] - m["read_after"][read]) / d_frag if d_frag > 0 else 0.0
         out[f"{name}_read_s_per_fragment"] = round(slope, 6)
     rates = {"measured": 3600 / res["sink"]["trigger_s_p50"], "trigger_10s": 360.0}
     for label, bph in rates.items():
-        row: Dict[str, object] = {"micro_batches_per_h": round(bph)}
+        row: dict[str, object] = {"micro_batches_per_h": round(bph)}
         for k, v in per.items():
             row[f"{k}_per_h"] = round(v * bph)
         for name in ("spark", "pylance"):
@@ -312,7 +312,7 @@ def _hourly(res: Dict[str, Dict[str, object]]) -> Dict[str, object]:
     return out
 
 
-def derive(res: Dict[str, object]) -> None:
+def derive(res: dict[str, object]) -> None:
     """Warm figures from the recorded per-micro-batch times: the second half of the micro-batches
     (Delta's second micro-batch is as cold as its first: JIT, first log checkpoint), and the
     ratios against Delta."""
@@ -327,8 +327,8 @@ def derive(res: Dict[str, object]) -> None:
     res["per_hour"] = _hourly(res["streams"])
 
 
-def _ratios(res: Dict[str, Dict[str, object]]) -> Dict[str, object]:
-    out: Dict[str, object] = {}
+def _ratios(res: dict[str, dict[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for mine, theirs in (("sink", "delta"), ("graph", "delta_events")):
         a, b = res.get(mine), res.get(theirs)
         if not (a and b):
@@ -344,14 +344,14 @@ def _ratios(res: Dict[str, Dict[str, object]]) -> Dict[str, object]:
     return out
 
 
-def markdown(results: Dict[str, object]) -> str:
+def markdown(results: dict[str, object]) -> str:
     s = results["streams"]
     lines = [f"# Streaming: omnigraph vs Delta ({results['date']})", "",
              f"`{results['command']}`", "",
-             f"Machine: {results['machine']}; load average {results['load_start']} at start, "
-             f"{results['load_end']} at end.", "",
-             "| contender | rows per micro-batch | micro-batches | rows/s sustained | micro-batch p50 / p90 (s) "
-             "| addBatch p50 / p90 (s) | first micro-batch (s) | second half: rows/s, micro-batch p50 (s) |",
+             (f"Machine: {results['machine']}; load average {results['load_start']} at start, "
+             f"{results['load_end']} at end."), "",
+             ("| contender | rows per micro-batch | micro-batches | rows/s sustained | micro-batch p50 / p90 (s) "
+             "| addBatch p50 / p90 (s) | first micro-batch (s) | second half: rows/s, micro-batch p50 (s) |"),
              "|---|---|---|---|---|---|---|---|"]
     for api in STREAM_APIS:
         r = s.get(api)
@@ -361,9 +361,9 @@ def markdown(results: Dict[str, object]) -> str:
                          f"{r['add_batch_s_p90']} | {r['first_trigger_s']} | {r['second_half']['rows_per_s']:,.0f}, "
                          f"{r['second_half']['trigger_s_p50']} |")
     if results.get("ratios"):
-        lines += ["", "Ratios (omnigraph / Delta, same run; rows/s > 1 = omnigraph faster, latency > 1 = "
-                  "omnigraph slower):", "", "| pair | rows/s | micro-batch p50 | micro-batch p90 | addBatch p50 "
-                  "| second half: rows/s, micro-batch p50 |", "|---|---|---|---|---|---|"]
+        lines += ["", ("Ratios (omnigraph / Delta, same run; rows/s > 1 = omnigraph faster, latency > 1 = "
+                  "omnigraph slower):"), "", ("| pair | rows/s | micro-batch p50 | micro-batch p90 | addBatch p50 "
+                  "| second half: rows/s, micro-batch p50 |"), "|---|---|---|---|---|---|"]
         for k, v in results["ratios"].items():
             lines.append(f"| {k} | {v['rows_per_s']} | {v['trigger_s_p50']} | {v['trigger_s_p90']} "
                          f"| {v['add_batch_s_p50']} | {v['second_half_rows_per_s']}, "
@@ -371,31 +371,31 @@ def markdown(results: Dict[str, object]) -> str:
     m = s.get("sink", {}).get("maintenance")
     if m:
         lines += ["", f"Maintenance after {m['micro_batches']} sink micro-batches:", "",
-                  "| | graph version | commits | table version | fragments | files | full scan, Spark (s) "
-                  "| full scan, pylance (s) |", "|---|---|---|---|---|---|---|---|"]
+                  ("| | graph version | commits | table version | fragments | files | full scan, Spark (s) "
+                  "| full scan, pylance (s) |"), "|---|---|---|---|---|---|---|---|"]
         for when in ("before", "after"):
             c, r = m[when], m[f"read_{when}"]
             lines.append(f"| {when} optimize + cleanup | {c['graph_version']} | {c['graph_commits']} "
                          f"| {c['table_version']} | {c['fragments']} | {c['files']} | {r['spark_full_scan_s']} "
                          f"| {r['pylance_full_scan_s']} |")
-        lines += ["", f"optimize {m['optimize_s']} s, cleanup {m['cleanup_s']} s "
-                  f"({m['cleanup_versions_removed']} table versions removed); per micro-batch: {m['per_micro_batch']}"]
+        lines += ["", (f"optimize {m['optimize_s']} s, cleanup {m['cleanup_s']} s "
+                  f"({m['cleanup_versions_removed']} table versions removed); per micro-batch: {m['per_micro_batch']}")]
     dm = s.get("delta", {}).get("maintenance")
     if dm:
-        lines += ["", f"Delta after {dm['micro_batches']} micro-batches: {dm['before']} -> OPTIMIZE "
+        lines += ["", (f"Delta after {dm['micro_batches']} micro-batches: {dm['before']} -> OPTIMIZE "
                   f"({dm['optimize_s']} s) -> {dm['after']}; full scan {dm['read_before']['spark_full_scan_s']} s "
-                  f"-> {dm['read_after']['spark_full_scan_s']} s"]
+                  f"-> {dm['read_after']['spark_full_scan_s']} s")]
     c = results.get("commit")
     if c:
-        lines += ["", f"Commit step alone ({c['batches']} appends of {c['rows_per_batch']:,} rows): median "
+        lines += ["", (f"Commit step alone ({c['batches']} appends of {c['rows_per_batch']:,} rows): median "
                   f"{c['commit_s_p50']} s, p95 {c['commit_s_p95']} s, first {c['commit_s_first']} s, "
-                  f"last {c['commit_s_last']} s"]
+                  f"last {c['commit_s_last']} s")]
     if results.get("per_hour"):
         lines += ["", "Per hour (linear extrapolation):", "", "```", json.dumps(results["per_hour"], indent=2), "```"]
     return "\n".join(lines) + "\n"
 
 
-def run_commit_latency(spark, work: Path, schema_text: str, batches: int, rows: int) -> Dict[str, object]:
+def run_commit_latency(spark, work: Path, schema_text: str, batches: int, rows: int) -> dict[str, object]:
     import pyarrow as pa
 
     from omnigraph_spark import Graph
@@ -405,7 +405,7 @@ def run_commit_latency(spark, work: Path, schema_text: str, batches: int, rows: 
     Graph.init(uri, schema_text)
     schema = spark.createDataFrame([], "name string, age int").schema
     opts = {"path": uri, "type": "Person"}
-    lat: List[float] = []
+    lat: list[float] = []
     for b in range(batches):
         w = OmnigraphStreamWriter(opts, schema, False)  # Spark builds one per micro-batch too
         batch = pa.RecordBatch.from_pylist([{"name": f"c{b:03d}-{i:06d}", "age": i % 90} for i in range(rows)])
@@ -443,7 +443,7 @@ def main(argv=None) -> int:
     sections = [x.strip() for x in args.sections.split(",") if x.strip()]
     has_delta = _delta_available()
     command = " ".join(["stream_bench"] + (argv or sys.argv[1:]))
-    results: Dict[str, object] = {"date": time.strftime("%Y-%m-%d"), "command": command,
+    results: dict[str, object] = {"date": time.strftime("%Y-%m-%d"), "command": command,
                                   "machine": _machine(), "load_start": _load(), "rows": args.rows,
                                   "batches": args.batches, "streams": {}, "load_per_contender": {}}
     with tempfile.TemporaryDirectory(prefix="stream-bench-") as d:

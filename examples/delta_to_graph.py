@@ -30,7 +30,6 @@ import argparse
 import os
 import shutil
 import sys
-from typing import Dict, Tuple
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -94,7 +93,7 @@ def person_frame(people: DataFrame) -> DataFrame:
                          "skills")
 
 
-def to_graph_frames(src: Dict[str, DataFrame]) -> Dict[str, DataFrame]:
+def to_graph_frames(src: dict[str, DataFrame]) -> dict[str, DataFrame]:
     """Upstream column names -> the graph schema's (data/social.pg). Edge endpoints are the
     @key values of the endpoint nodes (``from``/``to`` or ``src``/``dst``)."""
     return {
@@ -118,7 +117,7 @@ def full_sync(spark: SparkSession, delta_dir: str, graph_uri: str):
     return res, versions, token
 
 
-def people_changes(changes: DataFrame) -> Tuple[DataFrame, DataFrame]:
+def people_changes(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
     """A Change Data Feed range of ``people`` -> (rows to upsert, names to delete): per person
     the last change of the range wins (an insert or update post-image is upserted, a delete
     deletes; update pre-images are skipped)."""

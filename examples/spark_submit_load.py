@@ -89,7 +89,8 @@ def main(argv=None) -> int:
             print(f"committed {res.graph_commit_id} on {res.branch} (graph v{res.manifest_version}) "
                   f"in {time.monotonic() - t0:.1f}s")
         for t in res.tables:
-            print(f"  {t.table_key:<14} +{t.rows_written:<6} rows now {t.row_count:<6} v{t.from_version} -> v{t.to_version}")
+            print(f"  {t.table_key:<14} +{t.rows_written:<6} rows now {t.row_count:<6} "
+                  f"v{t.from_version} -> v{t.to_version}")
         # a read back through the data source, as a sanity check of the job's result
         people = spark.read.format("omnigraph").option("type", "Person").option("branch", args.branch).load(args.graph)
         print(f"Person rows on {args.branch}: {people.count()}")

@@ -48,13 +48,13 @@ def defer_rest_client() -> bool:
             if package.__dict__.get("__getattr__") is load_package:
                 loading = True
                 try:
-                    spec.loader.exec_module(package)
+                    spec.loader.exec_module(package)  # type: ignore[union-attr]  # a source file's spec has a loader
                 finally:
                     loading = False
                 if package.__dict__.get("__getattr__") is load_package:
                     del package.__getattr__
         return getattr(package, name)
 
-    package.__getattr__ = load_package
+    package.__getattr__ = load_package  # type: ignore[method-assign]  # a module-level __getattr__ (PEP 562)
     sys.modules[REST_CLIENT] = package
     return True

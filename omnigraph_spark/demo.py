@@ -27,7 +27,6 @@ import shutil
 import sys
 import time
 from importlib import resources
-from typing import List, Optional
 
 log = logging.getLogger("omnigraph_spark.demo")
 
@@ -115,7 +114,7 @@ class Checks:
     """Collects the demo's sanity checks so a broken build fails loudly (exit 1)."""
 
     def __init__(self) -> None:
-        self.failed: List[str] = []
+        self.failed: list[str] = []
 
     def expect(self, ok: bool, what: str) -> None:
         if not ok:
@@ -271,7 +270,7 @@ def cli_command() -> str:
     return rel if os.sep in rel else os.path.join(".", rel)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m omnigraph_spark.demo", description=__doc__.splitlines()[0])
     p.add_argument("--graph", default=DEFAULT_GRAPH, help="graph directory, deleted and recreated (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="skip the table printouts")

@@ -15,7 +15,7 @@ ingest -> graph -> spark/cli).
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 #: a dependency's source location inside its message (Lance's Rust errors carry the build
 #: machine's paths, ``, /home/runner/work/lance/.../commit.rs:646:26``): meaningless to a user
@@ -56,7 +56,7 @@ class SchemaError(OmnigraphError, ValueError):
 
     code = "SCHEMA_INVALID"
 
-    def __init__(self, message: str, line: Optional[int] = None, column: Optional[int] = None,
+    def __init__(self, message: str, line: int | None = None, column: int | None = None,
                  **context: Any) -> None:
         where = f" at line {line}, column {column}" if line is not None else ""
         super().__init__(f"{message}{where}", line=line, column=column, **context)

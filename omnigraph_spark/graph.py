@@ -12,13 +12,18 @@ import contextlib
 import datetime as dt
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Union
 
 import lance
 
-from .errors import (AlreadyInitializedError, CommitNotFoundError, GraphNotFoundError,
-                     RecoveryPendingError, SchemaContractError)
+from .errors import (
+    AlreadyInitializedError,
+    CommitNotFoundError,
+    GraphNotFoundError,
+    RecoveryPendingError,
+    SchemaContractError,
+)
 from .schema.catalog import Catalog
 from .store import branches as _branches
 from .store import commits as _commits
@@ -28,8 +33,17 @@ from .store import recovery as _recovery
 from .store import sidecar as _sidecar
 from .store import tables as _tables
 from .store.fs import RootStorage
-from .store.layout import (MAIN, SCHEMA_IR, SCHEMA_PG, SCHEMA_STATE, RootPaths, normalize_branch,
-                           normalize_root, table_path_for_key, table_uri)
+from .store.layout import (
+    MAIN,
+    SCHEMA_IR,
+    SCHEMA_PG,
+    SCHEMA_STATE,
+    RootPaths,
+    normalize_branch,
+    normalize_root,
+    table_path_for_key,
+    table_uri,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +61,7 @@ class TableInfo:
     row_count: int
 
     @property
-    def lance_branch(self) -> Optional[str]:
+    def lance_branch(self) -> str | None:
         return None if self.branch == MAIN else self.branch
 
 
@@ -59,7 +73,7 @@ class Snapshot:
     branch: str
     version: int
     tables: Mapping[str, TableInfo]
-    commit_id: Optional[str] = None
+    commit_id: str | None = None
 
     def table(self, key: str) -> TableInfo:
         try:
@@ -69,7 +83,7 @@ class Snapshot:
                                      f"v{self.version} (tables: {sorted(self.tables)})", table=key) from None
 
 
-def _snapshot_from_state(root: str, state: _manifest.ManifestState, commit_id: Optional[str] = None) -> Snapshot:
+def _snapshot_from_state(root: str, state: _manifest.ManifestState, commit_id: str | None = None) -> Snapshot:
     infos = {}
     for k, e in state.entries.items():
         infos[k] = TableInfo(k, table_uri(root, e.table_path, e.table_branch), f"{root}/{e.table_path}",
@@ -80,7 +94,7 @@ def _snapshot_from_state(root: str, state: _manifest.ManifestState, commit_id: O
 class Graph:
     """An open graph root. Cheap to create; holds no open files and no caches that go stale."""
 
-    def __init__(self, root: str, catalog: Catalog, ir: dict, storage_options: Optional[Dict[str, str]] = None):
+    def __init__(self, root: str, catalog: Catalog, ir: dict, storage_options: dict[str, str] | None = None):
         self.root = root
         self.catalog = catalog
         self.ir = ir
@@ -90,7 +104,7 @@ class Graph:
 
     # -- lifecycle ----------------------------------------------------------------------
     @classmethod
-    def init(cls, uri: str, schema_text: str, storage_options: Optional[Dict[str, str]] = None) -> "Graph":
+    def init(cls, uri: str, schema_text: str, storage_options: dict[str, str] | None = None) -> Graph:
         """Create a graph root exactly as ``omnigraph init`` does (§C.5). Refuses an existing one."""
         root = normalize_root(uri)
         st = RootStorage(root, storage_options)
@@ -101,7 +115,7 @@ class Graph:
 
     @classmethod
     def _init(cls, root: str, st: RootStorage, schema_text: str,
-              storage_options: Optional[Dict[str, str]]) -> "Graph":
+              storage_options: dict[str, str] | None) -> Graph:
         from .schema import compile_schema
 
         paths = RootPaths(root)
@@ -128,7 +142,7 @@ class Graph:
         return cls(root, catalog, compiled.ir, storage_options)
 
     @classmethod
-    def open(cls, uri: str, storage_options: Optional[Dict[str, str]] = None) -> "Graph":
+    def open(cls, uri: str, storage_options: dict[str, str] | None = None) -> Graph:
         """Open a graph root: stamp must be 3 and the schema contract must hold (§B.1, §C.4)."""
         root = normalize_root(uri)
         st = RootStorage(root, storage_options)
@@ -153,8 +167,8 @@ class Graph:
         return cls(root, Catalog.from_ir(ir), ir, storage_options)
 
     # -- reading ------------------------------------------------------------------------
-    def snapshot(self, branch: str = MAIN, version: Optional[int] = None, *, commit: Optional[str] = None,
-                 timestamp: Union[None, str, dt.datetime] = None) -> Snapshot:
+    def snapshot(self, branch: str = MAIN, version: int | None = None, *, commit: str | None = None,
+                 timestamp: None | str | dt.datetime = None) -> Snapshot:
         """The snapshot of ``branch`` at its head, at a manifest ``version``, at a graph ``commit``
         id, or at the latest commit at or before ``timestamp``."""
         branch = normalize_branch(branch)
@@ -173,18 +187,18 @@ class Graph:
         ds = _manifest.open_manifest(self.root, branch, version, storage_options=self.storage_options)
         return _snapshot_from_state(self.root, _manifest.read_state(ds, branch), commit_id)
 
-    def open_table(self, key: str, snapshot: Optional[Snapshot] = None) -> lance.LanceDataset:
+    def open_table(self, key: str, snapshot: Snapshot | None = None) -> lance.LanceDataset:
         """The Lance dataset of ``key`` at the snapshot's pinned version."""
         snap = snapshot or self.snapshot()
         t = snap.table(key)
         return _tables.open_dataset(t.base_path, branch=t.lance_branch, version=t.version,
                                     storage_options=self.storage_options)
 
-    def read_table(self, key: str, snapshot: Optional[Snapshot] = None, **scanner_kw):
+    def read_table(self, key: str, snapshot: Snapshot | None = None, **scanner_kw):
         return self.open_table(key, snapshot).to_table(**scanner_kw)
 
     # -- branches and history ---------------------------------------------------------
-    def branches(self) -> List[str]:
+    def branches(self) -> list[str]:
         return _branches.list_branches(self.root, self.storage_options)
 
     def create_branch(self, name: str, from_branch: str = MAIN) -> None:
@@ -193,15 +207,15 @@ class Graph:
     def delete_branch(self, name: str) -> None:
         _branches.delete(self.root, name, self.storage_options)
 
-    def log(self, branch: str = MAIN) -> List[_commits.GraphCommit]:
+    def log(self, branch: str = MAIN) -> list[_commits.GraphCommit]:
         """Commit rows of ``branch``'s lineage, oldest first."""
         return _commits.list_commits(self.root, normalize_branch(branch), self.storage_options)
 
     # -- recovery -----------------------------------------------------------------------
-    def pending_sidecars(self) -> List[str]:
+    def pending_sidecars(self) -> list[str]:
         return _sidecar.list_paths(self.storage, self.root)
 
-    def recover(self, mode: str = "full") -> List[_recovery.RecoveryOutcome]:
+    def recover(self, mode: str = "full") -> list[_recovery.RecoveryOutcome]:
         """Run the recovery sweep (the engine's open-time sweep): roll forward, back, or abort."""
         return _recovery.sweep(self.root, self.storage, mode=mode, storage_options=self.storage_options)
 
@@ -235,7 +249,7 @@ class Graph:
                 "branches": self.branches(), "pending_sidecars": self.pending_sidecars()}
 
 
-def _to_us(ts: Union[str, dt.datetime, int, float]) -> int:
+def _to_us(ts: str | dt.datetime | int | float) -> int:
     if isinstance(ts, (int, float)):
         return int(ts * 1_000_000) if ts < 1e12 else int(ts)
     if isinstance(ts, str):

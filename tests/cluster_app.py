@@ -13,8 +13,8 @@ The spec's ``kind`` picks the job:
   task's input slowed by ``sleep_s`` per Arrow batch and marked in ``marks``
   (``p<partition>-a<attempt>``, holding the executor's work directory) when it starts and
   renamed ``.done`` when its input is consumed, through ``write_table`` (``api`` "jvm",
-  ``engine="jvm"``) or ``df.write.format("omnigraph")`` with option ``engine=jvm`` (``api`` "df"). The test kills a worker
-  while it runs.
+  ``engine="jvm"``) or ``df.write.format("omnigraph")`` with option ``engine=jvm`` (``api``
+  "df"). The test kills a worker while it runs.
 
 Protocol: the last stdout line is ``RESULT <json>`` (with the ``omnigraph_spark`` log lines the
 job produced); a failure prints a traceback and exits 4.

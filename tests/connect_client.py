@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any
 
 #: what each load and read of :func:`load_and_read` logs on the JVM path (graph_io, jvm_read)
 JVM_STAGED = "(jvm):"
@@ -24,13 +24,13 @@ class Collect(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
-        self.lines: List[str] = []
+        self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
 
 
-def _rows(df, drop=()) -> List[List[Any]]:
+def _rows(df, drop=()) -> list[list[Any]]:
     cols = [c for c in df.columns if c not in drop]
     out = []
     for r in df.select(*cols).collect():
@@ -38,12 +38,13 @@ def _rows(df, drop=()) -> List[List[Any]]:
     return sorted(out, key=lambda row: json.dumps(row, default=str))
 
 
-def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
+def load_and_read(spark, root: str, jsonl: str) -> dict[str, Any]:
     """The same loads and reads on any session: a JSONL load (Python workers), a write_table and
     a multi-type write_graph (the JVM sink when the shim answers), a format("omnigraph") append
-    and one refused for a repeated key (checked as Spark jobs: distributedCheckRows=1), then read_table, read_graph (the JVM scan) and format("omnigraph") reads, the last two
-    with engine=jvm (the shim's provider, or an error). Edge ids are minted
-    ULIDs, so edge rows are compared without them."""
+    and one refused for a repeated key (checked as Spark jobs: distributedCheckRows=1), then
+    read_table, read_graph (the JVM scan) and format("omnigraph") reads, the last two with
+    engine=jvm (the shim's provider, or an error). Edge ids are minted ULIDs, so edge rows are
+    compared without them."""
     from omnigraph_spark import load_jsonl, read_graph, read_table, register, unwrap_error, write_graph, write_table
 
     register(spark)
@@ -65,7 +66,7 @@ def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
          .option("type", "Company").option("engine", "jvm").option("distributedCheckRows", "1").mode("append")
          .save(root))
         repeated = None
-    except Exception as e:  # noqa: BLE001 - the typed error it carries is the result
+    except Exception as e:  # the typed error it carries is the result
         err = unwrap_error(e)
         repeated = f"{type(err).__name__}: {err}" if err is not None else f"untyped: {str(e)[:500]}"
     g = read_graph(spark, root)
@@ -80,7 +81,7 @@ def load_and_read(spark, root: str, jsonl: str) -> Dict[str, Any]:
     }
 
 
-def _drop(path: str, name: str, records: List[Dict[str, Any]]) -> None:
+def _drop(path: str, name: str, records: list[dict[str, Any]]) -> None:
     """One input file of a file stream, written whole under a temporary name, then renamed."""
     os.makedirs(path, exist_ok=True)
     tmp = os.path.join(path, f".{name}.tmp")
@@ -98,7 +99,7 @@ def _split_events(batch_df):
             "Knows": batch_df.where(ev == "knows").select(F.col("from").alias("src"), F.col("to").alias("dst"))}
 
 
-def stream_and_read(spark, root: str, work: str, query_id: str) -> Dict[str, Any]:
+def stream_and_read(spark, root: str, work: str, query_id: str) -> dict[str, Any]:
     """Two streams, each run twice from its checkpoint (trigger availableNow) with a new file in
     between: ``writeStream.format("omnigraph")`` of Company nodes and a ``GraphBatchWriter``
     (foreachBatch) of Person nodes and Knows edges. Every input row must land exactly once."""
@@ -134,13 +135,13 @@ def stream_and_read(spark, root: str, work: str, query_id: str) -> Dict[str, Any
     }
 
 
-def staging_left(root: str) -> List[str]:
+def staging_left(root: str) -> list[str]:
     """Files left in the graph's staging journals (each load removes its own, hand-off included)."""
     d = os.path.join(root, "_omnigraph_spark", "staging")
     return sorted(os.path.join(p, f) for p, _, fs in os.walk(d) for f in fs) if os.path.isdir(d) else []
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     url, scenario, params = argv[1], argv[2], json.loads(argv[3])
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     collect = Collect()
@@ -149,7 +150,7 @@ def main(argv: List[str]) -> int:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(url).getOrCreate()
-    report: Dict[str, Any] = {"session": type(spark).__module__}
+    report: dict[str, Any] = {"session": type(spark).__module__}
     try:
         if scenario == "load_and_read":
             from omnigraph_spark import Graph

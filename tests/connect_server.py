@@ -17,9 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Sequence
+from typing import Any
 
 from benchmarks.common import free_port, listening
 
@@ -36,7 +37,7 @@ class ConnectServer:
     log_path: Path
 
 
-def serve(workdir: Path, class_path: Sequence[str], conf: Optional[Dict[str, str]] = None) -> Iterator[ConnectServer]:
+def serve(workdir: Path, class_path: Sequence[str], conf: dict[str, str] | None = None) -> Iterator[ConnectServer]:
     """Start a Spark Connect server (its log in ``workdir``); stop it (its whole process group)
     when the generator closes. Waits at most START_TIMEOUT_S for its port."""
     import pyspark
@@ -97,7 +98,7 @@ def _stop(proc: subprocess.Popen) -> None:
             pass
 
 
-def run_client(url: str, scenario: str, workdir: Path, timeout_s: int = 300, **params: Any) -> Dict[str, Any]:
+def run_client(url: str, scenario: str, workdir: Path, timeout_s: int = 300, **params: Any) -> dict[str, Any]:
     """Run one scenario of ``tests/connect_client.py`` against ``url`` in a fresh Python process;
     its JSON report (the last line it prints)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT")}

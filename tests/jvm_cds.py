@@ -20,7 +20,6 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +29,7 @@ WRAPPER = Path(__file__).resolve().parent / "java_cds.sh"
 MARKER = "omnigraph-test-cds"
 
 
-def _real_java_home() -> Optional[Path]:
+def _real_java_home() -> Path | None:
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / MARKER).exists():
         return None  # already ours (an xdist worker inherits the controller's)
@@ -81,7 +80,7 @@ def _sh_quote(s: str) -> str:
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def install(base: Path = BASE) -> Optional[str]:
+def install(base: Path = BASE) -> str | None:
     """A JAVA_HOME whose ``java`` shares class data (built once per JDK and wrapper), or None
     where the JDK cannot write dynamic archives (older than 13) or cannot be found, or ``base``
     cannot be written (a system Python's prefix)."""

@@ -21,9 +21,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, Optional
 
 from benchmarks.common import free_port
 
@@ -50,12 +50,12 @@ class S3Endpoint:
     #: which server answers (one of SERVERS)
     server: str = "moto"
 
-    def storage_options(self) -> Dict[str, str]:
+    def storage_options(self) -> dict[str, str]:
         """What a user passes as ``storage.*`` options / ``storage_options``."""
         return {"aws_endpoint": self.url, "allow_http": "true", "aws_region": REGION,
                 "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY}
 
-    def env(self) -> Dict[str, str]:
+    def env(self) -> dict[str, str]:
         """The same, as the environment variables a user sets instead of options."""
         return {"AWS_ENDPOINT": self.url, "AWS_ENDPOINT_URL": self.url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": REGION,
                 "AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
@@ -137,7 +137,7 @@ def _serve_moto() -> Iterator[S3Endpoint]:
 SEAWEEDFS_BUILD_WAIT_S = 40 * 60
 
 
-def _pending_build() -> Optional[str]:
+def _pending_build() -> str | None:
     """$OMNIGRAPH_SEAWEEDFS_PENDING names the file a build running beside the tests writes when
     it ends (.ci/run: the binary's path, or FAILED): wait for it, and return what it says."""
     done = os.environ.get("OMNIGRAPH_SEAWEEDFS_PENDING")
@@ -151,7 +151,7 @@ def _pending_build() -> Optional[str]:
     return Path(done).read_text().strip() if os.path.exists(done) else "FAILED"
 
 
-def seaweedfs_bin() -> Optional[str]:
+def seaweedfs_bin() -> str | None:
     """The ``weed`` binary: the one a build running beside the tests produced, else
     $OMNIGRAPH_SEAWEEDFS_BIN, else the one scripts/install-seaweedfs.sh left in the cache
     ($OMNIGRAPH_CACHE or ~/.cache/omnigraph-spark); None when none exists."""
@@ -220,7 +220,7 @@ def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
     proc.poll()
 
 
-def _remove_sockets(ports: Dict[str, int]) -> None:
+def _remove_sockets(ports: dict[str, int]) -> None:
     """The gRPC unix sockets ``weed server`` puts in /tmp under fixed names (a killed one leaves them)."""
     for name, port in ports.items():
         if name.endswith(".grpc"):

@@ -22,10 +22,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +72,12 @@ class Cluster:
     url: str  # spark://127.0.0.1:<port>, from the master's log
     workdir: Path
     webui: str  # http://127.0.0.1:<port>: the master's JSON state at /json/, from its log
-    env: Dict[str, str]
+    env: dict[str, str]
     cores: int
     memory: str
     master: subprocess.Popen = None
-    workers: Dict[str, subprocess.Popen] = field(default_factory=dict)
-    _gone: List[subprocess.Popen] = field(default_factory=list)
+    workers: dict[str, subprocess.Popen] = field(default_factory=dict)
+    _gone: list[subprocess.Popen] = field(default_factory=list)
 
     def state(self) -> dict:
         """The master's view (``/json/``): workers with their state, applications."""
@@ -126,7 +126,7 @@ class Cluster:
         self._gone.append(p)
         log.info("killed worker %s (pid %d)", name, p.pid)
 
-    def executor_dirs(self, name: str, app_id: str = "app-*") -> List[Path]:
+    def executor_dirs(self, name: str, app_id: str = "app-*") -> list[Path]:
         """The executor directories (``<app id>/<executor id>``) a worker launched (for one application)."""
         return sorted((self.workdir / name).glob(f"{app_id}/*"))
 
@@ -136,7 +136,7 @@ class Cluster:
         if self.master is not None:
             _stop(self.master)
 
-    def _java(self, main: str) -> List[str]:
+    def _java(self, main: str) -> list[str]:
         home = self.env["SPARK_HOME"]
         java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
         return [java, *DAEMON_JAVA_OPTS, "-cp", os.pathsep.join([os.path.join(home, "conf"),

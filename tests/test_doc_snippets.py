@@ -26,7 +26,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Tuple
 
 import pytest
 
@@ -42,7 +41,7 @@ BLOCK = re.compile(r"^```(python|bash)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 GRAPH_PATHS = re.compile(r"(?<![\w./-])(?:/tmp/(social|g)|\./(demo-graph))\b")
 
 
-def blocks(document: str) -> List[Tuple[str, str]]:
+def blocks(document: str) -> list[tuple[str, str]]:
     """(language, text) of every ```python / ```bash block, in document order."""
     return [(m.group(1), m.group(2)) for m in BLOCK.finditer((ROOT / document).read_text(encoding="utf-8"))]
 
@@ -53,7 +52,7 @@ def substituted(text: str, tmp: Path) -> str:
     return text.replace(".venv/bin/", str(Path(sys.executable).parent) + "/")
 
 
-def command_lines(text: str) -> List[str]:
+def command_lines(text: str) -> list[str]:
     lines, pending = [], ""
     for raw in text.splitlines():
         line = pending + raw
@@ -66,7 +65,7 @@ def command_lines(text: str) -> List[str]:
     return lines
 
 
-def run_bash(text: str, where: str) -> List[str]:
+def run_bash(text: str, where: str) -> list[str]:
     """Run each command line; return the ones skipped. Fails on a non-zero exit."""
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
@@ -108,13 +107,13 @@ def test_the_documents_snippets_run_in_order(document, spark, tmp_path, monkeypa
         assert demo.run(str(tmp_path / "demo-graph"), spark=spark, quiet=True) == 0  # what `make demo` leaves
     namespace: dict = {"__name__": "__doc_snippets__"}
     ran = {"python": 0, "bash": 0}
-    skipped: List[str] = []
+    skipped: list[str] = []
     try:
         for i, (lang, text) in enumerate(blocks(document), 1):
             code = substituted(text, tmp_path)
             where = f"{document}, {lang} block {i}"
             if lang == "python":
-                exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the documented snippet itself
+                exec(compile(code, where, "exec"), namespace)  # the documented snippet itself
             else:
                 skipped += run_bash(code, where)
             ran[lang] += 1

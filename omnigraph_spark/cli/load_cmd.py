@@ -7,8 +7,8 @@ import glob
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional
 
 from .output import Output, table
 
@@ -44,7 +44,7 @@ def add_parser(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_load)
 
 
-def _pairs(items: List[str], what: str) -> Dict[str, str]:
+def _pairs(items: list[str], what: str) -> dict[str, str]:
     from .codes import UsageError
 
     out = {}
@@ -56,7 +56,7 @@ def _pairs(items: List[str], what: str) -> Dict[str, str]:
     return out
 
 
-def _check_inputs(files: List[str]) -> None:
+def _check_inputs(files: list[str]) -> None:
     from .codes import CliError
 
     for f in files:
@@ -68,7 +68,7 @@ def _check_inputs(files: List[str]) -> None:
             raise CliError("FILE_NOT_FOUND", f"input file not found: {f}")
 
 
-def _infer_format(files: List[str]) -> str:
+def _infer_format(files: list[str]) -> str:
     from .codes import UsageError
 
     first = files[0].rstrip("/").lower()
@@ -79,7 +79,7 @@ def _infer_format(files: List[str]) -> str:
     raise UsageError(f"cannot tell the format of {files[0]!r}: pass --format jsonl|parquet")
 
 
-def get_spark(master: str, conf: Dict[str, str]):
+def get_spark(master: str, conf: dict[str, str]):
     """The active SparkSession if there is one (notebooks, tests), else a new local one (the
     demo's embedded default). Returns ``(spark, created)``; the caller stops only a session it
     created."""
@@ -100,14 +100,14 @@ def get_spark(master: str, conf: Dict[str, str]):
 class SparkProgress:
     """A tqdm bar over the tasks of every Spark job in :data:`JOB_GROUP`, polled from a thread."""
 
-    def __init__(self, spark, enabled: Optional[bool], stream, interval: float = 0.3):
+    def __init__(self, spark, enabled: bool | None, stream, interval: float = 0.3):
         from tqdm import tqdm
 
         self.sc = spark.sparkContext
         self.interval = interval
         self.bar = tqdm(total=0, unit="task", desc="load", file=stream, disable=(None if enabled is None else not enabled),
                         dynamic_ncols=True, leave=True)
-        self._last = None
+        self._last: tuple[int, int, int] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="omnigraph-spark-progress", daemon=True)
 
@@ -144,7 +144,7 @@ class SparkProgress:
         self.bar.set_description_str(text)
 
     @contextmanager
-    def running(self) -> Iterator["SparkProgress"]:
+    def running(self) -> Iterator[SparkProgress]:
         self.sc.setJobGroup(JOB_GROUP, "omnigraph-spark load", interruptOnCancel=True)
         self._thread.start()
         try:
@@ -203,7 +203,7 @@ def cmd_load(args, out: Output) -> int:
             "tables": [{"table": t.table_key, "rows_written": t.rows_written, "row_count": t.row_count,
                         "from_version": t.from_version, "to_version": t.to_version} for t in res.tables]}
 
-    def human(d) -> List[str]:
+    def human(d) -> list[str]:
         if d["skipped"]:
             return ["already applied (idempotency token matched): nothing written"]
         lines = table([(t["table"], t["rows_written"], t["row_count"], f"v{t['from_version']} -> v{t['to_version']}")

@@ -22,12 +22,22 @@ import logging.config
 import os
 import sys
 import traceback
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import OmnigraphError, RecoveryPendingError
-from .codes import (CLI_CODES, EXIT_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_RECOVERY_PENDING,  # noqa: F401
-                    EXIT_RETRYABLE, EXIT_USAGE, CliError, UsageError)
+from .codes import (  # noqa: F401
+    CLI_CODES,
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RECOVERY_PENDING,
+    EXIT_RETRYABLE,
+    EXIT_USAGE,
+    CliError,
+    UsageError,
+)
 from .output import Output
 
 log = logging.getLogger("omnigraph_spark.cli")
@@ -36,7 +46,7 @@ log = logging.getLogger("omnigraph_spark.cli")
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``main(argv)`` can return the code."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):  # overrides argparse: raise, never exit
         self.print_usage(sys.stderr)
         raise UsageError(f"{self.prog}: {message}")
 
@@ -74,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: int, config_file: Optional[str]):
+def _configure_logging(verbose: int, config_file: str | None):
     """Send the package's log records to stderr at the level asked for. Returns a function that
     restores the previous logging state (``main`` may run in-process: tests, notebooks)."""
     pkg = logging.getLogger("omnigraph_spark")
@@ -111,7 +121,7 @@ def exit_code_for(e: BaseException) -> int:
     return EXIT_ERROR
 
 
-def _typed_from_spark(e: BaseException) -> Optional[OmnigraphError]:
+def _typed_from_spark(e: BaseException) -> OmnigraphError | None:
     """The OmnigraphError inside a Spark exception (only if pyspark is already imported)."""
     if "pyspark" not in sys.modules:
         return None
@@ -140,7 +150,7 @@ def _report(e: OmnigraphError, args, out: Output) -> int:
     return rc
 
 
-def main(argv: Optional[Sequence[str]] = None, *, stdout=None, stderr=None) -> int:
+def main(argv: Sequence[str] | None = None, *, stdout=None, stderr=None) -> int:
     """Run the CLI; returns the exit code (never calls ``sys.exit``). ``stdout``/``stderr``
     redirect output (tests)."""
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-from typing import List
 
 from ..graph import Graph
 from .output import Output, human_bytes, table
@@ -73,7 +72,7 @@ def cmd_optimize(args, out: Output) -> int:
         kw["min_fragments"] = args.min_fragments
     report = g.optimize(args.branch, **kw)
 
-    def human(r) -> List[str]:
+    def human(r) -> list[str]:
         rows = [(t.table_key, f"{t.fragments_before} -> {t.fragments_after}" if not r.dry_run else t.fragments_before,
                  t.small_fragments, f"v{t.version_before} -> v{t.version_after}" if t.compacted else f"v{t.version_before}",
                  t.error or t.skipped or ("planned" if r.dry_run else "compacted" if t.compacted else "-"))
@@ -104,7 +103,7 @@ def cmd_cleanup(args, out: Output) -> int:
                        orphan_grace_s=args.orphan_grace.total_seconds(), include_orphans=not args.no_orphans,
                        rejected_rows_path=args.rejected_rows_path)
 
-    def human(r) -> List[str]:
+    def human(r) -> list[str]:
         rows = [(t.table_key, t.versions_removed, len(t.orphan_files), len(t.forks_removed),
                  human_bytes(t.bytes_removed), t.error or "") for t in r.tables]
         lines = table(rows, ["TABLE", "VERSIONS", "ORPHAN FILES", "FORKS", "BYTES", "ERROR"], "lrrrrl")

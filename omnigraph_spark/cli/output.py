@@ -10,7 +10,8 @@ import dataclasses
 import datetime as dt
 import json
 import sys
-from typing import Any, Callable, List, Optional, Sequence, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -33,7 +34,7 @@ def to_jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def us_to_iso(us: Optional[int]) -> Optional[str]:
+def us_to_iso(us: int | None) -> str | None:
     """Microseconds since the epoch -> ISO-8601 UTC (second precision)."""
     if us is None:
         return None
@@ -49,7 +50,7 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: str = "") -> List[str]:
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: str = "") -> list[str]:
     """Fixed-width text table. ``align`` has one char per column: 'l' or 'r' (default 'l')."""
     cells = [[("-" if v is None else str(v)) for v in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
@@ -68,7 +69,7 @@ class Output:
     """Where a command's result goes. ``emit(data, human)`` prints JSON of ``data`` in JSON mode,
     else the lines ``human(data)`` returns."""
 
-    def __init__(self, json_mode: bool = False, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None):
+    def __init__(self, json_mode: bool = False, stdout: TextIO | None = None, stderr: TextIO | None = None):
         self.json_mode = json_mode
         self._stdout = stdout
         self._stderr = stderr

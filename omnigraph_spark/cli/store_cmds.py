@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import List
 
 from ..graph import Graph
 from .output import Output, table, us_to_iso
@@ -67,7 +66,7 @@ def cmd_init(args, out: Output) -> int:
     data = {"root": g.root, "branch": snap.branch, "version": snap.version, "commit_id": genesis.graph_commit_id,
             "tables": sorted(snap.tables)}
 
-    def human(d) -> List[str]:
+    def human(d) -> list[str]:
         return [f"initialised graph {d['root']} (graph v{d['version']}, commit {d['commit_id']})",
                 f"tables: {', '.join(d['tables'])}"]
 
@@ -96,7 +95,7 @@ def cmd_status(args, out: Output) -> int:
     g = Graph.open(args.uri)
     data = status_data(g, args.branch)
 
-    def human(d) -> List[str]:
+    def human(d) -> list[str]:
         lines = [f"graph {d['root']}",
                  f"branch {d['branch']} at graph v{d['version']}, head commit {d['head_commit'] or '-'}", ""]
         rows = [(k, t["row_count"], t["version"], t["branch"], t["path"]) for k, t in d["tables"].items()]
@@ -130,7 +129,7 @@ def cmd_log(args, out: Output) -> int:
              "created_at": us_to_iso(c.created_at_us), "created_at_us": c.created_at_us, "actor": c.actor_id}
             for c in commits]
 
-    def human(d) -> List[str]:
+    def human(d) -> list[str]:
         rows = [(c["commit_id"], c["version"], c["branch"], c["created_at"], c["actor"]) for c in d]
         return table(rows, ["COMMIT", "VERSION", "BRANCH", "CREATED (UTC)", "ACTOR"], "lrlll")
 
@@ -148,7 +147,7 @@ def cmd_branch_list(args, out: Output) -> int:
         data.append({"branch": b, "version": snap.version,
                      "owned_tables": sorted(k for k, t in snap.tables.items() if t.branch == b)})
 
-    def human(d) -> List[str]:
+    def human(d) -> list[str]:
         return table([(x["branch"], x["version"], len(x["owned_tables"])) for x in d],
                      ["BRANCH", "GRAPH VERSION", "OWNED TABLES"], "lrr")
 
@@ -183,7 +182,7 @@ def cmd_recover(args, out: Output) -> int:
     remaining = g.pending_sidecars()
     data = {"pending_before": before, "outcomes": outcomes, "pending_after": remaining}
 
-    def human(d) -> List[str]:
+    def human(d) -> list[str]:
         if not d["pending_before"]:
             return ["nothing to recover: no pending recovery sidecars"]
         lines = table([(o.operation_id, o.writer_kind, o.action, ", ".join(f"{t[0]}:{t[1]}" for t in o.tables))

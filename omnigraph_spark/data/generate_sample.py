@@ -11,8 +11,8 @@ import datetime as dt
 import json
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List
 
 SEED = 20240607
 N_PEOPLE = 80
@@ -40,8 +40,8 @@ def _date(rng: random.Random, start: dt.date, end: dt.date) -> str:
 def records() -> Iterator[dict]:
     """Every record of the sample, nodes first (people, companies), then edges."""
     rng = random.Random(SEED)
-    names: List[str] = []
-    roles: List[str] = []
+    names: list[str] = []
+    roles: list[str] = []
     for i in range(N_PEOPLE):
         name = f"{FIRST[i % len(FIRST)]} {LAST[(i * 7 + i // len(FIRST)) % len(LAST)]}"
         names.append(name)
@@ -61,7 +61,7 @@ def records() -> Iterator[dict]:
         data = {"name": name, "industry": industry, "founded": _date(rng, dt.date(1985, 1, 1), dt.date(2021, 1, 1)),
                 "employees": rng.randrange(20, 5000), "revenue_musd": round(rng.uniform(1.5, 900.0), 2)}
         yield {"type": "Company", "data": data}
-    seen = set()
+    seen: set[tuple[str, str]] = set()
     while len(seen) < 3 * N_PEOPLE:
         a, b = rng.sample(names, 2)
         if (a, b) in seen:

@@ -7,8 +7,16 @@ the engine (``STRICTER_THAN_ENGINE``).
 """
 from __future__ import annotations
 
-from .checks import (check_cardinality, check_endpoints, check_fresh_ids, check_unique, raise_key_conflict,
-                     shadowed_src_counts, src_counts, unique_groups)
+from .checks import (
+                     check_cardinality,
+                     check_endpoints,
+                     check_fresh_ids,
+                     check_unique,
+                     raise_key_conflict,
+                     shadowed_src_counts,
+                     src_counts,
+                     unique_groups,
+)
 from .convert import EDGE_ENDPOINTS, RowConverter, fill_missing_ids, fresh_ids
 from .jsonl import parse_record, records_to_batch
 from .policy import DIFFERS_FROM_ENGINE, STRICTER_THAN_ENGINE

@@ -24,9 +24,10 @@ Everything else is a :class:`TypeMismatchError` naming column, source type and t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,7 +46,7 @@ class Ctx:
     target: str  # the catalog type as written in .pg, e.g. "I32?" or "[Date]"
     row_offset: int = 0
     where: str = ""
-    parents: Optional[pa.Array] = None
+    parents: pa.Array | None = None
 
     def row(self, index: int) -> int:
         if self.parents is not None:
@@ -143,13 +144,13 @@ def _first_python(arr: pa.Array, is_bad: Callable[[Any], bool]) -> int:
 def _decimal_to_int(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
     try:
         return pc.cast(arr, target, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         tmin, tmax = _int_bounds(target)
         i = _first_python(arr, lambda v: v != v.to_integral_value() or not tmin <= int(v) <= tmax)
         if i < 0:
-            raise ctx.mismatch(arr.type, target)
+            raise ctx.mismatch(arr.type, target) from e
         raise ctx.bad_value(i, arr[i].as_py(), arr.type,
-                            f"is not an integer within {target} (range {tmin}..{tmax})")
+                            f"is not an integer within {target} (range {tmin}..{tmax})") from e
 
 
 def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
@@ -158,7 +159,7 @@ def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
         back = pc.cast(pc.cast(out, pa.float64()), arr.type, safe=True)
         bad = pc.not_equal(back, arr)
         i = first_true(bad)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         quantum = Decimal(1).scaleb(-arr.type.scale)
         narrow = pt.is_float32(target)
 
@@ -170,7 +171,7 @@ def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
 
         i = _first_python(arr, lossy)
         if i < 0:
-            raise ctx.mismatch(arr.type, target)
+            raise ctx.mismatch(arr.type, target) from e
     if i >= 0:
         raise ctx.bad_value(i, arr[i].as_py(), arr.type, f"does not convert to {target} and back exactly")
     return out

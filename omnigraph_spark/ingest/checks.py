@@ -17,7 +17,8 @@ Semantics follow the engine (``enforce_unique_constraints_intra_batch``,
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +27,7 @@ import pyarrow.compute as pc
 from ..errors import CardinalityViolationError, DanglingEdgeError, KeyConflictError, UniqueViolationError
 from ..schema.catalog import TypeDef
 
-ArrayLike = Union[pa.Array, pa.ChunkedArray]
+ArrayLike: TypeAlias = pa.Array | pa.ChunkedArray
 _IDX = "__omnigraph_idx"
 
 
@@ -38,7 +39,7 @@ def _fmt_tuple(items: Sequence[object]) -> str:
     return str(items[0]) if len(items) == 1 else "(" + ", ".join(str(i) for i in items) + ")"
 
 
-def unique_groups(typedef: TypeDef) -> List[Tuple[Tuple[str, ...], str]]:
+def unique_groups(typedef: TypeDef) -> list[tuple[tuple[str, ...], str]]:
     """``(columns, what)`` for every uniqueness rule of a type: each @unique group, then the
     @key tuple unless an identical @unique exists (as the engine builds them)."""
     groups = [(tuple(u), "@unique") for u in typedef.uniques]
@@ -67,7 +68,7 @@ def _all_distinct(sub: pa.Table, columns: Sequence[str]) -> bool:
 
 
 def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, what: str,
-                 positions: Optional[ArrayLike] = None) -> None:
+                 positions: ArrayLike | None = None) -> None:
     """Raise :class:`UniqueViolationError` if two rows of ``table`` share a value tuple over
     ``columns`` (rows with any null there are exempt). ``positions`` (aligned with the table)
     gives the load-wide row numbers to report; otherwise table indices are reported."""
@@ -133,7 +134,7 @@ def _is_in(values: pa.Array, ids: pa.Array) -> pa.Array:
 
 
 def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_ids: ArrayLike,
-                    to_ids: ArrayLike, *, positions: Optional[ArrayLike] = None,
+                    to_ids: ArrayLike, *, positions: ArrayLike | None = None,
                     limit: int = 5) -> None:
     """Raise :class:`DanglingEdgeError` if an edge's ``src`` is not an id of its from-type or
     its ``dst`` not an id of its to-type. Names the first ``limit`` offenders and the count."""
@@ -156,7 +157,7 @@ def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_
     raise dangling_error(edge_typedef, offenders, n_src, n_dst)
 
 
-def dangling_error(edge_typedef: TypeDef, offenders: Sequence[Tuple[int, object, object, bool, bool]],
+def dangling_error(edge_typedef: TypeDef, offenders: Sequence[tuple[int, object, object, bool, bool]],
                    n_src: int, n_dst: int) -> DanglingEdgeError:
     """The error of an endpoint check: ``offenders`` are the first dangling rows in load order,
     each ``(row, src, dst, src missing, dst missing)``; ``n_src``/``n_dst`` count every
@@ -201,7 +202,7 @@ KEY_CONFLICT_SAMPLE = 10_000
 
 
 def raise_key_conflict(typedef: TypeDef, ids: ArrayLike, why: str, *, limit: int = 5,
-                       total: Optional[int] = None) -> None:
+                       total: int | None = None) -> None:
     """The KEY_CONFLICT error for ``ids`` (distinct values, in the order they were found; at
     least the first :data:`KEY_CONFLICT_SAMPLE` of them): type, the first ``limit`` ids, count
     (``total``, or ``len(ids)``)."""
@@ -241,10 +242,10 @@ def _last_per_id(pending_src: pa.Array, pending_ids: pa.Array) -> pa.Array:
 
 
 def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
-                      committed_src_counts: Optional[pa.Table] = None, *, overwrite: bool = False,
-                      shadowed_committed: Optional[pa.Table] = None,
-                      pending_ids: Optional[ArrayLike] = None, committed_src: Optional[ArrayLike] = None,
-                      limit: int = 5) -> Optional[int]:
+                      committed_src_counts: pa.Table | None = None, *, overwrite: bool = False,
+                      shadowed_committed: pa.Table | None = None,
+                      pending_ids: ArrayLike | None = None, committed_src: ArrayLike | None = None,
+                      limit: int = 5) -> int | None:
     """Apply ``@card(min..max)`` to committed + pending edges per source; return the most edges
     any source has after the load (None: a type with no @card, nothing counted).
 
@@ -288,7 +289,7 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
     raise card_violation(edge_typedef, first, offenders.num_rows)
 
 
-def card_violation(edge_typedef: TypeDef, offenders: Sequence[Tuple[str, int]], violations: int
+def card_violation(edge_typedef: TypeDef, offenders: Sequence[tuple[str, int]], violations: int
                    ) -> CardinalityViolationError:
     """The error of an @card check: ``offenders`` are the first offending ``(src, edges)`` by
     ``src``, ``violations`` how many sources break the bounds. Every @card check (in memory or

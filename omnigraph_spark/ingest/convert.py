@@ -19,16 +19,23 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
-from ..errors import (ConstraintViolationError, CorruptGraphError, DuplicateColumnError,
-                      KeyIdMismatchError, MissingColumnError, NullViolationError,
-                      UnknownColumnError, UnsupportedValueError)
+from ..errors import (
+    ConstraintViolationError,
+    CorruptGraphError,
+    DuplicateColumnError,
+    KeyIdMismatchError,
+    MissingColumnError,
+    NullViolationError,
+    UnknownColumnError,
+    UnsupportedValueError,
+)
 from ..schema.catalog import Property, TypeDef
 from . import rules
 from .casts import Ctx, cast_lossless, first_true
@@ -106,7 +113,7 @@ class RowConverter:
     types); it defaults to the catalog's. ``exact_vectors=True`` refuses to round float64
     vector components to float32."""
 
-    def __init__(self, typedef: TypeDef, table_schema: Optional[pa.Schema] = None, *,
+    def __init__(self, typedef: TypeDef, table_schema: pa.Schema | None = None, *,
                  exact_vectors: bool = False) -> None:
         self.typedef = typedef
         self.schema = table_schema if table_schema is not None else typedef.arrow_schema()
@@ -119,14 +126,14 @@ class RowConverter:
             raise CorruptGraphError(
                 f"{self.label}: table columns {self.schema.names} do not match the catalog's "
                 f"{expected}", table=typedef.table_key)
-        self.allowed: Tuple[str, ...] = (
+        self.allowed: tuple[str, ...] = (
             ("id", "from", "to", "src", "dst") if typedef.is_edge else ("id",)
         ) + tuple(p.name for p in typedef.properties)
-        self.patterns: Dict[str, List[Tuple[str, str]]] = {}
+        self.patterns: dict[str, list[tuple[str, str]]] = {}
         for c in typedef.checks:
             owner = f"{typedef.name}.{c.property}"
             self.patterns.setdefault(c.property, []).append((c.pattern, translate(c.pattern, owner)))
-        self.ranges = {r.property: [] for r in typedef.ranges}
+        self.ranges: dict[str, list[tuple[Any, Any]]] = {r.property: [] for r in typedef.ranges}
         for r in typedef.ranges:
             self.ranges[r.property].append((r.min, r.max))
         key = typedef.key_property
@@ -143,9 +150,9 @@ class RowConverter:
     def _ctx(self, column: str, target: str, row_offset: int, where: str) -> Ctx:
         return Ctx(self.label, column, target, row_offset, where)
 
-    def _columns(self, batch: pa.RecordBatch) -> Dict[str, pa.Array]:
+    def _columns(self, batch: pa.RecordBatch) -> dict[str, pa.Array]:
         names = batch.schema.names
-        seen: Dict[str, pa.Array] = {}
+        seen: dict[str, pa.Array] = {}
         for name, col in zip(names, batch.columns):
             if name in seen:
                 raise DuplicateColumnError(f"{self.label}: input has column '{name}' twice",
@@ -221,7 +228,7 @@ class RowConverter:
         return pa.FixedSizeListArray.from_arrays(values, type=target,
                                                  mask=col.is_null() if col.null_count else None)
 
-    def _property(self, col: Optional[pa.Array], prop: Property, field: pa.Field, n: int,
+    def _property(self, col: pa.Array | None, prop: Property, field: pa.Field, n: int,
                   row_offset: int, where: str) -> pa.Array:
         ctx = self._ctx(prop.name, prop.type.describe(), row_offset, where)
         if col is None:
@@ -248,7 +255,7 @@ class RowConverter:
             rules.check_pattern(out, pattern, translated, ctx, self.typedef.name)
         return out
 
-    def _node_ids(self, cols: Dict[str, pa.Array], props: Dict[str, pa.Array], n: int,
+    def _node_ids(self, cols: dict[str, pa.Array], props: dict[str, pa.Array], n: int,
                   row_offset: int, where: str) -> pa.Array:
         explicit = cols.get("id")
         if explicit is not None:
@@ -283,13 +290,13 @@ class RowConverter:
         0-based across the load); ``where`` is appended to messages (e.g. a file name)."""
         cols = self._columns(batch)
         n = batch.num_rows
-        props: Dict[str, pa.Array] = {}
+        props: dict[str, pa.Array] = {}
         for field in self.schema:
             prop = self.typedef.prop(field.name)
             if prop is None:
                 continue
             props[prop.name] = self._property(cols.get(prop.name), prop, field, n, row_offset, where)
-        out: Dict[str, pa.Array] = {}
+        out: dict[str, pa.Array] = {}
         if self.typedef.is_edge:
             for end, stored in (("from", "src"), ("to", "dst")):
                 col = cols.get(end, cols.get(stored))

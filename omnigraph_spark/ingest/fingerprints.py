@@ -14,8 +14,6 @@ buffers, a whole column at a time: one vectorised step per 8-byte word position.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
@@ -30,7 +28,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def fingerprint_column(typedef, schema: pa.Schema) -> Optional[str]:
+def fingerprint_column(typedef, schema: pa.Schema) -> str | None:
     """The column whose uniqueness staging tasks can prove with fingerprints: a node type's
     only uniqueness rule, on one String/I32/I64 column of ``schema`` (a single-column @key or
     @unique); None otherwise (the driver checks exactly)."""

@@ -13,7 +13,7 @@ columns are ignored, so a change feed's full pre-image rows can be passed as the
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +30,7 @@ EDGE_COLUMNS = ("id", "src", "dst")
 DESCRIBED_EDGES = 3
 
 
-def delete_columns(typedef: TypeDef, names: Sequence[str]) -> Tuple[str, ...]:
+def delete_columns(typedef: TypeDef, names: Sequence[str]) -> tuple[str, ...]:
     """The input columns a delete of ``typedef`` reads from a frame with columns ``names``
     (raises MissingColumnError naming what a delete accepts)."""
     given = set(names)
@@ -83,7 +83,7 @@ def member(values, value_set) -> pa.Array:
     return pc.fill_null(pc.is_in(_strings(values), value_set=_strings(value_set)), False)
 
 
-def resolve_node_delete(committed_ids, keys) -> Tuple[pa.Array, int]:
+def resolve_node_delete(committed_ids, keys) -> tuple[pa.Array, int]:
     """(the committed ids a node delete removes, how many distinct keys matched no row)."""
     wanted = pc.unique(_strings(keys))
     ids = _strings(committed_ids)
@@ -91,7 +91,7 @@ def resolve_node_delete(committed_ids, keys) -> Tuple[pa.Array, int]:
     return found, len(wanted) - len(found)
 
 
-def resolve_edge_delete(committed: pa.Table, keys: pa.Table) -> Tuple[pa.Array, int]:
+def resolve_edge_delete(committed: pa.Table, keys: pa.Table) -> tuple[pa.Array, int]:
     """(the committed edge ids an edge delete removes, how many distinct keys matched none).
     Keys are ``id`` or ``src`` + ``dst`` (every edge between the two nodes)."""
     if "id" in keys.column_names:
@@ -105,7 +105,7 @@ def resolve_edge_delete(committed: pa.Table, keys: pa.Table) -> Tuple[pa.Array, 
     return pc.unique(hit.column("id").combine_chunks()) if hit.num_rows else pa.array([], pa.string()), missing
 
 
-def pointing_at(edges: pa.Table, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Table:
+def pointing_at(edges: pa.Table, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Table:
     """The edges whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone`` (None: that end's
     node type lost nothing)."""
     hit = None
@@ -116,13 +116,13 @@ def pointing_at(edges: pa.Table, src_gone: Optional[pa.Array], dst_gone: Optiona
     return edges.slice(0, 0) if hit is None else edges.filter(hit)
 
 
-def incident_edges(committed: pa.Table, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
+def incident_edges(committed: pa.Table, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Array:
     """Ids of the committed edges whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``
     (the edges a node delete cascades to)."""
     return _strings(pointing_at(committed, src_gone, dst_gone).column("id"))
 
 
-def orphaned_edges(committed: pa.Table, src_ids: Optional[pa.Array], dst_ids: Optional[pa.Array]) -> pa.Table:
+def orphaned_edges(committed: pa.Table, src_ids: pa.Array | None, dst_ids: pa.Array | None) -> pa.Table:
     """The committed edges (``id, src, dst``) whose ``src`` is not in ``src_ids`` or ``dst`` not
     in ``dst_ids`` (the node ids after the load; None: that end's node type keeps its ids)."""
     bad = None
@@ -135,7 +135,7 @@ def orphaned_edges(committed: pa.Table, src_ids: Optional[pa.Array], dst_ids: Op
     return committed.filter(bad)
 
 
-def describe_edges(edges: pa.Table, limit: int = DESCRIBED_EDGES) -> List[str]:
+def describe_edges(edges: pa.Table, limit: int = DESCRIBED_EDGES) -> list[str]:
     """The first few edges of ``edges`` (in its order) as ``'src' -> 'dst'`` for messages."""
     return [f"'{s}' -> '{d}'" for s, d in zip(edges.column("src").to_pylist()[:limit],
                                                edges.column("dst").to_pylist()[:limit])]

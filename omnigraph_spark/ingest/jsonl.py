@@ -19,13 +19,13 @@ reading of 0.1). Blob values are not supported yet.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import (InvalidRecordError, MissingColumnError, TypeMismatchError,
-                      UnknownTypeError, UnsupportedValueError)
+from ..errors import InvalidRecordError, MissingColumnError, TypeMismatchError, UnknownTypeError, UnsupportedValueError
 from ..schema.catalog import Catalog, PropType, TypeDef
 from .casts import first_true
 from .convert import RowConverter
@@ -36,8 +36,8 @@ _I64 = (-(1 << 63), (1 << 63) - 1)
 _U64_MAX = (1 << 64) - 1
 
 
-def parse_record(obj_or_line: Union[str, bytes, Dict[str, Any]], catalog: Catalog,
-                 record_no: int) -> Tuple[TypeDef, Dict[str, Any]]:
+def parse_record(obj_or_line: str | bytes | dict[str, Any], catalog: Catalog,
+                 record_no: int) -> tuple[TypeDef, dict[str, Any]]:
     """One JSONL record -> ``(typedef, record)``.
 
     For a node the record is its ``data``; for an edge it is ``data`` plus ``"from"`` and
@@ -89,7 +89,7 @@ def parse_record(obj_or_line: Union[str, bytes, Dict[str, Any]], catalog: Catalo
 class _Column:
     """Builds one input column from JSON values, naming the record on a bad value."""
 
-    def __init__(self, label: str, name: str, ptype: Optional[PropType], first_record_no: int):
+    def __init__(self, label: str, name: str, ptype: PropType | None, first_record_no: int):
         self.label, self.name, self.ptype, self.first = label, name, ptype, first_record_no
 
     def bad(self, i: int, value: Any, expected: str) -> TypeMismatchError:
@@ -199,17 +199,17 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def records_to_batch(typedef: TypeDef, records: List[Dict[str, Any]],
-                     table_schema: Optional[pa.Schema] = None, *,
+def records_to_batch(typedef: TypeDef, records: list[dict[str, Any]],
+                     table_schema: pa.Schema | None = None, *,
                      first_record_no: int = 0) -> pa.RecordBatch:
     """Records of one type (from :func:`parse_record`) -> a batch in the table's schema.
 
     Rows are numbered ``first_record_no + index`` in errors. Keys of a record that are not
     columns of the type are ignored, as the engine ignores unknown keys in ``data``."""
     label = f"{typedef.kind} {typedef.name}"
-    names: List[str] = (["id", "from", "to"] if typedef.is_edge else ["id"])
+    names: list[str] = (["id", "from", "to"] if typedef.is_edge else ["id"])
     names += [p.name for p in typedef.properties]
-    columns: Dict[str, pa.Array] = {}
+    columns: dict[str, pa.Array] = {}
     for name in names:
         if not any(name in r for r in records):
             continue  # absent everywhere: RowConverter decides (null column or missing)

@@ -98,7 +98,7 @@ class _Translator:
         cp = int(digits, 16)
         if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
             raise self.fail(f"has an escape for a non-scalar code point {cp:#x}")
-        return "\\x{%X}" % cp
+        return f"\\x{{{cp:X}}}"
 
     def escape(self, in_class: bool) -> str:
         self.i += 1

@@ -6,8 +6,8 @@ JSONL values), and the engine applies them after building typed columns, too.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,10 +17,10 @@ from ..errors import ConstraintViolationError, NullViolationError
 from .casts import Ctx, first_true
 from .pattern import matches
 
-Number = Union[int, float]
+Number = int | float
 
 
-def _flat(col: pa.Array, ctx: Ctx) -> Tuple[pa.Array, Ctx]:
+def _flat(col: pa.Array, ctx: Ctx) -> tuple[pa.Array, Ctx]:
     """Scalars as they are; list columns as their elements with a row map."""
     if pt.is_list(col.type) or pt.is_large_list(col.type):
         parents = pc.list_parent_indices(col)
@@ -58,7 +58,7 @@ class _Side:
     bound: Number
 
 
-def _violates(values: pa.Array, side: _Side) -> Optional[pa.Array]:
+def _violates(values: pa.Array, side: _Side) -> pa.Array | None:
     """Mask of values beyond ``side``, or None when no value of this type can be."""
     t = values.type
     bound = side.bound
@@ -82,7 +82,7 @@ def _violates(values: pa.Array, side: _Side) -> Optional[pa.Array]:
     return pc.less(wide, b) if side.op == "<" else pc.greater(wide, b)
 
 
-def check_range(col: pa.Array, lo: Optional[Number], hi: Optional[Number], ctx: Ctx,
+def check_range(col: pa.Array, lo: Number | None, hi: Number | None, ctx: Ctx,
                 type_name: str) -> None:
     """Inclusive bounds, as the engine (``value < min`` / ``value > max`` fail); NaN fails."""
     values, vctx = _flat(col, ctx)

@@ -17,8 +17,6 @@ Returned masks mark rows that are non-null but do not parse, so callers can name
 """
 from __future__ import annotations
 
-from typing import Tuple
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -59,7 +57,7 @@ def _days_from_civil(y: pa.Array, m: pa.Array, d: pa.Array) -> pa.Array:
     return pc.subtract(days, 146097)  # undo the 400-year shift
 
 
-def _checked_days(y: pa.Array, m: pa.Array, d: pa.Array) -> Tuple[pa.Array, pa.Array]:
+def _checked_days(y: pa.Array, m: pa.Array, d: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Days plus a validity mask: the date must round-trip (rejects 2021-02-29, month 13...)."""
     days = _days_from_civil(y, m, d)
     as_date = pc.cast(pc.cast(days, pa.int32()), pa.date32())
@@ -68,7 +66,7 @@ def _checked_days(y: pa.Array, m: pa.Array, d: pa.Array) -> Tuple[pa.Array, pa.A
     return days, ok
 
 
-def _parse_date_forms(text: pa.Array) -> Tuple[pa.Array, pa.Array]:
+def _parse_date_forms(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     """(days as int64 or null, parsed-ok mask) for the date-only forms."""
     dashed = pc.extract_regex(text, _DATE_DASHED)
     compact = pc.extract_regex(text, _DATE_COMPACT)
@@ -85,7 +83,7 @@ def _parse_date_forms(text: pa.Array) -> Tuple[pa.Array, pa.Array]:
     return pc.if_else(ok, days, pa.scalar(None, pa.int64())), ok
 
 
-def parse_date_strings(text: pa.Array) -> Tuple[pa.Array, pa.Array]:
+def parse_date_strings(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Parse a string array as Date literals.
 
     Returns ``(date32 array, bad)`` where ``bad`` is true exactly for non-null inputs that are
@@ -96,7 +94,7 @@ def parse_date_strings(text: pa.Array) -> Tuple[pa.Array, pa.Array]:
     return pc.cast(pc.cast(days, pa.int32()), pa.date32()), bad
 
 
-def parse_datetime_strings(text: pa.Array) -> Tuple[pa.Array, pa.Array]:
+def parse_datetime_strings(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Parse a string array as DateTime literals into Date64 (ms since the epoch, UTC).
 
     Returns ``(date64 array, bad)`` like :func:`parse_date_strings`. A fraction with a non-zero

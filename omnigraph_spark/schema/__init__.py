@@ -8,14 +8,23 @@ engine's. Pure: no I/O. Imports only :mod:`omnigraph_spark.errors`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping
+from typing import Any
 
 from ..errors import SchemaContractError
 from .ast import SchemaFile
 from .hashing import dataset_path, fnv1a_32, fnv1a_64_hex
-from .ir import (build_ir, ir_compact_json, ir_hash, ir_hash_of_text, ir_pretty_json,
-                 normalize_ir, parse_ir_text, state_json)
+from .ir import (
+    build_ir,
+    ir_compact_json,
+    ir_hash,
+    ir_hash_of_text,
+    ir_pretty_json,
+    normalize_ir,
+    parse_ir_text,
+    state_json,
+)
 from .parser import parse_schema
 from .validate import validate_annotations, validate_catalog, validate_constraints
 
@@ -33,7 +42,7 @@ class CompiledSchema:
     IR file); ``ir`` is the canonical IR as dicts in serde field order (treat as read-only)."""
 
     source: str
-    ir: Dict[str, Any] = field(repr=False)
+    ir: dict[str, Any] = field(repr=False)
 
     def ir_pretty_json(self) -> str:
         """``_schema.ir.json`` content (no trailing newline)."""
@@ -50,7 +59,7 @@ class CompiledSchema:
         """``__schema_state.json`` content (no trailing newline)."""
         return state_json(self.ir_hash())
 
-    def catalog(self) -> "Any":
+    def catalog(self) -> Any:
         """The runtime catalog (built from the IR, like the engine). Imported lazily so that
         compiling a schema does not need pyarrow."""
         from .catalog import Catalog
@@ -59,7 +68,7 @@ class CompiledSchema:
 
 
 def _positions(schema: SchemaFile) -> Mapping[str, Any]:
-    pos: Dict[str, Any] = {}
+    pos: dict[str, Any] = {}
     for e in schema.edges():
         pos.setdefault(f"edge:{e.name}", e.pos)
         pos.setdefault(f"edge:{e.name}:from", e.from_pos)

@@ -9,7 +9,6 @@ which interface resolution relies on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple, Union
 
 SCALAR_NAMES = ("String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime",
                 "Blob")
@@ -36,8 +35,8 @@ class PropType:
     scalar: str
     nullable: bool = False
     list: bool = False
-    enum_values: Optional[Tuple[str, ...]] = None
-    vector_dim: Optional[int] = None
+    enum_values: tuple[str, ...] | None = None
+    vector_dim: int | None = None
 
     @property
     def is_vector(self) -> bool:
@@ -66,11 +65,11 @@ class Annotation:
     wins (the engine stores them in a BTreeMap)."""
 
     name: str
-    value: Optional[str] = None
-    kwargs: Tuple[Tuple[str, str], ...] = ()
+    value: str | None = None
+    kwargs: tuple[tuple[str, str], ...] = ()
     pos: Pos = field(default=NO_POS, compare=False)
 
-    def kwarg(self, key: str) -> Optional[str]:
+    def kwarg(self, key: str) -> str | None:
         for k, v in self.kwargs:
             if k == key:
                 return v
@@ -82,26 +81,26 @@ class Bound:
     """A @range bound: ``kind`` is "Integer" (i64) or "Float" (f64)."""
 
     kind: str
-    value: Union[int, float]
+    value: int | float
 
 
 @dataclass(frozen=True)
 class KeyConstraint:
-    columns: Tuple[str, ...]
+    columns: tuple[str, ...]
     pos: Pos = field(default=NO_POS, compare=False)
     kind: str = "Key"
 
 
 @dataclass(frozen=True)
 class UniqueConstraint:
-    columns: Tuple[str, ...]
+    columns: tuple[str, ...]
     pos: Pos = field(default=NO_POS, compare=False)
     kind: str = "Unique"
 
 
 @dataclass(frozen=True)
 class IndexConstraint:
-    columns: Tuple[str, ...]
+    columns: tuple[str, ...]
     pos: Pos = field(default=NO_POS, compare=False)
     kind: str = "Index"
 
@@ -109,8 +108,8 @@ class IndexConstraint:
 @dataclass(frozen=True)
 class RangeConstraint:
     property: str
-    min: Optional[Bound]
-    max: Optional[Bound]
+    min: Bound | None
+    max: Bound | None
     pos: Pos = field(default=NO_POS, compare=False)
     kind: str = "Range"
 
@@ -123,28 +122,27 @@ class CheckConstraint:
     kind: str = "Check"
 
 
-Constraint = Union[KeyConstraint, UniqueConstraint, IndexConstraint, RangeConstraint,
-                   CheckConstraint]
+Constraint = KeyConstraint | UniqueConstraint | IndexConstraint | RangeConstraint | CheckConstraint
 
 
 @dataclass(frozen=True)
 class Cardinality:
     min: int = 0
-    max: Optional[int] = None
+    max: int | None = None
 
 
 @dataclass(frozen=True)
 class PropDecl:
     name: str
     prop_type: PropType
-    annotations: Tuple[Annotation, ...] = ()
+    annotations: tuple[Annotation, ...] = ()
     pos: Pos = field(default=NO_POS, compare=False)
 
 
 @dataclass(frozen=True)
 class InterfaceDecl:
     name: str
-    properties: Tuple[PropDecl, ...] = ()
+    properties: tuple[PropDecl, ...] = ()
     pos: Pos = field(default=NO_POS, compare=False)
     kind: str = "interface"
 
@@ -152,12 +150,12 @@ class InterfaceDecl:
 @dataclass(frozen=True)
 class NodeDecl:
     name: str
-    annotations: Tuple[Annotation, ...] = ()
-    implements: Tuple[str, ...] = ()
-    properties: Tuple[PropDecl, ...] = ()
-    constraints: Tuple[Constraint, ...] = ()
+    annotations: tuple[Annotation, ...] = ()
+    implements: tuple[str, ...] = ()
+    properties: tuple[PropDecl, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
     pos: Pos = field(default=NO_POS, compare=False)
-    implements_pos: Tuple[Pos, ...] = field(default=(), compare=False)
+    implements_pos: tuple[Pos, ...] = field(default=(), compare=False)
     kind: str = "node"
 
 
@@ -167,27 +165,27 @@ class EdgeDecl:
     from_type: str
     to_type: str
     cardinality: Cardinality = Cardinality()
-    annotations: Tuple[Annotation, ...] = ()
-    properties: Tuple[PropDecl, ...] = ()
-    constraints: Tuple[Constraint, ...] = ()
+    annotations: tuple[Annotation, ...] = ()
+    properties: tuple[PropDecl, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
     pos: Pos = field(default=NO_POS, compare=False)
     from_pos: Pos = field(default=NO_POS, compare=False)
     to_pos: Pos = field(default=NO_POS, compare=False)
     kind: str = "edge"
 
 
-Decl = Union[InterfaceDecl, NodeDecl, EdgeDecl]
+Decl = InterfaceDecl | NodeDecl | EdgeDecl
 
 
 @dataclass(frozen=True)
 class SchemaFile:
-    declarations: Tuple[Decl, ...] = ()
+    declarations: tuple[Decl, ...] = ()
 
-    def interfaces(self) -> Tuple[InterfaceDecl, ...]:
+    def interfaces(self) -> tuple[InterfaceDecl, ...]:
         return tuple(d for d in self.declarations if isinstance(d, InterfaceDecl))
 
-    def nodes(self) -> Tuple[NodeDecl, ...]:
+    def nodes(self) -> tuple[NodeDecl, ...]:
         return tuple(d for d in self.declarations if isinstance(d, NodeDecl))
 
-    def edges(self) -> Tuple[EdgeDecl, ...]:
+    def edges(self) -> tuple[EdgeDecl, ...]:
         return tuple(d for d in self.declarations if isinstance(d, EdgeDecl))

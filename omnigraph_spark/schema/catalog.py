@@ -6,8 +6,9 @@ Pure: no I/O.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -15,7 +16,7 @@ from ..errors import UnknownTypeError
 
 SCALARS = ("String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime", "Blob")
 
-_ARROW: Dict[str, pa.DataType] = {
+_ARROW: dict[str, pa.DataType] = {
     "String": pa.string(),
     "Bool": pa.bool_(),
     "I32": pa.int32(),
@@ -35,11 +36,11 @@ class PropType:
     scalar: str  # one of SCALARS, or "Vector"
     nullable: bool = False
     list: bool = False
-    enum_values: Optional[Tuple[str, ...]] = None
-    vector_dim: Optional[int] = None
+    enum_values: tuple[str, ...] | None = None
+    vector_dim: int | None = None
 
     @classmethod
-    def from_ir(cls, ir: Mapping[str, Any]) -> "PropType":
+    def from_ir(cls, ir: Mapping[str, Any]) -> PropType:
         scalar = ir["scalar"]
         dim = None
         if isinstance(scalar, dict):
@@ -79,13 +80,13 @@ class Property:
     name: str
     prop_id: int
     type: PropType
-    annotations: Tuple[Tuple[str, Optional[str]], ...] = ()
+    annotations: tuple[tuple[str, str | None], ...] = ()
     # From `@embed("source", model="...")`: the text property a vector is embedded from, and
     # the recorded model (the annotation's only kwarg). None when absent.
-    embed_source: Optional[str] = None
-    embed_model: Optional[str] = None
+    embed_source: str | None = None
+    embed_model: str | None = None
 
-    def annotation(self, name: str) -> Optional[Tuple[str, Optional[str]]]:
+    def annotation(self, name: str) -> tuple[str, str | None] | None:
         for a in self.annotations:
             if a[0] == name:
                 return a
@@ -95,8 +96,8 @@ class Property:
 @dataclass(frozen=True)
 class RangeConstraint:
     property: str
-    min: Optional[float]
-    max: Optional[float]
+    min: float | None
+    max: float | None
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class CheckConstraint:
 @dataclass(frozen=True)
 class Cardinality:
     min: int = 0
-    max: Optional[int] = None
+    max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -118,17 +119,17 @@ class TypeDef:
     kind: str
     name: str
     type_id: int
-    properties: Tuple[Property, ...]
-    keys: Tuple[Tuple[str, ...], ...] = ()
-    uniques: Tuple[Tuple[str, ...], ...] = ()
-    indexes: Tuple[Tuple[str, ...], ...] = ()
-    ranges: Tuple[RangeConstraint, ...] = ()
-    checks: Tuple[CheckConstraint, ...] = ()
-    from_type: Optional[str] = None
-    to_type: Optional[str] = None
+    properties: tuple[Property, ...]
+    keys: tuple[tuple[str, ...], ...] = ()
+    uniques: tuple[tuple[str, ...], ...] = ()
+    indexes: tuple[tuple[str, ...], ...] = ()
+    ranges: tuple[RangeConstraint, ...] = ()
+    checks: tuple[CheckConstraint, ...] = ()
+    from_type: str | None = None
+    to_type: str | None = None
     cardinality: Cardinality = field(default_factory=Cardinality)
-    annotations: Tuple[Tuple[str, Optional[str]], ...] = ()
-    implements: Tuple[str, ...] = ()
+    annotations: tuple[tuple[str, str | None], ...] = ()
+    implements: tuple[str, ...] = ()
 
     @property
     def table_key(self) -> str:
@@ -139,21 +140,21 @@ class TypeDef:
         return self.kind == "edge"
 
     @property
-    def key_property(self) -> Optional[str]:
+    def key_property(self) -> str | None:
         """The column the node id is taken from: the first column of the first @key, in the
         IR's sorted order (so ``@key(b, a)`` keys on ``a``, as the engine does)."""
         if self.kind != "node" or not self.keys:
             return None
         return self.keys[0][0]
 
-    def prop(self, name: str) -> Optional[Property]:
+    def prop(self, name: str) -> Property | None:
         for p in self.properties:
             if p.name == name:
                 return p
         return None
 
     @property
-    def system_columns(self) -> Tuple[str, ...]:
+    def system_columns(self) -> tuple[str, ...]:
         return ("id", "src", "dst") if self.is_edge else ("id",)
 
     def arrow_schema(self) -> pa.Schema:
@@ -168,7 +169,7 @@ class TypeDef:
         return any(p.type.scalar == "Blob" for p in self.properties)
 
 
-def _constraints(ir_list: List[Any]):
+def _constraints(ir_list: list[Any]):
     keys, uniques, indexes, ranges, checks = [], [], [], [], []
     for c in ir_list:
         (kind, val), = c.items()
@@ -190,11 +191,11 @@ def _constraints(ir_list: List[Any]):
     return tuple(keys), tuple(uniques), tuple(indexes), tuple(ranges), tuple(checks)
 
 
-def _annotations(ir_list: List[Any]) -> Tuple[Tuple[str, Optional[str]], ...]:
+def _annotations(ir_list: list[Any]) -> tuple[tuple[str, str | None], ...]:
     return tuple((a["name"], a.get("value")) for a in ir_list)
 
 
-def _embed(ir_annotations: List[Any]) -> Tuple[Optional[str], Optional[str]]:
+def _embed(ir_annotations: list[Any]) -> tuple[str | None, str | None]:
     """The first @embed annotation's source and model (as the engine's catalog takes it)."""
     for a in ir_annotations:
         if a["name"] == "embed":
@@ -204,7 +205,7 @@ def _embed(ir_annotations: List[Any]) -> Tuple[Optional[str], Optional[str]]:
     return None, None
 
 
-def _properties(ir_list: List[Any]) -> Tuple[Property, ...]:
+def _properties(ir_list: list[Any]) -> tuple[Property, ...]:
     return tuple(Property(p["name"], int(p["prop_id"]), PropType.from_ir(p["prop_type"]),
                           _annotations(p.get("annotations", [])),
                           *_embed(p.get("annotations", []))) for p in ir_list)
@@ -218,14 +219,14 @@ class Catalog:
     edges: Mapping[str, TypeDef]
 
     @classmethod
-    def from_ir(cls, ir: Mapping[str, Any]) -> "Catalog":
-        nodes: Dict[str, TypeDef] = {}
+    def from_ir(cls, ir: Mapping[str, Any]) -> Catalog:
+        nodes: dict[str, TypeDef] = {}
         for n in ir["nodes"]:
             k, u, i, r, c = _constraints(n.get("constraints", []))
             nodes[n["name"]] = TypeDef("node", n["name"], int(n["type_id"]), _properties(n["properties"]),
                                        k, u, i, r, c, annotations=_annotations(n.get("annotations", [])),
                                        implements=tuple(n.get("implements", [])))
-        edges: Dict[str, TypeDef] = {}
+        edges: dict[str, TypeDef] = {}
         for e in ir["edges"]:
             k, u, i, r, c = _constraints(e.get("constraints", []))
             card = e.get("cardinality") or {"min": 0, "max": None}
@@ -235,14 +236,14 @@ class Catalog:
                                        annotations=_annotations(e.get("annotations", [])))
         return cls(nodes=nodes, edges=edges)
 
-    def types(self) -> List[TypeDef]:
+    def types(self) -> list[TypeDef]:
         """Every type, nodes first, each group in name order."""
         return [self.nodes[n] for n in sorted(self.nodes)] + [self.edges[e] for e in sorted(self.edges)]
 
-    def table_keys(self) -> List[str]:
+    def table_keys(self) -> list[str]:
         return [t.table_key for t in self.types()]
 
-    def lookup_edge(self, name: str) -> Optional[TypeDef]:
+    def lookup_edge(self, name: str) -> TypeDef | None:
         """Exact name first, then case-insensitive (as the engine's loader resolves edges)."""
         if name in self.edges:
             return self.edges[name]

@@ -12,12 +12,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import SchemaContractError, SchemaError
-from .ast import (Annotation, Bound, CheckConstraint, Constraint, EdgeDecl, IndexConstraint,
-                  InterfaceDecl, KeyConstraint, NodeDecl, Pos, PropDecl, PropType,
-                  RangeConstraint, SchemaFile, UniqueConstraint)
+from .ast import (
+    Annotation,
+    Bound,
+    CheckConstraint,
+    Constraint,
+    EdgeDecl,
+    IndexConstraint,
+    InterfaceDecl,
+    KeyConstraint,
+    NodeDecl,
+    Pos,
+    PropDecl,
+    PropType,
+    RangeConstraint,
+    SchemaFile,
+    UniqueConstraint,
+)
 from .hashing import prop_id as _prop_id
 from .hashing import type_id as _type_id
 from .jsonfmt import rust_debug_f64, to_compact, to_pretty
@@ -26,7 +41,7 @@ IR_VERSION = 1
 STATE_FORMAT_VERSION = 1
 SCHEMA_IDENTITY_VERSION = 1
 
-IR = Dict[str, Any]
+IR = dict[str, Any]
 
 
 def _err(message: str, pos: Pos, rule: str) -> SchemaError:
@@ -37,31 +52,31 @@ def _err(message: str, pos: Pos, rule: str) -> SchemaError:
 
 # --- canonical pieces ------------------------------------------------------------------------
 
-def annotation_ir(a: Annotation) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"name": a.name, "value": a.value}
+def annotation_ir(a: Annotation) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": a.name, "value": a.value}
     if a.kwargs:  # skip_serializing_if = "BTreeMap::is_empty"
         out["kwargs"] = {k: v for k, v in sorted(a.kwargs)}
     return out
 
 
-def _annotation_order(a: Annotation) -> Tuple[str, bool, str]:
+def _annotation_order(a: Annotation) -> tuple[str, bool, str]:
     # Option<String> ordering: None < Some(_); stable sort keeps kwargs-only ties in order.
     return (a.name, a.value is not None, a.value or "")
 
 
-def canonical_annotations(anns: Sequence[Annotation]) -> List[Dict[str, Any]]:
+def canonical_annotations(anns: Sequence[Annotation]) -> list[dict[str, Any]]:
     return [annotation_ir(a) for a in sorted(anns, key=_annotation_order)]
 
 
-def prop_type_ir(t: PropType) -> Dict[str, Any]:
+def prop_type_ir(t: PropType) -> dict[str, Any]:
     scalar: Any = {"Vector": t.vector_dim} if t.is_vector else t.scalar
     enum = sorted(set(t.enum_values)) if t.enum_values is not None else None
     return {"scalar": scalar, "nullable": t.nullable, "list": t.list, "enum_values": enum}
 
 
-def _canonical_properties(kind: str, owner: str, props: Sequence[PropDecl]) -> List[Dict[str, Any]]:
-    seen: Dict[int, str] = {}
-    out = []
+def _canonical_properties(kind: str, owner: str, props: Sequence[PropDecl]) -> list[dict[str, Any]]:
+    seen: dict[int, str] = {}
+    out: list[dict[str, Any]] = []
     for p in props:
         pid = _prop_id(kind, owner, p.name)
         previous = seen.get(pid)
@@ -76,13 +91,13 @@ def _canonical_properties(kind: str, owner: str, props: Sequence[PropDecl]) -> L
     return out
 
 
-def bound_ir(b: Optional[Bound]) -> Optional[Dict[str, Any]]:
+def bound_ir(b: Bound | None) -> dict[str, Any] | None:
     if b is None:
         return None
     return {b.kind: int(b.value) if b.kind == "Integer" else float(b.value)}
 
 
-def _bound_debug(b: Optional[Bound]) -> str:
+def _bound_debug(b: Bound | None) -> str:
     """Rust ``{:?}`` of ``Option<ConstraintBound>``."""
     if b is None:
         return "None"
@@ -90,7 +105,7 @@ def _bound_debug(b: Optional[Bound]) -> str:
     return f"Some({b.kind}({inner}))"
 
 
-def constraint_ir(c: Constraint) -> Tuple[str, Dict[str, Any]]:
+def constraint_ir(c: Constraint) -> tuple[str, dict[str, Any]]:
     """(sort key, IR) of one constraint; column lists are sorted first."""
     if isinstance(c, (KeyConstraint, UniqueConstraint, IndexConstraint)):
         cols = sorted(c.columns)
@@ -104,7 +119,7 @@ def constraint_ir(c: Constraint) -> Tuple[str, Dict[str, Any]]:
             {"Check": {"property": c.property, "pattern": c.pattern}})
 
 
-def canonical_constraints(cs: Sequence[Constraint]) -> List[Dict[str, Any]]:
+def canonical_constraints(cs: Sequence[Constraint]) -> list[dict[str, Any]]:
     keyed = [constraint_ir(c) for c in cs]
     keyed.sort(key=lambda kv: kv[0])  # stable, like sort_by_key
     return [ir for _, ir in keyed]
@@ -115,7 +130,7 @@ def canonical_constraints(cs: Sequence[Constraint]) -> List[Dict[str, Any]]:
 def build_ir(schema: SchemaFile) -> IR:
     """The engine's ``build_schema_ir``: ids, collision checks (type ids across all kinds in
     declaration order, property ids per owner), canonical sorting."""
-    seen_types: Dict[int, Tuple[str, str]] = {}
+    seen_types: dict[int, tuple[str, str]] = {}
     interfaces, nodes, edges = [], [], []
     for d in schema.declarations:
         tid = _type_id(d.kind, d.name)
@@ -142,7 +157,7 @@ def build_ir(schema: SchemaFile) -> IR:
                           "properties": props,
                           "constraints": canonical_constraints(d.constraints)})
     for group in (interfaces, nodes, edges):
-        group.sort(key=lambda x: x["name"])
+        group.sort(key=lambda x: x["name"])  # type: ignore[arg-type, return-value]  # names are strings
     return {"ir_version": IR_VERSION, "interfaces": interfaces, "nodes": nodes, "edges": edges}
 
 
@@ -189,7 +204,7 @@ def _str(v: Any, where: str) -> str:
     return v
 
 
-def _opt_str(v: Any, where: str) -> Optional[str]:
+def _opt_str(v: Any, where: str) -> str | None:
     return None if v is None else _str(v, where)
 
 
@@ -205,8 +220,8 @@ def _list(v: Any, where: str) -> list:
     return v
 
 
-def _norm_annotation(a: Any, where: str) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"name": _str(_need(a, "name", where), where + ".name"),
+def _norm_annotation(a: Any, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": _str(_need(a, "name", where), where + ".name"),
                            "value": _opt_str(a.get("value"), where + ".value")}
     kw = a.get("kwargs") or {}
     if not isinstance(kw, dict):
@@ -216,7 +231,7 @@ def _norm_annotation(a: Any, where: str) -> Dict[str, Any]:
     return out
 
 
-def _norm_prop_type(t: Any, where: str) -> Dict[str, Any]:
+def _norm_prop_type(t: Any, where: str) -> dict[str, Any]:
     scalar = _need(t, "scalar", where)
     if isinstance(scalar, dict):
         scalar = {"Vector": _u32(_need(scalar, "Vector", where + ".scalar"), where + ".scalar")}
@@ -228,8 +243,8 @@ def _norm_prop_type(t: Any, where: str) -> Dict[str, Any]:
             "list": _bool(_need(t, "list", where), where + ".list"), "enum_values": enum}
 
 
-def _norm_props(ps: Any, where: str) -> List[Dict[str, Any]]:
-    out = []
+def _norm_props(ps: Any, where: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for i, p in enumerate(_list(ps, where)):
         w = f"{where}[{i}]"
         out.append({"name": _str(_need(p, "name", w), w),
@@ -240,7 +255,7 @@ def _norm_props(ps: Any, where: str) -> List[Dict[str, Any]]:
     return out
 
 
-def _norm_bound(b: Any, where: str) -> Optional[Dict[str, Any]]:
+def _norm_bound(b: Any, where: str) -> dict[str, Any] | None:
     if b is None:
         return None
     if isinstance(b, dict) and len(b) == 1 and "Integer" in b and isinstance(b["Integer"], int):
@@ -251,7 +266,7 @@ def _norm_bound(b: Any, where: str) -> Optional[Dict[str, Any]]:
     raise SchemaContractError(f"{where}: expected {{\"Integer\": i64}} or {{\"Float\": f64}}")
 
 
-def _norm_constraint(c: Any, where: str) -> Dict[str, Any]:
+def _norm_constraint(c: Any, where: str) -> dict[str, Any]:
     if not isinstance(c, dict) or len(c) != 1:
         raise SchemaContractError(f"{where}: expected a one-key constraint object")
     (kind, val), = c.items()
@@ -267,12 +282,12 @@ def _norm_constraint(c: Any, where: str) -> Dict[str, Any]:
     raise SchemaContractError(f"{where}: unknown constraint variant `{kind}`")
 
 
-def _annotations_of(d: Any, w: str) -> List[Dict[str, Any]]:
+def _annotations_of(d: Any, w: str) -> list[dict[str, Any]]:
     return [_norm_annotation(a, f"{w}.annotations[{j}]")
             for j, a in enumerate(_list(_need(d, "annotations", w), w))]
 
 
-def _constraints_of(d: Any, w: str) -> List[Dict[str, Any]]:
+def _constraints_of(d: Any, w: str) -> list[dict[str, Any]]:
     return [_norm_constraint(c, f"{w}.constraints[{j}]")
             for j, c in enumerate(_list(_need(d, "constraints", w), w))]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 from decimal import ROUND_HALF_UP, Context, Decimal
-from typing import Any, List, Tuple
+from typing import Any
 
 _INDENT = "  "
 
 
-def _shortest_digits(x: float) -> Tuple[str, int]:
+def _shortest_digits(x: float) -> tuple[str, int]:
     """(digits, k) with ``abs(x) == int(digits) * 10**k``, digits minimal and without trailing
     zeros. Python's repr is the shortest round-tripping form, the same digits ryu and Rust's
     float formatting pick."""
@@ -28,7 +28,7 @@ def _shortest_digits(x: float) -> Tuple[str, int]:
     return stripped or "0", k
 
 
-def _rust_shortest_digits(x: float) -> Tuple[str, int]:
+def _rust_shortest_digits(x: float) -> tuple[str, int]:
     """Like :func:`_shortest_digits`, but breaking an exact tie between two shortest
     candidates upwards, as Rust's ``flt2dec`` does (Python and zmij round half to even)."""
     digits, k = _shortest_digits(x)
@@ -97,7 +97,7 @@ def rust_debug_f64(x: float) -> str:
 
 
 def _escape(s: str) -> str:
-    out: List[str] = ['"']
+    out: list[str] = ['"']
     for ch in s:
         o = ord(ch)
         if ch == '"':
@@ -131,12 +131,12 @@ def _scalar(v: Any) -> str:
 
 def to_compact(v: Any) -> str:
     """``serde_json::to_string``: no whitespace at all; dict order is kept."""
-    parts: List[str] = []
+    parts: list[str] = []
     _compact(v, parts)
     return "".join(parts)
 
 
-def _compact(v: Any, out: List[str]) -> None:
+def _compact(v: Any, out: list[str]) -> None:
     if isinstance(v, dict):
         out.append("{")
         for i, (k, item) in enumerate(v.items()):
@@ -160,12 +160,12 @@ def _compact(v: Any, out: List[str]) -> None:
 def to_pretty(v: Any) -> str:
     """``serde_json::to_string_pretty``: 2-space indent, ``": "``, empty containers as
     ``[]``/``{}``, no trailing newline."""
-    parts: List[str] = []
+    parts: list[str] = []
     _pretty(v, 0, parts)
     return "".join(parts)
 
 
-def _pretty(v: Any, level: int, out: List[str]) -> None:
+def _pretty(v: Any, level: int, out: list[str]) -> None:
     if isinstance(v, dict):
         if not v:
             out.append("{}")

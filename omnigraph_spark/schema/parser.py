@@ -20,16 +20,33 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import SchemaError, SchemaSyntaxError
-from .ast import (CONSTRAINT_NAMES, Annotation, Bound, Cardinality, CheckConstraint, Constraint,
-                  Decl, EdgeDecl, IndexConstraint, InterfaceDecl, KeyConstraint, NodeDecl, Pos,
-                  PropDecl, PropType, RangeConstraint, SchemaFile, UniqueConstraint)
+from .ast import (
+    CONSTRAINT_NAMES,
+    Annotation,
+    Bound,
+    Cardinality,
+    CheckConstraint,
+    Constraint,
+    Decl,
+    EdgeDecl,
+    IndexConstraint,
+    InterfaceDecl,
+    KeyConstraint,
+    NodeDecl,
+    Pos,
+    PropDecl,
+    PropType,
+    RangeConstraint,
+    SchemaFile,
+    UniqueConstraint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +93,7 @@ def _syntax_error(message: str, pos: Pos, rule: str = "syntax") -> SchemaSyntaxE
     return SchemaSyntaxError(message, line=pos.line, column=pos.column, rule=rule)
 
 
-def _error(message: str, pos: Optional[Pos], rule: str) -> SchemaError:
+def _error(message: str, pos: Pos | None, rule: str) -> SchemaError:
     if pos is None or pos.line == 0:
         return SchemaError(message, rule=rule)
     return SchemaError(message, line=pos.line, column=pos.column, rule=rule)
@@ -99,7 +116,7 @@ def _anon(terminal: str) -> str:
 def _translate(source: str, err: UnexpectedInput) -> SchemaSyntaxError:
     if isinstance(err, UnexpectedCharacters):
         pos = Pos(err.line, err.column)
-        ch = source[err.pos_in_stream] if err.pos_in_stream < len(source) else ""
+        ch = source[err.pos_in_stream] if err.pos_in_stream < len(source) else ""  # type: ignore[index, operator]  # set for UnexpectedCharacters
         msg = f"unexpected character {ch!r}"
         if err.allowed:
             msg += f"; expected {_describe_expected(sorted(err.allowed))}"
@@ -136,7 +153,7 @@ def decode_string_literal(raw: str, pos: Pos) -> str:
     backslash is an error, as in the engine. Unquoted raw text (an identifier or number used
     as an argument) passes through unchanged."""
     inner = raw[1:-1] if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"' else raw
-    out: List[str] = []
+    out: list[str] = []
     i = 0
     while i < len(inner):
         ch = inner[i]
@@ -156,11 +173,11 @@ def decode_string_literal(raw: str, pos: Pos) -> str:
 
 # --- tree -> AST -----------------------------------------------------------------------------
 
-def _tokens(tree: Tree) -> List[Token]:
+def _tokens(tree: Tree) -> list[Token]:
     return [c for c in tree.children if isinstance(c, Token)]
 
 
-def _subtrees(tree: Tree, name: str) -> List[Tree]:
+def _subtrees(tree: Tree, name: str) -> list[Tree]:
     return [c for c in tree.children if isinstance(c, Tree) and c.data == name]
 
 
@@ -172,7 +189,7 @@ def _unsigned(tok: Token, what: str) -> str:
     return str(tok)
 
 
-def _literal_text(tree: Tree, what: str) -> Tuple[str, Token]:
+def _literal_text(tree: Tree, what: str) -> tuple[str, Token]:
     tok = tree.children[0]
     assert isinstance(tok, Token)
     if tok.type in ("INT", "FLOAT"):
@@ -195,8 +212,8 @@ def _annotation(tree: Tree) -> Annotation:
         # reaching here means it stood where no body constraint may stand.
         raise _syntax_error(f"@{name}(...) is a body constraint and is only allowed inside a "
                             "node or edge body", pos)
-    value: Optional[str] = None
-    kwargs: Dict[str, str] = {}
+    value: str | None = None
+    kwargs: dict[str, str] = {}
     for item in args[0].children:
         if not isinstance(item, Tree):
             continue
@@ -227,7 +244,7 @@ def _prop_type(type_ref: Tree) -> PropType:
         return PropType(base, nullable, list=True)
     if core.data == "vector_type":
         tok = core.children[0]
-        text = _unsigned(tok, "Vector dimension")
+        text = _unsigned(tok, "Vector dimension")  # type: ignore[arg-type]  # the grammar's dimension is a token
         dim = int(text)
         if dim > _U32_MAX:
             raise _error(f"invalid Vector dimension: {text} is too large", pos, "vector_dim")
@@ -266,7 +283,7 @@ def _bound(tok: Token) -> Bound:
     return Bound("Float", float(text))
 
 
-def _arg_ident(arg: Tree) -> Optional[str]:
+def _arg_ident(arg: Tree) -> str | None:
     return str(arg.children[0]) if arg.data == "ident_arg" else None
 
 
@@ -295,7 +312,7 @@ def _body_constraint(tree: Tree) -> Constraint:
     if name in ("key", "unique", "index"):
         cols = tuple(ident(a) for a in args)
         cls = {"key": KeyConstraint, "unique": UniqueConstraint, "index": IndexConstraint}[name]
-        return cls(cols, pos)
+        return cls(cols, pos)  # type: ignore[return-value]  # one of the three constraint classes
     if name == "range":
         if len(args) < 2:
             raise _error("@range requires property name and bounds: @range(prop, min..max)",
@@ -330,7 +347,7 @@ def _cardinality(tree: Tree) -> Cardinality:
     lo = int(lo_text)
     if lo > _U32_MAX:
         raise _error(f"invalid cardinality min: {lo_text}", pos, "card_range")
-    hi: Optional[int] = None
+    hi: int | None = None
     if len(nums) > 1:
         hi_text = _unsigned(nums[1], "@card")
         hi = int(hi_text)
@@ -341,9 +358,9 @@ def _cardinality(tree: Tree) -> Cardinality:
     return Cardinality(lo, hi)
 
 
-def _body(items: Sequence[Tree]) -> Tuple[List[PropDecl], List[Constraint]]:
-    props: List[PropDecl] = []
-    constraints: List[Constraint] = []
+def _body(items: Sequence[Tree]) -> tuple[list[PropDecl], list[Constraint]]:
+    props: list[PropDecl] = []
+    constraints: list[Constraint] = []
     for item in items:
         if item.data == "prop_decl":
             props.append(_prop_decl(item))
@@ -352,9 +369,9 @@ def _body(items: Sequence[Tree]) -> Tuple[List[PropDecl], List[Constraint]]:
     return props, constraints
 
 
-def desugar_property_constraints(props: Sequence[PropDecl]) -> List[Constraint]:
+def desugar_property_constraints(props: Sequence[PropDecl]) -> list[Constraint]:
     """Argument-less @key/@unique/@index on a property -> a one-column constraint."""
-    out: List[Constraint] = []
+    out: list[Constraint] = []
     for p in props:
         for a in p.annotations:
             if a.value is not None:
@@ -378,7 +395,7 @@ def _decl(tree: Tree) -> Decl:
         return InterfaceDecl(str(name_tok), tuple(props), pos)
     if tree.data == "node_decl":
         annotations = [_annotation(k) for k in kids if k.data == "annotation"]
-        impl: List[Token] = []
+        impl: list[Token] = []
         for k in kids:
             if k.data == "implements_clause":
                 impl = _tokens(k)
@@ -405,7 +422,7 @@ def _decl(tree: Tree) -> Decl:
 
 # --- interface resolution --------------------------------------------------------------------
 
-def resolve_interfaces(node: NodeDecl, interfaces: Dict[str, InterfaceDecl]) -> NodeDecl:
+def resolve_interfaces(node: NodeDecl, interfaces: dict[str, InterfaceDecl]) -> NodeDecl:
     """Inject interface properties a node lacks (desugaring their @key/@unique/@index);
     a property the node already declares must have exactly the interface's type."""
     props = list(node.properties)
@@ -437,7 +454,7 @@ def parse_schema(source: str) -> SchemaFile:
         tree = _lark().parse(source)
     except UnexpectedInput as e:
         raise _translate(source, e) from None
-    decls: List[Decl] = [_decl(t) for t in tree.children if isinstance(t, Tree)]
+    decls: list[Decl] = [_decl(t) for t in tree.children if isinstance(t, Tree)]
     # Later interfaces with the same name win, like the engine's HashMap collect.
     interfaces = {d.name: d for d in decls if isinstance(d, InterfaceDecl)}
     resolved = [resolve_interfaces(d, interfaces) if isinstance(d, NodeDecl) else d for d in decls]

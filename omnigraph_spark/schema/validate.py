@@ -14,12 +14,24 @@ declaration and ``context['rule']`` naming the rule (stable, for tests and calle
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import SchemaError
-from .ast import (Annotation, CheckConstraint, Constraint, EdgeDecl, IndexConstraint,
-                  KeyConstraint, NodeDecl, Pos, PropDecl, RangeConstraint, SchemaFile,
-                  UniqueConstraint)
+from .ast import (
+    Annotation,
+    CheckConstraint,
+    Constraint,
+    EdgeDecl,
+    IndexConstraint,
+    KeyConstraint,
+    NodeDecl,
+    Pos,
+    PropDecl,
+    RangeConstraint,
+    SchemaFile,
+    UniqueConstraint,
+)
 
 # Rust's char::is_whitespace (Unicode White_Space), used by str::trim in the engine.
 _RUST_WS = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
@@ -28,7 +40,7 @@ _TYPE_LEVEL_FORBIDDEN = ("key", "unique", "index", "embed")
 _EDGE_IMPLICIT = ("src", "dst")
 
 
-def _err(message: str, pos: Optional[Pos], rule: str, **ctx: Any) -> SchemaError:
+def _err(message: str, pos: Pos | None, rule: str, **ctx: Any) -> SchemaError:
     if pos is None or not pos.line:
         return SchemaError(message, rule=rule, **ctx)
     return SchemaError(message, line=pos.line, column=pos.column, rule=rule, **ctx)
@@ -57,7 +69,7 @@ def _property_annotations(prop: PropDecl, owner: str, props: Sequence[PropDecl],
     t = prop.prop_type
     where = f"{owner}.{prop.name}"
     _string_annotation(prop.annotations, "description", f"property {where}", prop.pos)
-    seen: Dict[str, bool] = {}
+    seen: dict[str, bool] = {}
     for a in prop.annotations:
         n = a.name
         if t.list and n in ("key", "unique", "index", "embed"):
@@ -202,14 +214,14 @@ def validate_constraints(schema: SchemaFile) -> None:
             _type_constraints(d.constraints, d.properties, d.name, True)
 
 
-def validate_catalog(ir: Mapping[str, Any], positions: Optional[Mapping[str, Pos]] = None) -> None:
+def validate_catalog(ir: Mapping[str, Any], positions: Mapping[str, Pos] | None = None) -> None:
     """The checks of the engine's ``build_catalog`` that can still fail after the IR was
     built: edge endpoints must name node types, and edge names must not collide once
     lower-cased (edges are looked up case-insensitively). ``positions`` maps
     ``"edge:<Name>"``/``"edge:<Name>:from"``/``"edge:<Name>:to"`` to source positions."""
     pos = positions or {}
     nodes = {n["name"] for n in ir["nodes"]}
-    folded: Dict[str, str] = {}
+    folded: dict[str, str] = {}
     for e in ir["edges"]:
         name = e["name"]
         if e["from_type"] not in nodes:

@@ -19,8 +19,9 @@ The JVM sink reports its row-rule errors the same way (``FragmentStager`` hands 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,9 +32,9 @@ from ..errors import DataError, OmnigraphError
 MAX_REPORTED_ROWS = 5
 
 
-def error_classes() -> Dict[str, Type[OmnigraphError]]:
+def error_classes() -> dict[str, type[OmnigraphError]]:
     """Every OmnigraphError class by its ``code`` (a code names one class; the first by name wins)."""
-    out: Dict[str, Type[OmnigraphError]] = {}
+    out: dict[str, type[OmnigraphError]] = {}
     for name in dir(_errors):
         obj = getattr(_errors, name)
         if isinstance(obj, type) and issubclass(obj, OmnigraphError):
@@ -46,7 +47,7 @@ def is_row_data_error(e: BaseException) -> bool:
     return isinstance(e, DataError)
 
 
-def _as_text(value: Any) -> Optional[str]:
+def _as_text(value: Any) -> str | None:
     """An offending value as messages show it: a string as Python's repr (once), else str()."""
     if value is None:
         return None
@@ -66,19 +67,19 @@ class BadRow:
 
     code: str
     table: str
-    column: Optional[str]
-    row: Optional[int]
-    value: Optional[str]  # the offending value as text (repr for strings), None when not one value
+    column: str | None
+    row: int | None
+    value: str | None  # the offending value as text (repr for strings), None when not one value
     message: str  # without the [CODE] prefix
 
     @classmethod
-    def of(cls, e: OmnigraphError) -> "BadRow":
+    def of(cls, e: OmnigraphError) -> BadRow:
         ctx = e.context if isinstance(getattr(e, "context", None), dict) else {}
         value, row = ctx.get("value"), ctx.get("row")
         return cls(e.code, str(ctx.get("table", "")), ctx.get("column"), row if isinstance(row, int) else None,
                    _as_text(value), _untagged(str(e.message), e.code))
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "table": self.table, "column": self.column, "row": self.row,
                 "value": self.value, "message": self.message}
 
@@ -91,11 +92,11 @@ class Refusal:
 
     code: str
     message: str
-    rows: Tuple[BadRow, ...] = ()
-    context: Tuple[Tuple[str, Any], ...] = field(default=(), repr=False)
+    rows: tuple[BadRow, ...] = ()
+    context: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
 
     @classmethod
-    def of(cls, e: OmnigraphError, rows: Sequence[BadRow] = ()) -> "Refusal":
+    def of(cls, e: OmnigraphError, rows: Sequence[BadRow] = ()) -> Refusal:
         ctx = e.context if isinstance(getattr(e, "context", None), dict) else {}
         plain = tuple((k, v) for k, v in ctx.items()
                       if k != "rows" and isinstance(v, (str, int, float, bool, type(None))))
@@ -103,7 +104,7 @@ class Refusal:
                    plain)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Refusal":
+    def from_json(cls, d: Mapping[str, Any]) -> Refusal:
         """A refusal the JVM sink handed over: ``{code, message, rows: [{table, column, row, value}]}``."""
         code = str(d["code"])
         rows = tuple(BadRow(code, str(r.get("table", "")), r.get("column"), r.get("row"), r.get("value"),
@@ -139,8 +140,8 @@ def raise_refused(refusals: Sequence[Refusal]) -> None:
 Convert = Callable[[pa.RecordBatch, int], pa.RecordBatch]
 
 
-def split_bad_rows(convert: Convert, batch: pa.RecordBatch, *, limit: Optional[int] = None,
-                   ) -> Tuple[List[Tuple[int, pa.RecordBatch]], List[Tuple[int, OmnigraphError]]]:
+def split_bad_rows(convert: Convert, batch: pa.RecordBatch, *, limit: int | None = None,
+                   ) -> tuple[list[tuple[int, pa.RecordBatch]], list[tuple[int, OmnigraphError]]]:
     """Split ``batch`` into converted good pieces ``(first row, batch)`` in row order, and the
     offending rows ``(row, error)``.
 
@@ -151,8 +152,8 @@ def split_bad_rows(convert: Convert, batch: pa.RecordBatch, *, limit: Optional[i
     the converter raises for that row alone. ``limit``: stop after that many bad rows (the rest
     of the batch is then not converted). An error that names no row (a whole-column problem) is
     raised as it is."""
-    good: List[Tuple[int, pa.RecordBatch]] = []
-    bad: List[Tuple[int, OmnigraphError]] = []
+    good: list[tuple[int, pa.RecordBatch]] = []
+    bad: list[tuple[int, OmnigraphError]] = []
 
     def scan(lo: int, hi: int) -> None:
         if hi <= lo or (limit is not None and len(bad) >= limit):
@@ -174,7 +175,7 @@ def split_bad_rows(convert: Convert, batch: pa.RecordBatch, *, limit: Optional[i
     return good, bad
 
 
-def first_bad_rows(convert: Convert, batch: pa.RecordBatch, error: OmnigraphError) -> List[BadRow]:
+def first_bad_rows(convert: Convert, batch: pa.RecordBatch, error: OmnigraphError) -> list[BadRow]:
     """The first few offending rows of a batch whose conversion raised ``error`` (error path
     only; the batch is bisected once more, at most MAX_REPORTED_ROWS rows deep)."""
     try:

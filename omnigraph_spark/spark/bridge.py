@@ -38,8 +38,9 @@ import select
 import sys
 import traceback
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, IO, List, Mapping, Optional, Tuple
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -62,7 +63,7 @@ _WIDENING = {"IntegerType": ("int", ("byte", "short", "int")),
              "DoubleType": ("double", ("byte", "short", "int", "float", "double"))}
 
 
-def _python(why: List[str], engine: str, error) -> Dict[str, Any]:
+def _python(why: list[str], engine: str, error) -> dict[str, Any]:
     """The answer "the Python source does this", or ``error`` when the caller asked for the JVM."""
     if engine == "jvm":
         raise error("; ".join(why))
@@ -71,7 +72,7 @@ def _python(why: List[str], engine: str, error) -> Dict[str, Any]:
 
 # -- reads -------------------------------------------------------------------------------------
 
-def plan_read(options: Mapping[str, str], parallelism: int) -> Dict[str, Any]:
+def plan_read(options: Mapping[str, str], parallelism: int) -> dict[str, Any]:
     """The JVM scan of one read of ``format("omnigraph")``: the same snapshot, columns, Spark
     types and tasks as the Python source (:mod:`.reader`), or why the Python source must read it."""
     from . import types as _types
@@ -104,13 +105,13 @@ def plan_read(options: Mapping[str, str], parallelism: int) -> Dict[str, Any]:
 
 # -- writes ------------------------------------------------------------------------------------
 
-def projection(plan, input_schema) -> Tuple[List[Dict[str, Any]], List[str]]:
+def projection(plan, input_schema) -> tuple[list[dict[str, Any]], list[str]]:
     """How the JVM maps an input row to the sink's row (``plan.columns``, in table order): per
     column, the input ordinal (-1: none) and what the JVM reads it as and turns it into; or the
     reasons it cannot (a cast only Spark's planner makes, e.g. of array elements)."""
     ordinals = {f.name: i for i, f in enumerate(input_schema.fields)}
-    out: List[Dict[str, Any]] = []
-    why: List[str] = []
+    out: list[dict[str, Any]] = []
+    why: list[str] = []
     for name, src, spark_type, how in plan.columns:
         src_type = input_schema[src].dataType if src is not None else None
         src_kind = _INPUT_KINDS.get(type(src_type).__name__, "other") if src_type is not None else "null"
@@ -123,7 +124,7 @@ def projection(plan, input_schema) -> Tuple[List[Dict[str, Any]], List[str]]:
         else:
             to, accepted = _WIDENING.get(type(spark_type).__name__, (None, ()))
             if src_kind not in accepted:
-                why.append(f"column '{name}': {src_type.simpleString()} -> {spark_type.simpleString()} is cast by "
+                why.append(f"column '{name}': {src_type.simpleString()} -> {spark_type.simpleString()} is cast by "  # type: ignore[union-attr]  # src is set on this branch
                            "Spark's planner (the Python source)")
                 continue
             out.append({"column": name, "ordinal": ordinals[src], "from": src_kind, "to": to})
@@ -145,13 +146,13 @@ class _Load:
     target: WriteTarget
     plan: Any
     journal: Any
-    handoff: Optional[str]
+    handoff: str | None
     ends: Any
     fresh: Any
-    keys: Optional[pa.Schema] = None  # a delete: the Arrow schema of the key columns the tasks collect
+    keys: pa.Schema | None = None  # a delete: the Arrow schema of the key columns the tasks collect
 
 
-def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable) -> Tuple[Dict[str, Any], Optional[_Load]]:
+def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable) -> tuple[dict[str, Any], _Load | None]:
     """``writeMode=delete``: the JVM tasks collect the key columns (the ones the Python source
     reads, :func:`~..ingest.integrity.delete_columns`) and the commit resolves them, with the
     Python source's errors: a missing column at planning, a null key or a key of an unsupported
@@ -180,7 +181,7 @@ def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable)
                   fresh=None, keys=keys))
 
 
-def _delete_keys(load: _Load, partitions: List[List[List[Any]]], batch: int = 0) -> Optional[pa.Table]:
+def _delete_keys(load: _Load, partitions: list[list[list[Any]]], batch: int = 0) -> pa.Table | None:
     """The keys the tasks collected (per partition, in partition order) as the Python source's
     tasks turn theirs into keys (:func:`~..ingest.integrity.delete_keys`): in batches of
     ``batch`` rows (Spark's ``arrow.maxRecordsPerBatch``; 0: a partition at once), so a null key
@@ -192,12 +193,12 @@ def _delete_keys(load: _Load, partitions: List[List[List[Any]]], batch: int = 0)
         step = batch if batch > 0 else max(1, len(rows))
         for start in range(0, len(rows), step):
             chunk = rows[start:start + step]
-            data = pa.table({f.name: pa.array([r[i] for r in chunk], type=f.type) for i, f in enumerate(load.keys)})
+            data = pa.table({f.name: pa.array([r[i] for r in chunk], type=f.type) for i, f in enumerate(load.keys)})  # type: ignore[arg-type]  # a delete's load has its key schema
             parts.append(delete_keys(load.typedef, data))
     return pa.concat_tables(parts) if parts else None
 
 
-def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) -> Tuple[Dict[str, Any], Optional[_Load]]:
+def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) -> tuple[dict[str, Any], _Load | None]:
     """One ``df.write.format("omnigraph")`` job: the sink's spec and projection, or why the
     Python source must write it. Planning errors (options, unknown type or column, a column
     that cannot hold the input) are the Python source's, word for word."""
@@ -212,8 +213,11 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
         return {"python": "option engine=python"}, None
     graph = Graph.open(opts.path, opts.storage_options)
     typedef = graph.catalog.resolve(opts.type or "")
-    unavailable = (lambda m: JvmWriteUnavailableError(
-        f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}", type=typedef.name))
+
+    def unavailable(m: str) -> JvmWriteUnavailableError:
+        return JvmWriteUnavailableError(f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}",
+                                        type=typedef.name)
+
     if opts.rejected_rows_path:
         return _python(["rejectedRowsPath is set: bad rows are quarantined by the Python path only"], opts.engine,
                        unavailable), None
@@ -224,17 +228,17 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     schema = StructType.fromJson(json.loads(schema_json))
     precheck_columns(typedef, target.schema, spark_to_arrow_schema(schema))
     plan, why = _jvm_write.plan_stage(typedef, target, schema)
-    columns: List[Dict[str, Any]] = []
+    columns: list[dict[str, Any]] = []
     if plan is not None:
         columns, why = projection(plan, schema)
     if why:
         return _python(why, opts.engine, unavailable), None
     snap = graph.snapshot(opts.branch)
     ends = _jvm_write.endpoint_sources(typedef, snap, []) if typedef.is_edge else None
-    fresh = _jvm_write.fresh_source(typedef, target, plan, snap)
+    fresh = _jvm_write.fresh_source(typedef, target, plan, snap)  # type: ignore[arg-type]  # no reasons: plan_stage gave a plan
     journal = _Journal.new(graph)
     handoff = side_files.location(journal.directory, f"handoff-{uuid.uuid4().hex}", ".staged")
-    spec = _jvm_write.sink_spec(typedef, target, plan, journal.directory, handoff, ends, fresh)
+    spec = _jvm_write.sink_spec(typedef, target, plan, journal.directory, handoff, ends, fresh)  # type: ignore[arg-type]  # no reasons: plan_stage gave a plan
     log.info("omnigraph write planned for the JVM sink: %s on %s (%s), base version %d", typedef.table_key,
              opts.branch, opts.write_mode, target.base_version)
     answer = {"jvm": {"spec": spec, "projection": columns, "table": typedef.table_key}}
@@ -243,8 +247,8 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     return answer, _Load(graph, opts, typedef, target, plan, journal, handoff, ends, fresh)
 
 
-def commit(load: _Load, spark: Optional[Callable[[], Any]] = None,
-           deletes: Optional[List[List[List[Any]]]] = None, batch: int = 0) -> LoadResult:
+def commit(load: _Load, spark: Callable[[], Any] | None = None,
+           deletes: list[list[list[Any]]] | None = None, batch: int = 0) -> LoadResult:
     """After the job: ONE graph commit of what its tasks staged, or of a delete's keys
     (``deletes``: each partition's rows, checked ``batch`` rows at a time); or nothing, and
     every staged file deleted, with the typed error. ``spark``: returns the write's SparkSession
@@ -252,19 +256,19 @@ def commit(load: _Load, spark: Optional[Callable[[], Any]] = None,
     from . import jvm_write as _jvm_write
     from .graph_io import _finish
 
-    def keys() -> List[StagedTable]:
+    def keys() -> list[StagedTable]:
         table = _delete_keys(load, deletes or [], batch)
         t = load.target
         log.info("delete from %s (jvm provider): %d keys", t.table_key, 0 if table is None else table.num_rows)
         return [StagedTable(t.table_key, "delete", t.stage_uri, t.base_version, (),
                             0 if table is None else table.num_rows, 0, deletes=table)]
 
-    def run() -> List[StagedTable]:
+    def run() -> list[StagedTable]:
         so = load.opts.storage_options
         try:
-            tasks = _jvm_write.read_handoff(load.handoff, so)
+            tasks = _jvm_write.read_handoff(load.handoff, so)  # type: ignore[arg-type]  # a planned JVM write has a handoff
         finally:
-            _jvm_write.delete_handoff(load.handoff, load.journal.directory, so)
+            _jvm_write.delete_handoff(load.handoff, load.journal.directory, so)  # type: ignore[arg-type]  # a planned JVM write has a handoff
         got = _jvm_write.staged_from_tasks(load.typedef, load.target, load.plan, tasks, load.ends, load.fresh)
         if not got:  # no partitions: still one (empty) commit, so an overwrite empties the table
             t = load.target
@@ -323,7 +327,7 @@ def attach(port: int, secret: str, token: str):
     return spark
 
 
-def _error(e: BaseException) -> Dict[str, Any]:
+def _error(e: BaseException) -> dict[str, Any]:
     from .writer import tag_error, unwrap_error
 
     typed = unwrap_error(e) if not isinstance(e, OmnigraphError) else e
@@ -344,11 +348,11 @@ class Bridge:
     after a read's plan, a write's commit or abort; a dead JVM closes it too), or until
     ``idle_s`` pass with no request while no write is in progress."""
 
-    def __init__(self, inp: IO[str], out: IO[str], idle_s: Optional[float] = None) -> None:
+    def __init__(self, inp: IO[str], out: IO[str], idle_s: float | None = None) -> None:
         self.inp = inp
         self.out = out
         self.idle_s = idle_s
-        self.load: Optional[_Load] = None
+        self.load: _Load | None = None
         self.attached = False  # a SparkSession was lent to this process: it exits after the answer
 
     def _idle(self) -> bool:
@@ -361,7 +365,7 @@ class Bridge:
             return False
         return not select.select([fd], [], [], self.idle_s)[0]
 
-    def answer(self, request: Mapping[str, Any]) -> Dict[str, Any]:
+    def answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "plan_read":
             return {"ok": plan_read(request["options"], int(request.get("parallelism") or 1))}
@@ -372,11 +376,11 @@ class Bridge:
             raise RuntimeError(f"'{op}' without a planned write")
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
-            result = commit(load, self._spark, request.get("deletes"), int(request.get("batch") or 0))
+            result = commit(load, self._spark, request.get("deletes"), int(request.get("batch") or 0))  # type: ignore[arg-type]  # checked for None above
             return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
                            "skipped": bool(result.skipped)}}
         if op == "abort":
-            removed = abort(self.load)
+            removed = abort(self.load)  # type: ignore[arg-type]  # checked for None above
             self.load = None
             return {"ok": {"removed": removed}}
         raise RuntimeError(f"unknown request {op!r}")
@@ -393,7 +397,7 @@ class Bridge:
             self.attached = True
             try:
                 return attach(int(reply["port"]), reply["secret"], reply["session"])
-            except Exception as e:  # noqa: BLE001 - any failure to attach has the same remedy
+            except Exception as e:  # any failure to attach has the same remedy
                 why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         raise JvmWriteUnavailableError(
             f"format('omnigraph') could not run the commit's checks above distributedCheckRows as Spark jobs "

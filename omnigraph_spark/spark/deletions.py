@@ -15,7 +15,8 @@ answers, so every error is worded here, once, and is the same on both paths.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,7 +47,7 @@ class InMemory:
     def _edges(t: pa.Table, with_ids: bool) -> Edges:
         return Edges(t.num_rows, t.slice(0, DESCRIBED_EDGES), t.column("id").combine_chunks() if with_ids else None)
 
-    def resolve(self, td: TypeDef, keys: pa.Table) -> Tuple[pa.Array, int]:
+    def resolve(self, td: TypeDef, keys: pa.Table) -> tuple[pa.Array, int]:
         if td.is_edge:
             return _integrity.resolve_edge_delete(self.committed(td.table_key, EDGE_COLUMNS), keys)
         return _integrity.resolve_node_delete(self.committed(td.table_key, ["id"]).column("id"), keys.column("id"))
@@ -55,15 +56,15 @@ class InMemory:
         staged = self.staged_cols(key, ["id"]).column("id")
         return pc.filter(ids, _integrity.member(ids, staged))
 
-    def staged_pointing_at(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> Edges:
+    def staged_pointing_at(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> Edges:
         bad = _integrity.pointing_at(self.staged_cols(ekey, ["src", "dst"]), src_gone, dst_gone)
         return Edges(bad.num_rows, bad.slice(0, DESCRIBED_EDGES))
 
-    def incident(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
+    def incident(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Array:
         return _integrity.incident_edges(self.committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)
 
-    def orphaned(self, ekey: str, src_after: Optional[str], dst_after: Optional[str], with_ids: bool) -> Edges:
-        def ids(nkey: Optional[str]) -> Optional[pa.ChunkedArray]:
+    def orphaned(self, ekey: str, src_after: str | None, dst_after: str | None, with_ids: bool) -> Edges:
+        def ids(nkey: str | None) -> pa.ChunkedArray | None:
             return None if nkey is None else self.staged_cols(nkey, ["id"]).column("id")
         return self._edges(_integrity.orphaned_edges(self.committed(ekey, EDGE_COLUMNS), ids(src_after),
                                                      ids(dst_after)), with_ids)
@@ -73,11 +74,11 @@ class InMemory:
         check_cardinality(etd, edges.filter(pc.invert(_integrity.member(edges.column("id"), ids))).column("src"))
 
 
-Reader = Callable[..., object]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
+Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
 
 
 def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], cascade: bool,
-              reader: Reader) -> Tuple[Dict[str, pa.Array], Dict[str, int]]:
+              reader: Reader) -> tuple[dict[str, pa.Array], dict[str, int]]:
     """I18: the committed rows a load deletes, per table key, and the delete keys that matched
     nothing. A delete's own rows; every edge (of any edge type, same branch) incident to a
     deleted node; and the edges a node overwrite orphans: deleted with ``cascade``, else a
@@ -86,9 +87,9 @@ def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable
 
     ``reader(rows, (key, cols), ...)``: the reader of a part that reads ``rows`` staged +
     committed rows of those columns (:class:`InMemory` or :class:`~.dist_integrity.Distributed`)."""
-    out: Dict[str, List[pa.Array]] = {}
-    missing: Dict[str, int] = {}
-    gone: Dict[str, pa.Array] = {}  # node type -> ids deleted
+    out: dict[str, list[pa.Array]] = {}
+    missing: dict[str, int] = {}
+    gone: dict[str, pa.Array] = {}  # node type -> ids deleted
 
     def committed_rows(key: str) -> int:
         return snap.table(key).row_count
@@ -111,12 +112,12 @@ def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable
         missing[key] = miss
         if miss:
             log.info("delete from %s: %d of %d keys matched no row (not an error)", key, miss, keys.num_rows)
-    after: Dict[str, str] = {}  # node type overwritten -> its table key (its staged ids are the ids after)
+    after: dict[str, str] = {}  # node type overwritten -> its table key (its staged ids are the ids after)
     for key in sorted(staged):
         td = catalog.by_table_key(key)
         if not td.is_edge and staged[key].mode == "overwrite":
             after[td.name] = key
-    dangling: List[str] = []
+    dangling: list[str] = []
     for etd in catalog.types():
         if not etd.is_edge:
             continue

@@ -27,8 +27,8 @@ import bisect
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
@@ -52,11 +52,11 @@ FILES_PER_TASK = 8
 class StagedFiles:
     """A staged table's data files in the driver's concatenation order, with their row counts."""
 
-    uris: Tuple[str, ...]
-    rows: Tuple[int, ...]
+    uris: tuple[str, ...]
+    rows: tuple[int, ...]
 
     @staticmethod
-    def of(s: StagedTable) -> "StagedFiles":
+    def of(s: StagedTable) -> StagedFiles:
         uris, rows = [], []
         for frag in s.fragments:
             for df in frag.files:
@@ -68,21 +68,21 @@ class StagedFiles:
     def total(self) -> int:
         return sum(self.rows)
 
-    def bases(self) -> List[int]:
+    def bases(self) -> list[int]:
         out, acc = [], 0
         for n in self.rows:
             out.append(acc)
             acc += n
         return out
 
-    def locate(self, pos: int) -> Tuple[str, int]:
+    def locate(self, pos: int) -> tuple[str, int]:
         """The file and offset of load-wide row ``pos``."""
         bases = self.bases()
         i = bisect.bisect_right(bases, pos) - 1
         return self.uris[i], pos - bases[i]
 
 
-Pinned = Tuple[str, Optional[str], int]  # (base_path, lance_branch, version) of a committed table
+Pinned = tuple[str, str | None, int]  # (base_path, lance_branch, version) of a committed table
 
 
 def _read_staged(storage_options, columns: Sequence[str], schema: pa.Schema):
@@ -113,7 +113,7 @@ def _read_committed(pinned: Pinned, storage_options, columns: Sequence[str], sch
                     ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
                                               storage_options=storage_options)
                 offset = base
-                for part in ds.get_fragment(int(fid)).to_batches(columns=list(columns), batch_size=65536):
+                for part in ds.get_fragment(int(fid)).to_batches(columns=list(columns), batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                     yield _with_pos(part, columns, schema, offset)
                     offset += part.num_rows
 
@@ -133,7 +133,7 @@ def _ids_by_fragment(pinned: Pinned, storage_options):
                 if ds is None:
                     ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
                                               storage_options=storage_options)
-                for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):
+                for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                     yield pa.RecordBatch.from_arrays(
                         [part.column("id").cast(pa.string()), pa.array(np.full(part.num_rows, int(fid), np.int64))],
                         names=["id", FRAG])
@@ -157,7 +157,7 @@ def _delete_in_fragments(pinned: Pinned, storage_options):
                 if ds is None:
                     ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
                                               storage_options=storage_options)
-                meta = ds.get_fragment(int(fid)).delete("id IN (" + ", ".join(map(quote_sql_string, ids)) + ")")
+                meta = ds.get_fragment(int(fid)).delete("id IN (" + ", ".join(map(quote_sql_string, ids)) + ")")  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                 yield pa.RecordBatch.from_pydict({
                     FRAG: [int(fid)], "meta": [None if meta is None else json.dumps(meta.to_json())],
                     "rows": [len(ids)]}, schema=_DELETED)
@@ -190,18 +190,18 @@ class DistChecks:
     driver's session only then). ``threshold``: the rows a check reads at which it runs here
     instead of in the driver's memory (option ``distributedCheckRows``)."""
 
-    def __init__(self, spark, threshold: int, storage_options: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, spark, threshold: int, storage_options: dict[str, str] | None = None) -> None:
         self._session = spark if not callable(spark) else None
         self._lend = spark if callable(spark) else None
         self.threshold = threshold
         self.storage_options = storage_options
         self._memo = Once()
         self._tagged = threading.local()  # whether this thread's jobs carry JOB_TAG now
-        self.runs: List[tuple] = []  # keys of the checks actually run (tests: proofs reused or not)
+        self.runs: list[tuple] = []  # keys of the checks actually run (tests: proofs reused or not)
 
     @classmethod
-    def for_load(cls, threshold: Optional[int], storage_options,
-                 spark: Optional[Callable[[], object]] = None) -> Optional["DistChecks"]:
+    def for_load(cls, threshold: int | None, storage_options,
+                 spark: Callable[[], object] | None = None) -> DistChecks | None:
         """The runner of a load on this driver, or None when the option is 0 (never
         distributed) or no SparkSession is active here and ``spark`` (returns one) is not
         given: the checks then run in memory."""
@@ -226,7 +226,7 @@ class DistChecks:
         return session
 
     def _resolved(self):
-        return self._session if self._session is not None else self._memo(("spark",), self._lend)
+        return self._session if self._session is not None else self._memo(("spark",), self._lend)  # type: ignore[arg-type]  # _lend is set where _session is not
 
     def wants(self, rows: int) -> bool:
         return rows >= self.threshold
@@ -273,7 +273,7 @@ class DistChecks:
         except Exception as e:  # e.g. unsigned integers
             raise _Unsupported(f"columns {list(columns)}: {e}") from e
 
-    def _frame(self, rows: List[Tuple[str, int]], reader, schema: pa.Schema, columns: Sequence[str]):
+    def _frame(self, rows: list[tuple[str, int]], reader, schema: pa.Schema, columns: Sequence[str]):
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
         arrow, spark_schema = self._spark_schema(schema, columns)
@@ -327,7 +327,7 @@ class DistChecks:
         key = ("unique", td.table_key, tuple(cols), what, conflict, files.uris)
         self.once(key, lambda: self._unique(td, files, schema, list(cols), what, conflict))
 
-    def _unique(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, cols: List[str], what: str,
+    def _unique(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, cols: list[str], what: str,
                 conflict: bool) -> None:
         from pyspark.sql import functions as F
 
@@ -429,8 +429,8 @@ class DistChecks:
         rows = {r[POS]: (r["src"], r["dst"]) for r in edges.where(F.col(POS).isin(list(flags))).collect()}
         raise dangling_error(td, [(p, *rows[p], *flags[p]) for p in sorted(flags)], n_src, n_dst)
 
-    def card(self, td: TypeDef, mode: str, s: StagedTable, schema: pa.Schema, pinned: Optional[Pinned],
-             limit: int = 5) -> Optional[int]:
+    def card(self, td: TypeDef, mode: str, s: StagedTable, schema: pa.Schema, pinned: Pinned | None,
+             limit: int = 5) -> int | None:
         """@card over committed + pending edges per source, as :func:`~..ingest.checks.check_cardinality`
         (merge collapses pending rows sharing an id to the last and shadows committed rows whose id
         is pending; overwrite counts pending only): the most edges any source has, or the error."""
@@ -438,7 +438,7 @@ class DistChecks:
         key = ("card", td.table_key, mode, files.uris, None if mode == "overwrite" else pinned)
         return self.once(key, lambda: self._card(td, mode, files, schema, pinned, limit))
 
-    def _card(self, td: TypeDef, mode: str, files: StagedFiles, schema, pinned, limit: int) -> Optional[int]:
+    def _card(self, td: TypeDef, mode: str, files: StagedFiles, schema, pinned, limit: int) -> int | None:
         from pyspark.sql import functions as F
 
         card = td.cardinality
@@ -570,7 +570,7 @@ class DistChecks:
         Returns whether every check passed."""
         from .writer import run_checks
 
-        failed: List[bool] = []
+        failed: list[bool] = []
 
         def quiet(check: Callable[[], object]) -> Callable[[], None]:
             def run() -> None:

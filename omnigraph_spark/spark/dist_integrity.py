@@ -23,8 +23,9 @@ answer only where those inputs are the same, else the part runs again there (inv
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,7 +44,7 @@ class Edges:
 
     count: int
     first: pa.Table
-    ids: Optional[pa.Array] = None
+    ids: pa.Array | None = None
 
 
 def _strings(a) -> pa.Array:
@@ -51,7 +52,7 @@ def _strings(a) -> pa.Array:
     return a if a.type == pa.string() else pc.cast(a, pa.string())
 
 
-def digest(values: Union[None, pa.Array, pa.ChunkedArray, pa.Table]) -> Optional[str]:
+def digest(values: None | pa.Array | pa.ChunkedArray | pa.Table) -> str | None:
     """A digest of ``values`` (ids or delete keys the driver holds) for a memo key: equal
     digests mean equal values, type and order (the Arrow IPC stream of their one-chunk form);
     None stays None (an end with nothing deleted)."""
@@ -85,7 +86,7 @@ class Distributed:
     def _staged(self, key: str, cols: Sequence[str]):
         return self.dist.staged(StagedFiles.of(self.staged_tables[key]), self.schema_of(key), cols)
 
-    def _local(self, **columns) -> object:
+    def _local(self, **columns) -> Any:
         """A small DataFrame of string columns held by the driver (delete keys, deleted ids)."""
         return self.dist.spark.createDataFrame(pa.table({c: _strings(a) for c, a in columns.items()}))
 
@@ -96,7 +97,7 @@ class Distributed:
     def _pin(self, key: str):
         return committed_pin(self.snap, key)
 
-    def _files(self, key: str) -> Tuple[str, ...]:
+    def _files(self, key: str) -> tuple[str, ...]:
         return StagedFiles.of(self.staged_tables[key]).uris
 
     @staticmethod
@@ -118,7 +119,7 @@ class Distributed:
         finally:
             bad.unpersist()
 
-    def _pointing_at(self, edges, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]):
+    def _pointing_at(self, edges, src_gone: pa.Array | None, dst_gone: pa.Array | None):
         """The rows of ``edges`` whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``; mirrors
         :func:`~..ingest.integrity.pointing_at`."""
         from pyspark.sql import functions as F
@@ -135,12 +136,12 @@ class Distributed:
 
     # -- the parts of I18 -------------------------------------------------------------------
 
-    def resolve(self, td: TypeDef, keys: pa.Table) -> Tuple[pa.Array, int]:
+    def resolve(self, td: TypeDef, keys: pa.Table) -> tuple[pa.Array, int]:
         """(the committed ids a delete of ``td`` removes, how many distinct keys matched none);
         mirrors :func:`~..ingest.integrity.resolve_node_delete` and ``resolve_edge_delete``."""
         key = td.table_key
 
-        def run() -> Tuple[pa.Array, int]:
+        def run() -> tuple[pa.Array, int]:
             if td.is_edge and "id" not in keys.column_names:  # every edge between the two nodes
                 edges = self._committed(key, EDGE_COLUMNS)
                 pairs = self._local(src=keys.column("src"), dst=keys.column("dst")).distinct()
@@ -161,20 +162,20 @@ class Distributed:
         return self._run("restaged", key, (self._files(key), digest(ids)), lambda: self._ids(
             self._staged(key, ["id"]).join(self._local(id=ids).distinct(), on="id", how="left_semi")))
 
-    def staged_pointing_at(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> Edges:
+    def staged_pointing_at(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> Edges:
         """The load's staged edges of ``ekey`` that point at deleted nodes; mirrors
         :func:`~..ingest.integrity.pointing_at`."""
         return self._run("staged_pointing_at", ekey, (self._files(ekey), digest(src_gone), digest(dst_gone)),
                          lambda: self._edges(
             self._pointing_at(self._staged(ekey, ["src", "dst"]), src_gone, dst_gone), with_ids=False))
 
-    def incident(self, ekey: str, src_gone: Optional[pa.Array], dst_gone: Optional[pa.Array]) -> pa.Array:
+    def incident(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Array:
         """Ids of the committed edges incident to deleted nodes; mirrors
         :func:`~..ingest.integrity.incident_edges`."""
         return self._run("incident", ekey, (self._pin(ekey), digest(src_gone), digest(dst_gone)), lambda: self._ids(
             self._pointing_at(self._committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)))
 
-    def orphaned(self, ekey: str, src_after: Optional[str], dst_after: Optional[str], with_ids: bool) -> Edges:
+    def orphaned(self, ekey: str, src_after: str | None, dst_after: str | None, with_ids: bool) -> Edges:
         """The committed edges of ``ekey`` whose ``src`` is not among the staged ids of node table
         ``src_after`` or ``dst`` not among those of ``dst_after`` (None: that end's node type is not
         overwritten); mirrors :func:`~..ingest.integrity.orphaned_edges` (a null end is orphaned)."""

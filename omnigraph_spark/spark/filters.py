@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from ..store.writes import quote_sql_string
 
@@ -112,7 +113,7 @@ _CMP = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessTha
         "LessThanOrEqual": "<="}
 
 
-def _column(f: Any, columns: Mapping[str, ColumnKind]) -> Tuple[str, ColumnKind]:
+def _column(f: Any, columns: Mapping[str, ColumnKind]) -> tuple[str, ColumnKind]:
     path = getattr(f, "attribute", None)
     if not isinstance(path, tuple) or len(path) != 1 or not isinstance(path[0], str):
         raise _Untranslatable(path)
@@ -166,7 +167,7 @@ def _translate(f: Any, columns: Mapping[str, ColumnKind]) -> str:
     raise _Untranslatable(name)
 
 
-def translate(f: Any, columns: Mapping[str, ColumnKind]) -> Optional[str]:
+def translate(f: Any, columns: Mapping[str, ColumnKind]) -> str | None:
     """The Lance SQL for one Spark filter, or None if it must stay with Spark."""
     try:
         return _translate(f, columns)
@@ -174,11 +175,11 @@ def translate(f: Any, columns: Mapping[str, ColumnKind]) -> Optional[str]:
         return None
 
 
-def split_filters(filters: Iterable[Any], columns: Mapping[str, ColumnKind]) -> Tuple[List[str], List[Any]]:
+def split_filters(filters: Iterable[Any], columns: Mapping[str, ColumnKind]) -> tuple[list[str], list[Any]]:
     """Translate what can be translated. Returns (pushed SQL conjuncts, filters left for Spark);
     the left-over filters are the input objects themselves, as Spark requires."""
-    pushed: List[str] = []
-    kept: List[Any] = []
+    pushed: list[str] = []
+    kept: list[Any] = []
     for f in filters:
         sql = translate(f, columns)
         if sql is None:
@@ -188,6 +189,6 @@ def split_filters(filters: Iterable[Any], columns: Mapping[str, ColumnKind]) -> 
     return pushed, kept
 
 
-def combine(conjuncts: Sequence[str]) -> Optional[str]:
+def combine(conjuncts: Sequence[str]) -> str | None:
     """AND the conjuncts into one Lance filter string (None when there are none)."""
     return " AND ".join(conjuncts) if conjuncts else None

@@ -14,14 +14,15 @@ A task that dies *while* writing can still leave an unreferenced (invisible) fil
 """
 from __future__ import annotations
 
-import functools
 import dataclasses
+import functools
 import json
 import logging
 import pickle
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,13 +37,20 @@ from ..store.fs import RootStorage
 from ..store.layout import MAIN, RootPaths, join
 from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
 from . import jvm_write as _jvm_write
+from .bad_rows import Refusal, is_row_data_error, refused_error
 from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
-from .bad_rows import Refusal, is_row_data_error, refused_error
 from .quarantine import Quarantine, Rejected, rejected_ends
-from .writer import settle_quarantine
-from .writer import (_task_ids, commit_staged, precheck_columns, spark_to_arrow_schema, stage_task, tag_error,
-                     unwrap_error)
+from .writer import (
+    _task_ids,
+    commit_staged,
+    precheck_columns,
+    settle_quarantine,
+    spark_to_arrow_schema,
+    stage_task,
+    tag_error,
+    unwrap_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +66,10 @@ class _Journal:
 
     root: str
     directory: str
-    storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
+    storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
-    def new(cls, graph: Graph) -> "_Journal":
+    def new(cls, graph: Graph) -> _Journal:
         d = join(RootPaths(graph.root).staging_dir, uuid.uuid4().hex)
         return cls(graph.root, d, tuple(sorted((graph.storage_options or {}).items())))
 
@@ -77,10 +85,10 @@ class _Journal:
                   "files": [df.path for f in s.fragments for df in f.files]} for s in staged]
         self._fs().write_text(join(self.directory, f"{name}-{uuid.uuid4().hex[:8]}.json"), json.dumps(entry))
 
-    def entries(self) -> List[dict]:
+    def entries(self) -> list[dict]:
         """Driver: every journaled ``{table_key, stage_uri, files}`` so far."""
         fs = self._fs()
-        out: List[dict] = []
+        out: list[dict] = []
         for name in fs.list_dir(self.directory):
             path = join(self.directory, name)
             try:
@@ -110,21 +118,21 @@ class _Journal:
         try:
             import os
 
-            if not ("://" in self.directory) and os.path.isdir(self.directory):
+            if "://" not in self.directory and os.path.isdir(self.directory):
                 os.rmdir(self.directory)
         except OSError:
             pass
         return n
 
 
-def _collect(df, fn, rejected: Optional[List[Rejected]] = None) -> List[StagedTable]:
+def _collect(df, fn, rejected: list[Rejected] | None = None) -> list[StagedTable]:
     """Driver: run ``fn`` over ``df`` with mapInArrow; each task yields pickled StagedTables,
     or the :class:`~.bad_rows.Refusal` of a task that found bad rows (it staged nothing): then
     ONE typed error is raised for the first few (the caller's journal clean-up deletes what the
     other tasks staged). Quarantined rows' reports (:class:`~.quarantine.Rejected`) go to
     ``rejected``."""
-    out: List[StagedTable] = []
-    refusals: List[Refusal] = []
+    out: list[StagedTable] = []
+    refusals: list[Refusal] = []
     for row in df.mapInArrow(fn, "staged binary").collect():
         for item in pickle.loads(row["staged"]):
             if isinstance(item, Rejected) and rejected is not None:
@@ -142,9 +150,9 @@ def _payload(staged: Sequence[object]) -> pa.RecordBatch:
 
 # -- options -------------------------------------------------------------------------------------
 
-def _write_options(uri: str, mode: str, branch: str, actor: Optional[str],
-                   options: Optional[Mapping[str, Any]]) -> WriteOptions:
-    base: Dict[str, Any] = {"path": uri, "branch": branch, "writeMode": mode}
+def _write_options(uri: str, mode: str, branch: str, actor: str | None,
+                   options: Mapping[str, Any] | None) -> WriteOptions:
+    base: dict[str, Any] = {"path": uri, "branch": branch, "writeMode": mode}
     if actor is not None:
         base["actor"] = actor
     reserved = {k.lower() for k in base} | {"type", "path", "branch", "writemode", "actor", "engine"}
@@ -156,18 +164,18 @@ def _write_options(uri: str, mode: str, branch: str, actor: Optional[str],
     return WriteOptions.from_options(base, require_type=False)
 
 
-def _targets(graph: Graph, opts: WriteOptions, keys: Sequence[str]) -> Dict[str, WriteTarget]:
+def _targets(graph: Graph, opts: WriteOptions, keys: Sequence[str]) -> dict[str, WriteTarget]:
     return {k: prepare_target(graph, opts.branch, k, opts.write_mode, max_rows_per_file=opts.max_rows_per_file,
                               max_bytes_per_file=opts.max_bytes_per_file) for k in keys}
 
 
-def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine: Optional[Quarantine] = None,
+def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine: Quarantine | None = None,
             rejected: Sequence[Rejected] = (), spark=None) -> LoadResult:
     """Driver: run the staging jobs (``run`` returns the staged tables), commit once, and clean
     up the journal; any failure leaves the graph unchanged and removes every staged file (and
     the load's quarantined rows: ``rejected``, filled by ``run``). ``spark``: as
     :func:`~.writer.commit_staged`'s."""
-    staged: List[StagedTable] = []
+    staged: list[StagedTable] = []
     try:
         staged = run()
         result = commit_staged(graph, opts.branch, staged, opts, quarantine, rejected, spark=spark)
@@ -180,7 +188,8 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine
         typed = unwrap_error(e)
         if typed is not None and typed is not e:
             raise typed from e
-        raise tag_error(e)
+        tag_error(e)
+        raise
     journal.clean(keep=staged if not result.skipped else ())
     return result
 
@@ -196,16 +205,17 @@ def _tagged(load):
         try:
             return load(*args, **kwargs)
         except OmnigraphError as e:
-            raise tag_error(e)
+            tag_error(e)
+            raise
 
     return call
 
 
 @_tagged
 def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branch: str = MAIN,
-                actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
-                engine: str = "auto", deletes: Optional[Mapping[str, Any]] = None,
-                rejected_rows_path: Optional[str] = None) -> LoadResult:
+                actor: str | None = None, options: Mapping[str, Any] | None = None,
+                engine: str = "auto", deletes: Mapping[str, Any] | None = None,
+                rejected_rows_path: str | None = None) -> LoadResult:
     """Write several DataFrames (``{"Person": df, "Knows": df2}``) as ONE graph commit.
 
     Driver. Each DataFrame is staged by its own Spark job; edges are validated against the
@@ -229,13 +239,13 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         options = {**(options or {}), "rejectedRowsPath": rejected_rows_path}
     opts = _write_options(uri, mode, branch, actor, options)
     graph = Graph.open(opts.path, opts.storage_options)
-    resolved: Dict[str, Tuple[TypeDef, Any]] = {}
+    resolved: dict[str, tuple[TypeDef, Any]] = {}
     for name, df in frames.items():
         td = graph.catalog.resolve(name)
         if td.table_key in resolved:
             raise OptionError(f"type '{name}' given twice (as {td.table_key})", option="frames", type=name)
         resolved[td.table_key] = (td, df)
-    removals: Dict[str, Tuple[TypeDef, Any]] = {}
+    removals: dict[str, tuple[TypeDef, Any]] = {}
     for name, df in (deletes or {}).items():
         td = graph.catalog.resolve(name)
         if opts.write_mode not in ("append", "merge"):
@@ -255,7 +265,7 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
         else:
             precheck_columns(td, targets[key].schema, spark_to_arrow_schema(df.schema))
     quarantine = Quarantine.new(opts.rejected_rows_path, opts.storage_options) if opts.rejected_rows_path else None
-    rejected: List[Rejected] = []
+    rejected: list[Rejected] = []
     if quarantine is not None:
         engine = _python_for_quarantine(engine, order)
     plans = {} if deleting else _jvm_plans(resolved, targets, order, engine)
@@ -264,8 +274,8 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             targets[key] = prepare_target(graph, opts.branch, key, "delete", max_rows_per_file=opts.max_rows_per_file)
     journal = _Journal.new(graph)
 
-    def run() -> List[StagedTable]:
-        out: List[StagedTable] = []
+    def run() -> list[StagedTable]:
+        out: list[StagedTable] = []
         snap = graph.snapshot(opts.branch) if plans else None
         for key in order:
             td, df = resolved[key]
@@ -274,8 +284,8 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             if deleting:
                 got = [stage_deletes(target, td, df)]
             elif plan is not None:
-                ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None
-                fresh = _jvm_write.fresh_source(td, target, plan, snap)
+                ends = _jvm_write.endpoint_sources(td, snap, out) if td.is_edge else None  # type: ignore[arg-type]  # snap is taken when there are plans
+                fresh = _jvm_write.fresh_source(td, target, plan, snap)  # type: ignore[arg-type]  # snap is taken when there are plans
                 got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
             else:
                 got = _collect(df, _python_stager(td, target, journal, quarantine,
@@ -287,8 +297,8 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
             out.extend(got)
         for key in sorted(removals):
             td, df = removals[key]
-            got = stage_deletes(targets[key], td, df)
-            out.append(dataclasses.replace(got, mode=opts.write_mode) if key in resolved else got)
+            removed = stage_deletes(targets[key], td, df)
+            out.append(dataclasses.replace(removed, mode=opts.write_mode) if key in resolved else removed)
         return out
 
     return _finish(graph, opts, journal, run, quarantine, rejected)
@@ -315,8 +325,8 @@ def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
                        deletes=keys)
 
 
-def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quarantine: Optional[Quarantine] = None,
-                   ends: Optional[Mapping[str, Mapping[str, str]]] = None):
+def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quarantine: Quarantine | None = None,
+                   ends: Mapping[str, Mapping[str, str]] | None = None):
     """The mapInArrow function staging one DataFrame in Python workers (RowConverter); with
     ``quarantine``, bad rows (and edges to ``ends``, nodes rejected so far) are quarantined.
     Each task leaves its key fingerprints in the journal, as the JVM tasks do (I15)."""
@@ -336,13 +346,13 @@ def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quaranti
     return stage_partition
 
 
-def _jvm_plans(resolved: Mapping[str, Tuple[TypeDef, Any]], targets: Mapping[str, WriteTarget],
-               order: Sequence[str], engine: str) -> Dict[str, "_jvm_write.JvmStagePlan"]:
+def _jvm_plans(resolved: Mapping[str, tuple[TypeDef, Any]], targets: Mapping[str, WriteTarget],
+               order: Sequence[str], engine: str) -> dict[str, _jvm_write.JvmStagePlan]:
     """Driver, before any job: which DataFrames the JVM sink stages (``engine`` auto/jvm)."""
-    plans: Dict[str, _jvm_write.JvmStagePlan] = {}
+    plans: dict[str, _jvm_write.JvmStagePlan] = {}
     if engine == "python":
         return plans
-    shims: Dict[int, ShimSession] = {}  # per session of the frames: the probe asked once per load
+    shims: dict[int, ShimSession] = {}  # per session of the frames: the probe asked once per load
     for key in order:
         td, df = resolved[key]
         session = df.sparkSession
@@ -360,8 +370,8 @@ def _jvm_plans(resolved: Mapping[str, Tuple[TypeDef, Any]], targets: Mapping[str
 
 
 def write_table(df: Any, uri: str, type: str, mode: str = "append", branch: str = MAIN,
-                actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
-                engine: str = "auto", rejected_rows_path: Optional[str] = None) -> LoadResult:
+                actor: str | None = None, options: Mapping[str, Any] | None = None,
+                engine: str = "auto", rejected_rows_path: str | None = None) -> LoadResult:
     """Write one DataFrame into one node or edge type as one graph commit: what
     ``df.write.format("omnigraph")`` does, through the JVM sink when it can (``engine``).
     ``rejected_rows_path``: quarantine bad rows there (see :func:`write_graph`)."""
@@ -371,7 +381,7 @@ def write_table(df: Any, uri: str, type: str, mode: str = "append", branch: str 
 
 # -- load_jsonl -------------------------------------------------------------------------------
 
-def iter_json_values(text: str) -> Iterator[Tuple[int, int, Any]]:
+def iter_json_values(text: str) -> Iterator[tuple[int, int, Any]]:
     """(record number from 1, line number from 1, value) for a stream of JSON values separated
     by any whitespace (the engine's reader: pretty-printed JSON works). Invalid JSON raises
     InvalidRecordError naming the record and line."""
@@ -398,11 +408,11 @@ def iter_json_values(text: str) -> Iterator[Tuple[int, int, Any]]:
 
 @dataclass
 class _Buffer:
-    records: List[dict]
-    where: List[Tuple[str, int, int]]  # (file, line, record) per record
+    records: list[dict]
+    where: list[tuple[str, int, int]]  # (file, line, record) per record
 
 
-def _locate(e: OmnigraphError, buf: Optional[_Buffer], file: str, line: int, rec: int) -> OmnigraphError:
+def _locate(e: OmnigraphError, buf: _Buffer | None, file: str, line: int, rec: int) -> OmnigraphError:
     """Prefix an error with the file and line of the offending record (executor)."""
     if buf is not None:
         row = e.context.get("row") if isinstance(getattr(e, "context", None), dict) else None
@@ -416,13 +426,13 @@ def _locate(e: OmnigraphError, buf: Optional[_Buffer], file: str, line: int, rec
     return e
 
 
-def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows: int, journal: Optional[_Journal]):
+def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows: int, journal: _Journal | None):
     """The per-partition function of load_jsonl (runs on executors)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pid, attempt = _task_ids()
-        buffers: Dict[str, _Buffer] = {}
-        staged: Dict[str, List[StagedTable]] = {}
+        buffers: dict[str, _Buffer] = {}
+        staged: dict[str, list[StagedTable]] = {}
 
         def flush(key: str) -> None:
             buf = buffers.pop(key, None)
@@ -432,7 +442,8 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
             try:
                 batch = records_to_batch(td, buf.records, targets[key].schema, first_record_no=0)
             except OmnigraphError as e:
-                raise tag_error(_locate(e, buf, "", 0, 0))
+                tag_error(_locate(e, buf, "", 0, 0))
+                raise
             staged.setdefault(key, []).append(stage(targets[key], [batch]))
 
         try:
@@ -443,7 +454,8 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
                             try:
                                 td, record = parse_record(value, catalog, rec)
                             except OmnigraphError as e:
-                                raise tag_error(_locate(e, None, file, line, rec))
+                                tag_error(_locate(e, None, file, line, rec))
+                                raise
                             if td.table_key not in targets:
                                 raise tag_error(DataError(
                                     f"{file}:{line} (record {rec}): type {td.table_key} was not found by the "
@@ -455,7 +467,8 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
                                 flush(td.table_key)
                     except InvalidRecordError as e:
                         if not str(e).startswith("["):
-                            raise tag_error(_locate(e, None, file, e.context.get("line", 0), e.context.get("record", 0)))
+                            tag_error(_locate(e, None, file, e.context.get("line", 0), e.context.get("record", 0)))
+                            raise
                         raise
             for key in list(buffers):
                 flush(key)
@@ -474,7 +487,7 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
     return run
 
 
-def _types_touched(text_df, catalog: Catalog) -> List[str]:
+def _types_touched(text_df, catalog: Catalog) -> list[str]:
     """Driver: a planning pass listing the table keys the input touches (used on branches, so
     only those tables are forked). It also surfaces malformed records before any staging."""
 
@@ -487,19 +500,20 @@ def _types_touched(text_df, catalog: Catalog) -> List[str]:
                         try:
                             td, _ = parse_record(value, catalog, rec)
                         except OmnigraphError as e:
-                            raise tag_error(_locate(e, None, file, line, rec))
+                            tag_error(_locate(e, None, file, line, rec))
+                            raise
                         keys.add(td.table_key)
         except DataError as e:  # a bad record: the answer, not a task failure (see .bad_rows)
             yield _payload([Refusal.of(e)])
             return
         yield _payload(sorted(keys))
 
-    return sorted(set(_collect(text_df, scan)))  # type: ignore[type-var]
+    return sorted(set(_collect(text_df, scan)))  # type: ignore[arg-type]  # this scan yields table keys
 
 
 @_tagged
-def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = MAIN, actor: Optional[str] = None,
-               options: Optional[Mapping[str, Any]] = None, chunk_rows: int = DEFAULT_JSONL_CHUNK_ROWS) -> LoadResult:
+def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = MAIN, actor: str | None = None,
+               options: Mapping[str, Any] | None = None, chunk_rows: int = DEFAULT_JSONL_CHUNK_ROWS) -> LoadResult:
     """Load files in the engine's JSONL envelope (a path, glob or list of them) as ONE commit.
 
     Driver. Files are read with ``spark.read.text(wholetext=True)`` — one file per task, so
@@ -534,9 +548,9 @@ def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = M
     targets = _targets(graph, opts, keys)
     journal = _Journal.new(graph)
 
-    def run() -> List[StagedTable]:
+    def run() -> list[StagedTable]:
         got = _collect(text_df, _jsonl_task(graph.catalog, targets, chunk_rows, journal))
-        by_key: Dict[str, List[StagedTable]] = {}
+        by_key: dict[str, list[StagedTable]] = {}
         for s in got:
             by_key.setdefault(s.table_key, []).append(s)
         if not by_key:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -37,8 +37,8 @@ from ..errors import JvmReadUnavailableError, OptionError
 from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
-from .reader import _range_filter, column_kinds, default_max_rows, fragment_rows, plan_partitions
 from .options import ENGINES
+from .reader import _range_filter, column_kinds, default_max_rows, fragment_rows, plan_partitions
 from .shim_conf import SHIM_DIR_ENV, SHIM_JAR, configure_spark, shim_jars, shim_spark_conf  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ PROBE_OPTION = "probe"
 PROBE_COLUMN = "omnigraph_shim_v1"
 
 
-def shim_blocker(spark: SparkSession) -> Optional[str]:
+def shim_blocker(spark: SparkSession) -> str | None:
     """Why the session's Spark cannot run the JVM paths (None: it can).
 
     Asks the shim itself: ``spark.read.format(SHIM_CLASS).option("probe", ...)`` resolves to a
@@ -68,7 +68,7 @@ def shim_blocker(spark: SparkSession) -> Optional[str]:
     calls, cheaper than the probe's plan analysis): the probe runs there only to say why not."""
     if not is_connect(spark):
         try:
-            utils = spark.sparkContext._jvm.org.apache.spark.util.Utils
+            utils = spark.sparkContext._jvm.org.apache.spark.util.Utils  # type: ignore[union-attr]  # a classic session has a JVM
             if all(utils.classIsLoadable(c) for c in (SHIM_CLASS, LANCE_CLASS)):
                 return None
         except Exception:  # a stopped context: the probe says why
@@ -115,7 +115,7 @@ def default_parallelism(spark: SparkSession) -> int:
     if not is_connect(spark):
         return spark.sparkContext.defaultParallelism
     try:
-        plan = spark.range(1)._explain_string(mode="simple")
+        plan = spark.range(1)._explain_string(mode="simple")  # type: ignore[operator]  # Connect's DataFrame method, not a column
         m = re.search(r"\bRange \(\d+, \d+, step=\d+, splits=(\d+)\)", plan)
         if m:
             return max(1, int(m.group(1)))
@@ -124,7 +124,7 @@ def default_parallelism(spark: SparkSession) -> int:
     from pyspark.sql import functions as F
 
     row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("n")).first()
-    return int(row["n"]) + 1
+    return int(row["n"]) + 1  # type: ignore[index]  # an aggregate without grouping has one row
 
 
 class ShimSession:
@@ -133,10 +133,10 @@ class ShimSession:
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
-        self._blocker: Optional[Tuple[Optional[str]]] = None
-        self._parallelism: Optional[int] = None
+        self._blocker: tuple[str | None] | None = None
+        self._parallelism: int | None = None
 
-    def blocker(self) -> Optional[str]:
+    def blocker(self) -> str | None:
         if self._blocker is None:
             self._blocker = (shim_blocker(self.spark),)
         return self._blocker[0]
@@ -147,7 +147,7 @@ class ShimSession:
         return self._parallelism
 
 
-def column_blockers(stored: pa.Schema, target: pa.Schema) -> List[str]:
+def column_blockers(stored: pa.Schema, target: pa.Schema) -> list[str]:
     """Why each target column cannot be scanned as stored (empty = the JVM path can read it).
 
     Spark's ``ArrowColumnVector`` reads Arrow vectors as they are, so the stored type must be
@@ -162,9 +162,9 @@ def column_blockers(stored: pa.Schema, target: pa.Schema) -> List[str]:
 
 
 def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, *,
-               columns: Optional[Sequence[str]] = None, storage_options: Optional[Dict[str, str]] = None,
-               engine: str = "auto", min_partitions: Optional[int] = None,
-               max_rows_per_partition: Optional[int] = None, shim: Optional[ShimSession] = None) -> DataFrame:
+               columns: Sequence[str] | None = None, storage_options: dict[str, str] | None = None,
+               engine: str = "auto", min_partitions: int | None = None,
+               max_rows_per_partition: int | None = None, shim: ShimSession | None = None) -> DataFrame:
     """Driver: one type of an already resolved snapshot as a DataFrame, through the JVM scan
     when ``engine`` allows and the table qualifies, else through ``format("omnigraph")``.
     ``shim``: the caller's :class:`ShimSession` when it reads several tables of one session.
@@ -204,8 +204,8 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
 
 
 def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds,
-               parallelism: int, max_rows_per_partition: Optional[int],
-               storage_options: Optional[Dict[str, str]]) -> DataFrame:
+               parallelism: int, max_rows_per_partition: int | None,
+               storage_options: dict[str, str] | None) -> DataFrame:
     r = spark.read.format(SHIM_CLASS).schema(schema)
     for k, v in scan_options(snap, typedef, schema, ds, parallelism, max_rows_per_partition).items():
         r = r.option(k, v)
@@ -215,7 +215,7 @@ def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds
 
 
 def scan_options(snap: Snapshot, typedef: TypeDef, schema, ds, parallelism: int,
-                 max_rows_per_partition: Optional[int], pushdown: bool = True) -> Dict[str, str]:
+                 max_rows_per_partition: int | None, pushdown: bool = True) -> dict[str, str]:
     """The JVM scan's options (``LanceSnapshotSource``) for one table of ``snap``: the pinned
     table version and the tasks (the Python reader's fragment groups and row ranges), no
     credentials. ``pushdown`` False: no column is offered to Lance's filters."""
@@ -239,10 +239,10 @@ def scan_options(snap: Snapshot, typedef: TypeDef, schema, ds, parallelism: int,
     return out
 
 
-def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main", version: Optional[int] = None,
-               commit: Optional[str] = None, timestamp=None, columns: Optional[Sequence[str]] = None,
-               storage_options: Optional[Dict[str, str]] = None, engine: str = "auto",
-               min_partitions: Optional[int] = None, max_rows_per_partition: Optional[int] = None) -> DataFrame:
+def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main", version: int | None = None,
+               commit: str | None = None, timestamp=None, columns: Sequence[str] | None = None,
+               storage_options: dict[str, str] | None = None, engine: str = "auto",
+               min_partitions: int | None = None, max_rows_per_partition: int | None = None) -> DataFrame:
     """One node or edge type of one snapshot, through the fastest path that can read it.
 
     The same rows, columns and Spark types as

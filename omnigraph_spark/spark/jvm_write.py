@@ -31,15 +31,30 @@ import base64
 import json
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.types as pt
 from lance.fragment import FragmentMetadata
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateType, DoubleType, FloatType,
-                               IntegerType, LongType, NullType, ShortType, StringType, StructType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NullType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from ..errors import StorageError
 from ..graph import Snapshot
@@ -75,7 +90,7 @@ SKETCH_MIN_EDGES = 1 << 18
 KEEP_INDEX_MIN_IDS = 1_000_000
 
 #: stored Arrow type -> (Spark type it is written as, Spark input types that widen to it exactly)
-_WIDENS: Dict[pa.DataType, Tuple[DataType, Tuple[type, ...]]] = {
+_WIDENS: dict[pa.DataType, tuple[DataType, tuple[type, ...]]] = {
     pa.string(): (StringType(), (StringType,)),
     pa.bool_(): (BooleanType(), (BooleanType,)),
     pa.int32(): (IntegerType(), (ByteType, ShortType, IntegerType)),
@@ -101,16 +116,16 @@ class JvmStagePlan:
     as a string: the key's values). A "null" or "copy:" column is not in Spark's rows at all;
     the sink writes it."""
 
-    columns: Tuple[Tuple[str, Optional[str], DataType, str], ...]
-    rules: Tuple[Dict[str, Any], ...]  # in the order the Python converter applies them
-    mint_column: Optional[str]  # "id" when null ids get ULIDs
-    kinds: Tuple[Tuple[str, str], ...] = ()
+    columns: tuple[tuple[str, str | None, DataType, str], ...]
+    rules: tuple[dict[str, Any], ...]  # in the order the Python converter applies them
+    mint_column: str | None  # "id" when null ids get ULIDs
+    kinds: tuple[tuple[str, str], ...] = ()
     #: the tasks fingerprint this column for the driver's uniqueness proof (see
     #: :func:`provable_unique_column`); None: the driver checks uniqueness itself
-    unique_column: Optional[str] = None
+    unique_column: str | None = None
 
 
-def _spark_type(t: pa.DataType) -> Optional[DataType]:
+def _spark_type(t: pa.DataType) -> DataType | None:
     if pt.is_list(t):
         inner = _spark_type(t.value_type)
         return None if inner is None else ArrayType(inner, True)
@@ -128,29 +143,29 @@ def _widens(src: DataType, target: pa.DataType) -> bool:
     return hit is not None and isinstance(src, hit[1])
 
 
-def _how(src: Optional[DataType], target: DataType) -> str:
+def _how(src: DataType | None, target: DataType) -> str:
     """"as_is" when the input column already has the target's Spark type (no projection), else "cast"."""
     return "as_is" if src is not None and src == target else "cast"
 
 
-def setup_blocker(spark: SparkSession, target: WriteTarget, shim: Optional[ShimSession] = None) -> Optional[str]:
+def setup_blocker(spark: SparkSession, target: WriteTarget, shim: ShimSession | None = None) -> str | None:
     """Why no table of this load can be staged in the JVM (None: the JVM path is available).
     ``shim``: the caller's :class:`~.jvm_read.ShimSession` (the probe asked once per load)."""
     return (shim or ShimSession(spark)).blocker()
 
 
-def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) -> Tuple[Optional[JvmStagePlan], List[str]]:
+def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) -> tuple[JvmStagePlan | None, list[str]]:
     """The sink's plan for a DataFrame of ``input_schema``, or (None, the reasons it cannot).
 
     Call after :func:`~omnigraph_spark.spark.writer.precheck_columns`: unknown, missing and
     incompatible columns have raised there already, as on the Python path."""
     given = {f.name: f.dataType for f in input_schema.fields}
-    why: List[str] = []
+    why: list[str] = []
     if typedef.ranges or typedef.checks:
         why.append(f"{typedef.kind} {typedef.name} has @range/@check rules (applied by the Python path)")
-    columns: List[Tuple[str, Optional[str], DataType, str]] = []
-    kinds: List[Tuple[str, str]] = []
-    mint: Optional[str] = None
+    columns: list[tuple[str, str | None, DataType, str]] = []
+    kinds: list[tuple[str, str]] = []
+    mint: str | None = None
     key = typedef.key_property
     for f in target.schema:
         spark_type = _spark_type(f.type)
@@ -201,12 +216,12 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
         columns.append((f.name, f.name, spark_type, _how(src, spark_type)))
     if why:
         return None, why
-    rules: List[Dict[str, Any]] = []
+    rules: list[dict[str, Any]] = []
     for f in target.schema:  # the converter's order: properties in table order, then endpoints
         p = typedef.prop(f.name)
         if p is None:
             continue
-        rule: Dict[str, Any] = {"column": p.name}
+        rule: dict[str, Any] = {"column": p.name}
         if not p.type.nullable:
             rule["notNull"] = p.type.describe()
         if p.type.enum_values is not None:
@@ -236,7 +251,7 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
     for name, src, spark_type, how in plan.columns:
         sql_type = spark_type.simpleString()
         if how == "as_is" and src not in selected:
-            exprs.append(_q(src))
+            exprs.append(_q(src))  # type: ignore[arg-type]  # an as_is column has a source
             selected.add(src)
             continue
         if src is None:
@@ -254,8 +269,8 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
 
 
 def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
-              journal_dir: str, ends: Optional[Tuple[IdSource, IdSource]] = None,
-              fresh: Optional[IdSource] = None) -> List[StagedTable]:
+              journal_dir: str, ends: tuple[IdSource, IdSource] | None = None,
+              fresh: IdSource | None = None) -> list[StagedTable]:
     """Driver: run one Spark job that stages ``df`` through the sink; one StagedTable per task.
 
     Each committed task's files are also noted in ``journal_dir`` (the caller's staging
@@ -293,8 +308,8 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
 
 
 def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal_dir: str, handoff: str,
-              ends: Optional[Tuple[IdSource, IdSource]] = None,
-              fresh: Optional[IdSource] = None) -> Dict[str, str]:
+              ends: tuple[IdSource, IdSource] | None = None,
+              fresh: IdSource | None = None) -> dict[str, str]:
     """The sink's ``spec`` option (the JVM unpacks it): everything a task needs, no credentials."""
     spec = {"datasetUri": target.stage_uri, "tableKey": target.table_key,
             "label": f"{typedef.kind} {typedef.name}", "typeName": typedef.name,
@@ -315,10 +330,10 @@ def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal
                                         "keep": keep, "sketchMinEdges": SKETCH_MIN_EDGES})
     if fresh is not None:
         spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json(), "keep": keep})
-    return spec
+    return spec  # type: ignore[return-value]  # dataStorageVersion None goes as JSON null
 
 
-def kept_indexes(root: str) -> Optional[Dict[str, Any]]:
+def kept_indexes(root: str) -> dict[str, Any] | None:
     """Where the executors keep the node-id indexes they build, for the next load to read: the
     graph's ``id_indexes`` directory on a local root (a path every executor of a local master
     or of a cluster sharing that file system reaches); None on an object store, where the index
@@ -328,21 +343,21 @@ def kept_indexes(root: str) -> Optional[Dict[str, Any]]:
     return {"dir": RootPaths(root).id_indexes, "minIds": KEEP_INDEX_MIN_IDS}
 
 
-def read_handoff(handoff: str, storage_options: Optional[Dict[str, str]]) -> List[Dict[str, Any]]:
+def read_handoff(handoff: str, storage_options: dict[str, str] | None) -> list[dict[str, Any]]:
     """The tasks' results the sink's driver side handed over (one entry per committed partition)."""
     return json.loads(side_files.read_text(handoff, storage_options))["tasks"]
 
 
-def delete_handoff(handoff: str, journal_dir: str, storage_options: Optional[Dict[str, str]]) -> None:
+def delete_handoff(handoff: str, journal_dir: str, storage_options: dict[str, str] | None) -> None:
     try:
         RootStorage(journal_dir, storage_options).delete(handoff)  # False: the job failed before its commit
     except StorageError as e:  # the journal's clean-up deletes it with the rest
         log.warning("cannot delete the hand-off file %s: %s", handoff, e)
 
 
-def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, tasks: Sequence[Dict[str, Any]],
-                      ends: Optional[Tuple[IdSource, IdSource]] = None,
-                      fresh: Optional[IdSource] = None) -> List[StagedTable]:
+def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, tasks: Sequence[dict[str, Any]],
+                      ends: tuple[IdSource, IdSource] | None = None,
+                      fresh: IdSource | None = None) -> list[StagedTable]:
     """The staged tables of the sink's tasks, one per task; raises the ONE typed error of the
     tasks that refused their rows (nothing staged then: the caller's journal clean-up deletes
     what the others staged)."""
@@ -367,14 +382,14 @@ def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
     return out
 
 
-def provable_unique_column(typedef: TypeDef, target: WriteTarget) -> Optional[str]:
+def provable_unique_column(typedef: TypeDef, target: WriteTarget) -> str | None:
     """The column whose uniqueness the staging tasks can prove with fingerprints (the rule the
     Python tasks follow too: :func:`~omnigraph_spark.ingest.fingerprints.fingerprint_column`);
     None: the driver checks exactly."""
     return fingerprint_column(typedef, target.schema)
 
 
-def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap: Snapshot) -> Optional[IdSource]:
+def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap: Snapshot) -> IdSource | None:
     """Driver, before staging an append: the committed ids its tasks probe the staged ids
     against (the target table at the snapshot's pin, the exact source the validator's
     :func:`~.writer._fresh_proven` accepts), or None when nothing needs probing (not an append,
@@ -388,7 +403,7 @@ def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap
 
 
 def endpoint_sources(typedef: TypeDef, snap: Snapshot,
-                     staged: Sequence[StagedTable]) -> Optional[Tuple[IdSource, IdSource]]:
+                     staged: Sequence[StagedTable]) -> tuple[IdSource, IdSource] | None:
     """Driver, before staging an edge table: the id sources its tasks check endpoints against
     (the validator's own rule, :func:`~.writer.id_source`, on the snapshot the job starts from
     and the node tables staged so far), or None when the node tables are too large to index in

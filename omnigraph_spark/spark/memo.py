@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable, Dict
 
 
 class Once:
@@ -12,13 +12,13 @@ class Once:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._futures: Dict[object, Future] = {}
+        self._futures: dict[object, Future] = {}
 
     def __call__(self, key: object, compute: Callable[[], object]):
         with self._lock:
             fut = self._futures.get(key)
             mine = fut is None
-            if mine:
+            if fut is None:
                 fut = self._futures[key] = Future()
         if mine:
             try:

@@ -12,8 +12,8 @@ This module does not import pyspark (the option objects are pickled to executors
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Dict, Mapping, Optional, Tuple
 
 from ..errors import OptionError
 from ..store.layout import MAIN, normalize_branch
@@ -31,12 +31,12 @@ class OptionSpec:
 
     name: str
     scope: str
-    default: Optional[str]
+    default: str | None
     description: str
 
 
 #: Every option the connector accepts. Keys are matched case-insensitively.
-OPTIONS: Tuple[OptionSpec, ...] = (
+OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("path", "read/write", None,
                "Graph root URI (the argument of save()/load()). Required."),
     OptionSpec("type", "read/write", None,
@@ -98,16 +98,16 @@ OPTIONS: Tuple[OptionSpec, ...] = (
 )
 
 
-def _names(scope: str) -> Dict[str, str]:
+def _names(scope: str) -> dict[str, str]:
     """lower-cased key -> documented spelling, for one scope."""
     return {o.name.lower(): o.name for o in OPTIONS if scope in o.scope and not o.name.startswith(STORAGE_PREFIX)}
 
 
-def _split(options: Mapping[str, str], scope: str) -> Tuple[Dict[str, str], Dict[str, str]]:
+def _split(options: Mapping[str, str], scope: str) -> tuple[dict[str, str], dict[str, str]]:
     """Lower-case the keys, peel off ``storage.*``, and refuse unknown keys."""
     allowed = _names(scope)
-    plain: Dict[str, str] = {}
-    storage: Dict[str, str] = {}
+    plain: dict[str, str] = {}
+    storage: dict[str, str] = {}
     for key, value in dict(options).items():
         low = str(key).lower()
         if low.startswith(STORAGE_PREFIX):
@@ -127,7 +127,7 @@ def _split(options: Mapping[str, str], scope: str) -> Tuple[Dict[str, str], Dict
     return plain, storage
 
 
-def _str(plain: Mapping[str, str], key: str) -> Optional[str]:
+def _str(plain: Mapping[str, str], key: str) -> str | None:
     v = plain.get(key.lower())
     if v is None:
         return None
@@ -142,7 +142,7 @@ def _required(plain: Mapping[str, str], key: str) -> str:
     return v
 
 
-def _int(plain: Mapping[str, str], key: str, *, minimum: int) -> Optional[int]:
+def _int(plain: Mapping[str, str], key: str, *, minimum: int) -> int | None:
     v = _str(plain, key)
     if v is None:
         return None
@@ -155,7 +155,7 @@ def _int(plain: Mapping[str, str], key: str, *, minimum: int) -> Optional[int]:
     return n
 
 
-def _float(plain: Mapping[str, str], key: str, *, positive: bool = True) -> Optional[float]:
+def _float(plain: Mapping[str, str], key: str, *, positive: bool = True) -> float | None:
     v = _str(plain, key)
     if v is None:
         return None
@@ -201,7 +201,7 @@ def _engine(plain: Mapping[str, str]) -> str:
     return v
 
 
-def _rejected_rows_path(plain: Mapping[str, str], mode: str) -> Optional[str]:
+def _rejected_rows_path(plain: Mapping[str, str], mode: str) -> str | None:
     path = _str(plain, "rejectedRowsPath")
     if path is not None and mode == "delete":
         raise OptionError("option 'rejectedRowsPath' quarantines rows a write would add; writeMode=delete adds none",
@@ -214,25 +214,25 @@ class WriteOptions:
     """Options of one write job. Built on the driver, pickled to executors."""
 
     path: str
-    type: Optional[str]
+    type: str | None
     branch: str = MAIN
     write_mode: str = "append"
-    actor: Optional[str] = None
-    txn_app_id: Optional[str] = None
-    txn_version: Optional[int] = None
+    actor: str | None = None
+    txn_app_id: str | None = None
+    txn_version: int | None = None
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
-    max_bytes_per_file: Optional[int] = None
+    max_bytes_per_file: int | None = None
     commit_lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
     cascade: bool = False
-    rejected_rows_path: Optional[str] = None
+    rejected_rows_path: str | None = None
     #: checks reading at least this many rows run as Spark jobs (0: never); spark/dist_checks.py
     distributed_check_rows: int = DEFAULT_DISTRIBUTED_CHECK_ROWS
     engine: str = "auto"  # the path format('omnigraph') takes (the JVM provider reads it; see ENGINES)
-    storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
+    storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, overwrite: bool = False,
-                     require_type: bool = True) -> "WriteOptions":
+                     require_type: bool = True) -> WriteOptions:
         """Parse Spark's option map. ``overwrite`` is Spark's ``mode("overwrite")`` flag (the
         ``overwrite`` argument of ``DataSource.writer``). Driver only."""
         plain, storage = _split(options, "write")
@@ -265,12 +265,12 @@ class WriteOptions:
                    commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
                    cascade=_bool(plain, "cascade", False),
                    rejected_rows_path=_rejected_rows_path(plain, mode),
-                   distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)
+                   distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)  # type: ignore[arg-type]  # the key is set, so _int gives a number
                    if _str(plain, "distributedCheckRows") is not None else DEFAULT_DISTRIBUTED_CHECK_ROWS,
                    engine=_engine(plain), storage=tuple(sorted(storage.items())))
 
     @property
-    def storage_options(self) -> Optional[Dict[str, str]]:
+    def storage_options(self) -> dict[str, str] | None:
         """Lance storage options (None when there are none)."""
         return dict(self.storage) or None
 
@@ -291,18 +291,18 @@ class ReadOptions:
     path: str
     type: str
     branch: str = MAIN
-    version: Optional[int] = None
-    commit: Optional[str] = None
-    timestamp_as_of: Optional[str] = None
-    columns: Optional[Tuple[str, ...]] = None
-    max_rows_per_partition: Optional[int] = None
-    min_partitions: Optional[int] = None
+    version: int | None = None
+    commit: str | None = None
+    timestamp_as_of: str | None = None
+    columns: tuple[str, ...] | None = None
+    max_rows_per_partition: int | None = None
+    min_partitions: int | None = None
     pushdown: bool = True
     engine: str = "auto"  # the path format('omnigraph') takes (the JVM provider reads it; see ENGINES)
-    storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
+    storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> "ReadOptions":
+    def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
         """Parse Spark's option map for a read. Driver only."""
         plain, storage = _split(options, "read")
         version = _int(plain, "version", minimum=1)
@@ -334,7 +334,7 @@ class ReadOptions:
                    pushdown=_bool(plain, "pushdown", True), engine=_engine(plain), storage=tuple(sorted(storage.items())))
 
     @property
-    def storage_options(self) -> Optional[Dict[str, str]]:
+    def storage_options(self) -> dict[str, str] | None:
         return dict(self.storage) or None
 
 

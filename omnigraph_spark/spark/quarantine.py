@@ -41,8 +41,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,10 +70,10 @@ class Quarantine:
 
     path: str  # rejectedRowsPath, without a trailing slash
     load_id: str
-    storage: Tuple[Tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
+    storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
-    def new(cls, path: str, storage_options: Optional[Mapping[str, str]] = None) -> "Quarantine":
+    def new(cls, path: str, storage_options: Mapping[str, str] | None = None) -> Quarantine:
         return cls(path.rstrip("/"), uuid.uuid4().hex, tuple(sorted((storage_options or {}).items())))
 
     @property
@@ -84,7 +84,7 @@ class Quarantine:
     def final_dir(self) -> str:
         return f"{self.path}/load={self.load_id}"
 
-    def _fs(self) -> Tuple[pafs.FileSystem, str]:
+    def _fs(self) -> tuple[pafs.FileSystem, str]:
         try:
             fs, base = pafs.FileSystem.from_uri(self.path if "://" in self.path else _absolute(self.path))
         except Exception as e:
@@ -99,7 +99,7 @@ class Quarantine:
 
     # -- executor -----------------------------------------------------------------------------
 
-    def open_sink(self, typedef: TypeDef, name: str) -> "RejectSink":
+    def open_sink(self, typedef: TypeDef, name: str) -> RejectSink:
         return RejectSink(self, typedef, name)
 
     # -- driver -------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ class Quarantine:
         with fs.open_output_stream(f"{staging}/{PENDING}") as out:
             out.write(json.dumps(record).encode())
 
-    def publish(self, files: Optional[Sequence[str]] = None) -> str:
+    def publish(self, files: Sequence[str] | None = None) -> str:
         """After the graph commit: keep exactly ``files`` (the used attempts'; default: those
         :meth:`prepare` recorded), move them to :attr:`final_dir`, mark it complete. Idempotent:
         it also finishes a publish a crash interrupted. Returns the directory."""
@@ -161,7 +161,7 @@ class Quarantine:
         self._drop_empty_staging_root(fs)
         return self.final_dir
 
-    def _pending(self, fs: pafs.FileSystem) -> Optional[dict]:
+    def _pending(self, fs: pafs.FileSystem) -> dict | None:
         for d in (self.staging_dir, self.final_dir):
             try:
                 with fs.open_input_stream(f"{self._local(d)}/{PENDING}") as f:
@@ -208,8 +208,8 @@ class Rejected:
 
     table_key: str
     rows: int
-    file: Optional[str]
-    node_ids: Tuple[Tuple[str, str], ...] = ()  # (id, reason) of rejected nodes (nodes only)
+    file: str | None
+    node_ids: tuple[tuple[str, str], ...] = ()  # (id, reason) of rejected nodes (nodes only)
 
 
 class RejectSink:
@@ -220,8 +220,8 @@ class RejectSink:
         self.typedef = typedef
         self.file = f"{quarantine.staging_dir}/{table_dir(typedef)}/part-{name}-{uuid.uuid4().hex[:8]}.parquet"
         self.rows = 0
-        self.node_ids: List[Tuple[str, str]] = []
-        self._writer: Optional[pq.ParquetWriter] = None
+        self.node_ids: list[tuple[str, str]] = []
+        self._writer: pq.ParquetWriter | None = None
 
     def reject(self, batch: pa.RecordBatch, rows: Sequence[int], errors: Sequence[OmnigraphError]) -> None:
         """Quarantine ``rows`` of the input ``batch``, each with its error."""
@@ -261,7 +261,7 @@ class RejectSink:
                 pass
 
 
-def _node_ids(typedef: TypeDef, rows: pa.RecordBatch, reasons: pa.Array) -> List[Tuple[str, str]]:
+def _node_ids(typedef: TypeDef, rows: pa.RecordBatch, reasons: pa.Array) -> list[tuple[str, str]]:
     """The ids rejected node rows would have had (their @key as text, or their given id);
     rows whose id cannot be told are skipped (no edge can name them either)."""
     names = rows.schema.names
@@ -275,21 +275,21 @@ def _node_ids(typedef: TypeDef, rows: pa.RecordBatch, reasons: pa.Array) -> List
     return [(i, r) for i, r in zip(ids.to_pylist(), reasons.to_pylist()) if i is not None]
 
 
-def rejected_ends(typedef: TypeDef, rejected: Iterable[Rejected]) -> Dict[str, Dict[str, str]]:
+def rejected_ends(typedef: TypeDef, rejected: Iterable[Rejected]) -> dict[str, dict[str, str]]:
     """For edge type ``typedef``: ``{"src": {id: reason}, "dst": {id: reason}}`` of the nodes of
     its endpoint types rejected so far in this load."""
-    by_type: Dict[str, Dict[str, str]] = {}
+    by_type: dict[str, dict[str, str]] = {}
     for r in rejected:
         if r.node_ids:
             by_type.setdefault(r.table_key, {}).update(dict(r.node_ids))
     return {"src": by_type.get(f"node:{typedef.from_type}", {}), "dst": by_type.get(f"node:{typedef.to_type}", {})}
 
 
-def facts(rejected: Sequence[Rejected], final_dir: str, keys: Iterable[str] = ()) -> Dict[str, Dict[str, str]]:
+def facts(rejected: Sequence[Rejected], final_dir: str, keys: Iterable[str] = ()) -> dict[str, dict[str, str]]:
     """The commit properties per table: the rows rejected from it and where they are. Every
     table of ``keys`` (the load's) records where, also one with no rejected rows: any of the
     load's table versions proves the load committed (:func:`recover_quarantine`)."""
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for r in rejected:
         counts[r.table_key] = counts.get(r.table_key, 0) + r.rows
     out = {k: {REJECTED_AT_PROP: final_dir} for k in keys}
@@ -298,11 +298,12 @@ def facts(rejected: Sequence[Rejected], final_dir: str, keys: Iterable[str] = ()
     return out
 
 
-def _committed(graph, rec: Mapping) -> Optional[bool]:
+def _committed(graph, rec: Mapping) -> bool | None:
     """Whether the load of a ``_PENDING.json`` record committed: one of its table versions is
     published on its branch (the manifest's history) and its Lance transaction names this
     quarantine. None when it cannot be told yet (the graph has a pending recovery sidecar)."""
-    from ..store import manifest as _manifest, tables as _tables
+    from ..store import manifest as _manifest
+    from ..store import tables as _tables
     from ..store.layout import MAIN
 
     if graph.pending_sidecars():
@@ -328,8 +329,8 @@ def _committed(graph, rec: Mapping) -> Optional[bool]:
     return False
 
 
-def recover_quarantine(graph, path: str, storage_options: Optional[Mapping[str, str]] = None, *,
-                       stale_after_s: float = 86400.0, lease_timeout_s: float = 300.0) -> Dict[str, int]:
+def recover_quarantine(graph, path: str, storage_options: Mapping[str, str] | None = None, *,
+                       stale_after_s: float = 86400.0, lease_timeout_s: float = 300.0) -> dict[str, int]:
     """Finish or delete what crashed loads of ``graph`` left under ``rejectedRowsPath`` ``path``:
     a ``load=<id>/`` without ``_SUCCESS`` (a publish cut short: its load committed) is finished;
     a ``_staging/<id>/`` is published if its load committed, deleted if it provably did not (or
@@ -345,7 +346,7 @@ def recover_quarantine(graph, path: str, storage_options: Optional[Mapping[str, 
         return _recover_quarantine(graph, path, storage_options, stale_after_s)
 
 
-def _recover_quarantine(graph, path: str, storage_options, stale_after_s: float) -> Dict[str, int]:
+def _recover_quarantine(graph, path: str, storage_options, stale_after_s: float) -> dict[str, int]:
     import time
 
     fs, base = Quarantine(path.rstrip("/"), "x", tuple(sorted((storage_options or {}).items())))._fs()

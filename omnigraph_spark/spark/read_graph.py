@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Union
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -75,9 +75,9 @@ def _union(spark: SparkSession, frames, empty_schema: str) -> DataFrame:
     return out
 
 
-def read_graph(spark: SparkSession, uri: str, branch: str = MAIN, version: Optional[int] = None,
-               commit: Optional[str] = None, timestamp: Union[None, str, dt.datetime] = None,
-               storage_options: Optional[Dict[str, str]] = None, engine: str = "auto") -> GraphFrames:
+def read_graph(spark: SparkSession, uri: str, branch: str = MAIN, version: int | None = None,
+               commit: str | None = None, timestamp: None | str | dt.datetime = None,
+               storage_options: dict[str, str] | None = None, engine: str = "auto") -> GraphFrames:
     """Driver: resolve one snapshot (head of ``branch``, a manifest ``version``, a graph
     ``commit`` id, or the latest commit at or before ``timestamp``) and return every type at
     it. Nothing is read until an action runs; every action reads the same pinned versions.

@@ -35,8 +35,10 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from types import FrameType
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -106,7 +108,8 @@ def _tagged() -> Iterator[None]:
     except OmnigraphError as e:
         from .writer import tag_error
 
-        raise tag_error(e)
+        tag_error(e)
+        raise
 
 
 def read_schema(options: Any) -> StructType:
@@ -132,18 +135,18 @@ class ReadPlan:
     """What executors need to read one table at one pinned version. Small and picklable."""
 
     base_uri: str  # root/<table_path>: the dataset's main location
-    lance_branch: Optional[str]  # None = main lineage
+    lance_branch: str | None  # None = main lineage
     version: int
-    columns: Tuple[str, ...]  # stored columns to scan (those present at the pinned version)
-    storage_options: Optional[Tuple[Tuple[str, str], ...]] = field(default=None, repr=False)  # credentials
+    columns: tuple[str, ...]  # stored columns to scan (those present at the pinned version)
+    storage_options: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)  # credentials
 
 
 class OmnigraphPartition(InputPartition):
     """One read task: whole fragments (``fragment_ids``), or one physical row range
     ``row_range`` = [start, end) of a single fragment, plus the pushed filter. Picklable."""
 
-    def __init__(self, index: int, fragment_ids: Tuple[int, ...] = (),
-                 row_range: Optional[Tuple[int, int]] = None, filter: Optional[str] = None) -> None:
+    def __init__(self, index: int, fragment_ids: tuple[int, ...] = (),
+                 row_range: tuple[int, int] | None = None, filter: str | None = None) -> None:
         super().__init__(index)
         self.index = index
         self.fragment_ids = tuple(fragment_ids)
@@ -151,13 +154,13 @@ class OmnigraphPartition(InputPartition):
         self.filter = filter
 
 
-def fragment_rows(ds) -> List[Tuple[int, int, int]]:
+def fragment_rows(ds) -> list[tuple[int, int, int]]:
     """(fragment id, live rows, physical rows) of every fragment of ``ds``: the input of
     :func:`plan_partitions`."""
     return [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
 
 
-def default_max_rows(ds, fragments: Sequence[Tuple[int, int, int]], parallelism: int) -> int:
+def default_max_rows(ds, fragments: Sequence[tuple[int, int, int]], parallelism: int) -> int:
     """A read task's row cap when ``maxRowsPerPartition`` is not given: Spark's split size for
     file sources, ``min(128 MB, max(4 MB, data bytes / parallelism))``, in rows of this table
     (its data files' bytes per physical row), and never below one writer file's rows (a task
@@ -174,7 +177,7 @@ def default_max_rows(ds, fragments: Sequence[Tuple[int, int, int]], parallelism:
     return max(DEFAULT_MAX_ROWS_PER_PARTITION, split * physical // total)
 
 
-def task_rows(fragments: Sequence[Tuple[int, int, int]], max_rows: int, parallelism: int,
+def task_rows(fragments: Sequence[tuple[int, int, int]], max_rows: int, parallelism: int,
               min_rows: int = MIN_ROWS_PER_PARTITION) -> int:
     """Target rows per read task: enough tasks to keep ``parallelism`` cores busy, but none
     smaller than ``min_rows`` (nor larger than ``max_rows``). Spark's file sources size splits
@@ -183,8 +186,8 @@ def task_rows(fragments: Sequence[Tuple[int, int, int]], max_rows: int, parallel
     return max(1, min(max_rows, max(min_rows, -(-total // max(1, parallelism)))))
 
 
-def plan_partitions(fragments: Sequence[Tuple[int, int, int]], max_rows: int, parallelism: int = 1,
-                    min_rows: int = MIN_ROWS_PER_PARTITION) -> List[Tuple[Tuple[int, ...], Optional[Tuple[int, int]]]]:
+def plan_partitions(fragments: Sequence[tuple[int, int, int]], max_rows: int, parallelism: int = 1,
+                    min_rows: int = MIN_ROWS_PER_PARTITION) -> list[tuple[tuple[int, ...], tuple[int, int] | None]]:
     """Group fragments into read tasks. Pure (tested without Spark).
 
     Args:
@@ -200,8 +203,8 @@ def plan_partitions(fragments: Sequence[Tuple[int, int, int]], max_rows: int, pa
         empty table reads as 0 rows).
     """
     target = task_rows(fragments, max_rows, parallelism, min_rows)
-    out: List[Tuple[Tuple[int, ...], Optional[Tuple[int, int]]]] = []
-    group: List[int] = []
+    out: list[tuple[tuple[int, ...], tuple[int, int] | None]] = []
+    group: list[int] = []
     group_rows = 0
     for fid, live, physical in fragments:
         if live <= 0:
@@ -225,12 +228,12 @@ def plan_partitions(fragments: Sequence[Tuple[int, int, int]], max_rows: int, pa
     return out or [((), None)]
 
 
-def _range_filter(fid: int, rng: Tuple[int, int]) -> str:
+def _range_filter(fid: int, rng: tuple[int, int]) -> str:
     base = fid << _ROWADDR_FRAGMENT_SHIFT
     return f"(_rowaddr >= {base + rng[0]} AND _rowaddr < {base + rng[1]})"
 
 
-def column_kinds(typedef: TypeDef) -> Dict[str, _filters.ColumnKind]:
+def column_kinds(typedef: TypeDef) -> dict[str, _filters.ColumnKind]:
     """Column name -> what filter translation needs to know about it."""
     kinds = {c: _filters.ColumnKind("system") for c in typedef.system_columns}
     for p in typedef.properties:
@@ -267,7 +270,7 @@ class OmnigraphReader(DataSourceReader):
         self.schema = self._check_schema(typedef, schema)
         self.target = _types.arrow_target_schema(self.schema)
         self.kinds = column_kinds(typedef)
-        self.pushed: List[str] = []
+        self.pushed: list[str] = []
         ds = graph.open_table(typedef.table_key, snap)
         stored = ds.schema
         wanted = list(self.schema.names)
@@ -285,7 +288,7 @@ class OmnigraphReader(DataSourceReader):
                  typedef.table_key, snap.branch, snap.version, snap.commit_id, table.version, len(self._fragments))
 
     @staticmethod
-    def _check_schema(typedef: TypeDef, schema: Optional[StructType]) -> StructType:
+    def _check_schema(typedef: TypeDef, schema: StructType | None) -> StructType:
         """Accept the schema Spark hands us (ours, or a user-given one naming a subset of the
         type's columns, in any order); the types must be ours."""
         if schema is None:
@@ -300,13 +303,13 @@ class OmnigraphReader(DataSourceReader):
         return StructType([StructField(t.name, m.dataType, t.nullable) for m, t in zip(ours.fields, schema.fields)])
 
     @property
-    def filter_sql(self) -> Optional[str]:
+    def filter_sql(self) -> str | None:
         return _filters.combine(self.pushed)
 
-    def partitions(self) -> List[InputPartition]:
+    def partitions(self) -> list[InputPartition]:
         """Driver: one task per group of small fragments or per row range of a large one."""
         groups = plan_partitions(self._fragments, self.max_rows, self.parallelism)
-        parts: List[InputPartition] = [OmnigraphPartition(i, ids, rng, self.filter_sql)
+        parts: list[InputPartition] = [OmnigraphPartition(i, ids, rng, self.filter_sql)
                                        for i, (ids, rng) in enumerate(groups)]
         log.debug("omnigraph read %s: %d partitions, filter %r", self.table_key, len(parts), self.filter_sql)
         return parts
@@ -333,7 +336,7 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
         conds.append(f"({partition.filter})")
     frags = [ds.get_fragment(i) for i in partition.fragment_ids]
     columns = list(plan.columns)
-    scanner = ds.scanner(columns=columns, filter=" AND ".join(conds) or None, fragments=frags,
+    scanner = ds.scanner(columns=columns, filter=" AND ".join(conds) or None, fragments=frags,  # type: ignore[arg-type]  # the planned ids exist at the pinned version
                          batch_size=READ_BATCH_SIZE, scan_in_order=True)
     with _tagged():
         for batch in scanner.to_batches():
@@ -345,7 +348,7 @@ class OmnigraphPushdownReader(OmnigraphReader):
     """An :class:`OmnigraphReader` that also takes filters (Spark >= 4.1 with
     ``spark.sql.python.filterPushdown.enabled``). ``pushFilters`` runs on the driver."""
 
-    def pushFilters(self, filters: List[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # Spark's name
         pushed, kept = _filters.split_filters(filters, {c: self.kinds[c] for c in self.kinds})
         self.pushed.extend(pushed)
         if pushed:
@@ -353,7 +356,7 @@ class OmnigraphPushdownReader(OmnigraphReader):
         return iter(kept)
 
 
-def _conf_from_planning_worker() -> Optional[bool]:
+def _conf_from_planning_worker() -> bool | None:
     """Whether Spark enabled filter pushdown for the query being planned, read from the
     planning worker that is calling us, or None if we are not under one.
 
@@ -361,7 +364,7 @@ def _conf_from_planning_worker() -> Optional[bool]:
     ``pyspark.sql.worker.data_source_pushdown_filters`` is only used when the conf is on, and
     ``plan_data_source_read`` receives the conf as its local ``enable_pushdown``.
     """
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None:
         fname = f.f_code.co_filename.replace("\\", "/")
         if fname.endswith("pyspark/sql/worker/data_source_pushdown_filters.py"):
@@ -372,7 +375,7 @@ def _conf_from_planning_worker() -> Optional[bool]:
     return None
 
 
-def _conf_from_session() -> Optional[bool]:
+def _conf_from_session() -> bool | None:
     try:
         from pyspark.sql import SparkSession
 

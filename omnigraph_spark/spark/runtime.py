@@ -19,7 +19,6 @@ import os
 import re
 import sys
 import threading
-from typing import Optional
 
 from ..errors import OptionError
 
@@ -32,7 +31,7 @@ LANCE_CPU_THREADS = "LANCE_CPU_THREADS"
 WARM_MODULES = ("lance", "pyarrow.dataset")
 
 
-def warm_imports() -> Optional[threading.Thread]:
+def warm_imports() -> threading.Thread | None:
     """Import :data:`WARM_MODULES` in a daemon thread, so that a session being built does it
     while its JVM starts (seconds the driver otherwise spends waiting) instead of its first
     ``write_table`` / ``write_graph`` / ``read_table`` doing it after. Third-party modules only:
@@ -54,13 +53,13 @@ def _import_all() -> None:
             log.debug("%s not imported ahead: %s", name, e)
 
 
-def lance_cpu_threads(task_slots: int, machine_cores: Optional[int] = None) -> int:
+def lance_cpu_threads(task_slots: int, machine_cores: int | None = None) -> int:
     """Lance's own pool size, but never fewer threads than the executor runs tasks at once."""
     cores = machine_cores or os.cpu_count() or 1
     return max(task_slots, cores - 2, 1)
 
 
-def local_task_slots(master: str) -> Optional[int]:
+def local_task_slots(master: str) -> int | None:
     """The tasks a ``local``/``local[N]``/``local[*]``/``local[N, F]`` master runs at once;
     None for any other master (its executors are not this process's children)."""
     m = re.fullmatch(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?", master.strip())
@@ -72,7 +71,7 @@ def local_task_slots(master: str) -> Optional[int]:
     return (os.cpu_count() or 1) if n == "*" else int(n)
 
 
-def set_local_lance_threads(master: str) -> Optional[int]:
+def set_local_lance_threads(master: str) -> int | None:
     """Before an embedded session's JVM starts: size Lance's pool for its task slots through
     this process's environment. A value the user already set is kept. Returns the value in
     effect (None: not a local master, nothing set)."""

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterable
 from importlib import resources
-from typing import Dict, Iterable, List, Optional
 
 from ..errors import OptionError
 
@@ -61,7 +61,7 @@ def _checkout_target() -> str:
                         "jvm-shim", "target")
 
 
-def built_shim_jars(shim_dir: Optional[str] = None) -> List[str]:
+def built_shim_jars(shim_dir: str | None = None) -> list[str]:
     """The shim jar and its libraries from a build directory (place 1), or []."""
     d = shim_dir or os.environ.get(SHIM_DIR_ENV) or _checkout_target()
     jar = os.path.join(d, SHIM_JAR)
@@ -70,14 +70,14 @@ def built_shim_jars(shim_dir: Optional[str] = None) -> List[str]:
     return [jar] + sorted(glob.glob(os.path.join(d, "lib", "*.jar")))
 
 
-def packaged_shim_jar() -> Optional[str]:
+def packaged_shim_jar() -> str | None:
     """The shim jar inside the installed package (place 2), or None (a checkout before
     ``make wheel``)."""
     jar = resources.files("omnigraph_spark") / "jars" / SHIM_JAR
     return str(jar) if jar.is_file() else None
 
 
-def shim_jars(shim_dir: Optional[str] = None) -> List[str]:
+def shim_jars(shim_dir: str | None = None) -> list[str]:
     """The shim's jars on this machine: a build directory's jar and libraries, else the
     packaged jar alone (its libraries come from Maven through :func:`shim_spark_conf`), else []."""
     built = built_shim_jars(shim_dir)
@@ -87,7 +87,7 @@ def shim_jars(shim_dir: Optional[str] = None) -> List[str]:
     return [jar] if jar else []
 
 
-def shim_spark_conf(shim_dir: Optional[str] = None) -> Dict[str, str]:
+def shim_spark_conf(shim_dir: str | None = None) -> dict[str, str]:
     """The session settings that load the shim (see the module doc), or {} when there is none.
     Set them before the session starts."""
     built = built_shim_jars(shim_dir)
@@ -110,7 +110,7 @@ _LISTS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.jars.excludes": 
           "spark.driver.extraClassPath": os.pathsep, "spark.executor.extraClassPath": os.pathsep}
 
 
-def configure_spark(builder, extra_packages: Optional[Iterable[str]] = None, shim_dir: Optional[str] = None):
+def configure_spark(builder, extra_packages: Iterable[str] | None = None, shim_dir: str | None = None):
     """Put the JVM shim on a ``SparkSession.Builder`` (the fast paths of write_table,
     write_graph, read_table and read_graph), and return it::
 

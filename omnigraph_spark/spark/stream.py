@@ -33,8 +33,9 @@ import copy
 import dataclasses
 import logging
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
@@ -75,13 +76,13 @@ def stream_app_id(query_id: str) -> str:
     return APP_ID_PREFIX + query_id
 
 
-def _sink_options(options: Mapping[str, str], overwrite: bool) -> Dict[str, str]:
+def _sink_options(options: Mapping[str, str], overwrite: bool) -> dict[str, str]:
     """The batch writer's options from a stream sink's option map: Spark's own keys dropped,
     the txn token refused (a stream's token is its query id and batch id), overwrite refused."""
     if overwrite:
         raise OptionError("a stream cannot overwrite a type: Spark's 'complete' output mode is not supported; "
                           "use outputMode('append')", option="outputMode")
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for k, v in dict(options).items():
         low = str(k).lower()
         if low in SPARK_STREAM_OPTIONS:
@@ -101,12 +102,12 @@ class StreamMessage(WriterCommitMessage):
     """One staging task's message: the batch writer's, plus the query and batch ids the task
     ran under (local properties Spark sets on the tasks of a micro-batch)."""
 
-    inner: Optional[WriterCommitMessage]
-    query_id: Optional[str]
-    batch_id: Optional[int]
+    inner: WriterCommitMessage | None
+    query_id: str | None
+    batch_id: int | None
 
 
-def _local_ids() -> Tuple[Optional[str], Optional[int]]:
+def _local_ids() -> tuple[str | None, int | None]:
     """(query id, batch id) of the running task; (None, None) outside a streaming task."""
     from pyspark import TaskContext
 
@@ -118,10 +119,10 @@ def _local_ids() -> Tuple[Optional[str], Optional[int]]:
     return q or None, int(b) if b not in (None, "") else None
 
 
-def rows_to_batches(rows: Iterable[Any], schema: Optional[pa.Schema], size: int = ROW_BATCH_SIZE
+def rows_to_batches(rows: Iterable[Any], schema: pa.Schema | None, size: int = ROW_BATCH_SIZE
                     ) -> Iterator[pa.RecordBatch]:
     """Spark Rows (the Row stream writer of pyspark 4.0) as Arrow batches of ``size`` rows."""
-    buf: List[dict] = []
+    buf: list[dict] = []
     for r in rows:
         buf.append(r.asDict(recursive=True))
         if len(buf) >= size:
@@ -131,7 +132,7 @@ def rows_to_batches(rows: Iterable[Any], schema: Optional[pa.Schema], size: int 
         yield pa.RecordBatch.from_pylist(buf, schema=schema)
 
 
-def _is_empty(messages: Iterable[Optional[WriterCommitMessage]]) -> bool:
+def _is_empty(messages: Iterable[WriterCommitMessage | None]) -> bool:
     """No task staged a row, refused one or carried a deletion: the micro-batch commits nothing."""
     for m in messages:
         if not isinstance(m, StagedMessage):
@@ -152,11 +153,12 @@ class _StreamWriting:
 
     arrow_input = True
 
-    def __init__(self, options: Mapping[str, str], schema: Optional[StructType], overwrite: bool) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType | None, overwrite: bool) -> None:
         try:
             sink_options = _sink_options(options, overwrite)
         except OptionError as e:
-            raise tag_error(e)
+            tag_error(e)
+            raise
         self.batch = OmnigraphWriter(sink_options, schema, False)
         self.arrow_schema = None if self.arrow_input else spark_to_arrow_schema(schema)
 
@@ -170,7 +172,7 @@ class _StreamWriting:
         query_id, batch_id = _local_ids()
         return StreamMessage(self.batch.write(batches), query_id, batch_id)
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Driver: one graph commit for the micro-batch (none when it is empty); a replay of a
         landed (query id, batch id) is a no-op decided under the commit lease."""
         inner = [m.inner if isinstance(m, StreamMessage) else m for m in messages]
@@ -195,7 +197,7 @@ class _StreamWriting:
         committing.commit(inner)
         log.info("stream batch %d of %s: commit step took %.3f s", batchId, self.opts.type, time.monotonic() - t0)
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Driver: a failed micro-batch: delete what its tasks staged (Spark retries the batch)."""
         self.batch.abort([m.inner if isinstance(m, StreamMessage) else m for m in messages])
         log.info("stream batch %d of %s aborted", batchId, self.opts.type)
@@ -240,10 +242,10 @@ class GraphBatchWriter:
     split: Splitter
     mode: str = "append"
     branch: str = MAIN
-    actor: Optional[str] = None
-    options: Optional[Mapping[str, Any]] = None
+    actor: str | None = None
+    options: Mapping[str, Any] | None = None
     engine: str = "auto"
-    query_id: Optional[str] = None
+    query_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in STREAM_WRITE_MODES:
@@ -267,7 +269,7 @@ class GraphBatchWriter:
                               "Connect); pass query_id= (one per checkpoint)", option="query_id")
         return q
 
-    def __call__(self, batch_df, batch_id: int) -> Optional[LoadResult]:
+    def __call__(self, batch_df, batch_id: int) -> LoadResult | None:
         from ..graph import Graph
         from ..store.writes import already_applied
         from .graph_io import write_graph
@@ -295,15 +297,15 @@ class GraphBatchWriter:
         return result
 
 
-def _storage(options: Optional[Mapping[str, Any]]) -> Optional[Dict[str, str]]:
+def _storage(options: Mapping[str, Any] | None) -> dict[str, str] | None:
     out = {str(k)[len("storage."):]: str(v) for k, v in (options or {}).items()
            if str(k).lower().startswith("storage.")}
     return out or None
 
 
 def stream_graph(stream_df, uri: str, split: Splitter, checkpoint_location: str, *, mode: str = "append",
-                 branch: str = MAIN, actor: Optional[str] = None, options: Optional[Mapping[str, Any]] = None,
-                 engine: str = "auto", trigger: Optional[Mapping[str, Any]] = None, query_name: Optional[str] = None):
+                 branch: str = MAIN, actor: str | None = None, options: Mapping[str, Any] | None = None,
+                 engine: str = "auto", trigger: Mapping[str, Any] | None = None, query_name: str | None = None):
     """Start a streaming query writing ``stream_df`` into the graph at ``uri``: each micro-batch
     is split by ``split`` into node and edge DataFrames and committed once (GraphBatchWriter).
     ``trigger`` is passed to ``DataStreamWriter.trigger`` (e.g. ``{"processingTime": "5 seconds"}``,

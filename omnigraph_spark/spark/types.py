@@ -36,13 +36,26 @@ Pure functions, no state: safe on the driver and on executors.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, DateType, DecimalType,
-                               DoubleType, FloatType, IntegerType, LongType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from ..errors import CorruptGraphError, UnknownColumnError, UnsupportedValueError
 from ..schema.catalog import PropType, TypeDef
@@ -73,7 +86,7 @@ def spark_type(pt: PropType) -> DataType:
     return base
 
 
-def spark_schema(typedef: TypeDef, columns: Optional[Sequence[str]] = None) -> StructType:
+def spark_schema(typedef: TypeDef, columns: Sequence[str] | None = None) -> StructType:
     """The Spark schema of a node or edge table: system columns then properties in IR order,
     or exactly ``columns`` (in the order given) when a selection is made.
 
@@ -100,7 +113,7 @@ def arrow_target_schema(schema: StructType) -> pa.Schema:
 
     if "timezone" in inspect.signature(to_arrow_schema).parameters:
         return to_arrow_schema(schema, timezone="UTC")
-    return to_arrow_schema(schema, timestamp_utc=True)
+    return to_arrow_schema(schema, timestamp_utc=True)  # type: ignore[call-arg]  # pyspark 4.0's name
 
 
 def _is_blob_extension(t: pa.DataType) -> bool:
@@ -145,7 +158,7 @@ def convert_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
     Runs on executors, once per batch: memory is bounded by the batch.
     """
-    arrays: List[pa.Array] = []
+    arrays: list[pa.Array] = []
     names = batch.schema.names
     for f in target:
         if f.name in names:

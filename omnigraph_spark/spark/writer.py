@@ -24,9 +24,10 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -36,25 +37,48 @@ from pyspark.sql.types import StructType
 
 from ..errors import DanglingEdgeError, JvmWriteUnavailableError, OmnigraphError, UniqueViolationError
 from ..graph import Graph, Snapshot
-from ..ingest import (RowConverter, check_cardinality, check_endpoints, check_fresh_ids, check_unique,
-                      raise_key_conflict, shadowed_src_counts, src_counts, unique_groups)
+from ..ingest import (
+    RowConverter,
+    check_cardinality,
+    check_endpoints,
+    check_fresh_ids,
+    check_unique,
+    raise_key_conflict,
+    shadowed_src_counts,
+    src_counts,
+    unique_groups,
+)
+from ..ingest import integrity as _integrity
+from ..ingest.fingerprints import fingerprint_column, fingerprints
 from ..schema.catalog import Catalog, TypeDef
 from ..store import side_files
 from ..store import tables as _tables
 from ..store.fs import RootStorage
 from ..store.layout import RootPaths, is_local, join
-from ..ingest import integrity as _integrity
-from ..ingest.fingerprints import fingerprint_column, fingerprints
-from ..store.writes import (SRC_BOUND_PROP, Checked, EndsProof, IdSource, LoadResult, Replaced, StagedTable,
-                            WriteTarget, abort, commit_load, merge_by_key, prepare_target, proven_src_bound, stage)
-from .memo import Once
-from .deletions import InMemory, deletions as _deletions
+from ..store.writes import (
+    SRC_BOUND_PROP,
+    Checked,
+    EndsProof,
+    IdSource,
+    LoadResult,
+    Replaced,
+    StagedTable,
+    WriteTarget,
+    abort,
+    commit_load,
+    merge_by_key,
+    prepare_target,
+    proven_src_bound,
+    stage,
+)
+from . import quarantine as _quarantine
+from .bad_rows import BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error, split_bad_rows
+from .deletions import InMemory
+from .deletions import deletions as _deletions
 from .dist_checks import DistChecks, committed_pin
 from .dist_integrity import Distributed
-from .bad_rows import (BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error,
-                       split_bad_rows)
+from .memo import Once
 from .options import WriteOptions
-from . import quarantine as _quarantine
 from .quarantine import Quarantine, Rejected, RejectSink
 
 log = logging.getLogger(__name__)
@@ -71,7 +95,7 @@ def tag_error(e: BaseException) -> BaseException:
         if not msg.startswith(prefix):
             e.args = (prefix + msg,)
             e.message = prefix + e.message if not e.message.startswith(prefix) else e.message
-            if hasattr(e, "detail") and isinstance(getattr(e, "detail"), str) and not e.detail.startswith(prefix):
+            if hasattr(e, "detail") and isinstance(e.detail, str) and not e.detail.startswith(prefix):
                 e.detail = prefix + e.detail  # SchemaError pickles its detail
     return e
 
@@ -79,7 +103,7 @@ def tag_error(e: BaseException) -> BaseException:
 _TAGGED = re.compile(r"(?:omnigraph_spark\.errors\.)?(\w+): \[([A-Z0-9_]+)\] ([^\n]*)")
 
 
-def unwrap_error(exc: BaseException) -> Optional[OmnigraphError]:
+def unwrap_error(exc: BaseException) -> OmnigraphError | None:
     """The typed OmnigraphError a (Spark-wrapped) exception carries, or None.
 
     Runs on the driver. The original is returned when ``exc`` already is one; otherwise the
@@ -108,14 +132,14 @@ class StagedMessage(WriterCommitMessage):
     """What one task attempt staged: one StagedTable per table it wrote (usually one), or,
     when its rows broke a rule of the catalog, why it refused them (nothing staged)."""
 
-    staged: Tuple[StagedTable, ...]
+    staged: tuple[StagedTable, ...]
     partition_id: int
     attempt: int
-    refused: Optional[Refusal] = None
-    rejected: Optional[Rejected] = None  # rows this attempt quarantined (option rejectedRowsPath)
+    refused: Refusal | None = None
+    rejected: Rejected | None = None  # rows this attempt quarantined (option rejectedRowsPath)
 
 
-def _task_ids() -> Tuple[int, int]:
+def _task_ids() -> tuple[int, int]:
     """(partition id, attempt number) of the running task; (0, 0) outside Spark (tests)."""
     from pyspark import TaskContext
 
@@ -126,9 +150,9 @@ def _task_ids() -> Tuple[int, int]:
 
 
 def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
-                      where: str, rejects: Optional[RejectSink] = None,
-                      rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None,
-                      key_hashes_to: Optional[str] = None) -> StagedTable:
+                      where: str, rejects: RejectSink | None = None,
+                      rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
+                      key_hashes_to: str | None = None) -> StagedTable:
     """Executor: stream user batches through RowConverter into ``stage`` (bounded memory).
 
     Rows are numbered from 0 within the task; ``where`` names the task (e.g. "partition 3").
@@ -144,13 +168,13 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
     type has no such column, or the file could not be written: the driver checks exactly)."""
     conv = RowConverter(typedef, target.schema)
     key_column = fingerprint_column(typedef, target.schema) if key_hashes_to else None
-    hashes: List[np.ndarray] = []
-    state: Dict[str, object] = {"offset": 0, "error": None}
+    hashes: list[np.ndarray] = []
+    state: dict[str, Any] = {"offset": 0, "error": None}  # the rows before this batch; the refusal
 
     def convert(b: pa.RecordBatch, start: int) -> pa.RecordBatch:
         given = conv.given_ids
         try:
-            return conv.convert(b, row_offset=state["offset"] + start, where=where)  # type: ignore[operator]
+            return conv.convert(b, row_offset=state["offset"] + start, where=where)
         except OmnigraphError:
             conv.given_ids = given  # a refused piece counts no ids
             raise
@@ -174,7 +198,7 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
             try:
                 if rejects is not None:
                     yield from quarantined(b)
-                    state["offset"] += b.num_rows  # type: ignore[operator]
+                    state["offset"] += b.num_rows
                     continue
                 out = convert(b, 0)
             except OmnigraphError as e:
@@ -184,7 +208,7 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
                 if is_row_data_error(e):
                     return  # stop consuming: the files staged so far are deleted below
                 raise
-            state["offset"] += b.num_rows  # type: ignore[operator]
+            state["offset"] += b.num_rows
             yield out
 
     def fingerprinted() -> Iterator[pa.RecordBatch]:
@@ -211,7 +235,7 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
     return staged
 
 
-def _with_key_hashes(staged: StagedTable, column: str, hashes: List[np.ndarray], uri: str, target: WriteTarget,
+def _with_key_hashes(staged: StagedTable, column: str, hashes: list[np.ndarray], uri: str, target: WriteTarget,
                      where: str) -> StagedTable:
     """``staged`` naming the file of its key fingerprints (sorted, written at ``uri``); a task
     that staged no value names no file. Unwritable: no proof (the driver checks exactly)."""
@@ -229,8 +253,8 @@ def _with_key_hashes(staged: StagedTable, column: str, hashes: List[np.ndarray],
 
 
 def _not_pointing_at_rejected(typedef: TypeDef, out: pa.RecordBatch, start: int, offset: int, where: str,
-                              ends: Optional[Mapping[str, Mapping[str, str]]], rows: List[int],
-                              errs: List[OmnigraphError]) -> Optional[pa.Array]:
+                              ends: Mapping[str, Mapping[str, str]] | None, rows: list[int],
+                              errs: list[OmnigraphError]) -> pa.Array | None:
     """Quarantine: the mask of converted edge rows whose endpoints are not nodes this load
     rejected (None: all are fine); the others are added to ``rows``/``errs`` as DANGLING_EDGE."""
     if not typedef.is_edge or not ends or not (ends.get("src") or ends.get("dst")):
@@ -257,9 +281,9 @@ def _not_pointing_at_rejected(typedef: TypeDef, out: pa.RecordBatch, start: int,
 
 
 def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
-               where: str, rejects: Optional[RejectSink] = None,
-               rejected_ends: Optional[Mapping[str, Mapping[str, str]]] = None,
-               key_hashes_to: Optional[str] = None) -> Union[StagedTable, Refusal]:
+               where: str, rejects: RejectSink | None = None,
+               rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
+               key_hashes_to: str | None = None) -> StagedTable | Refusal:
     """Executor: :func:`convert_and_stage`, with a data error returned as a :class:`Refusal`
     (the task succeeds, so Spark neither logs nor retries it) instead of raised. Any other
     error raises, tagged, so Spark retries the task. A refused or failed task's quarantined
@@ -271,7 +295,8 @@ def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.Recor
             rejects.abandon()
         if is_row_data_error(e):
             return Refusal.of(e, [BadRow(**r) for r in e.context.get("rows", ())])
-        raise tag_error(e)
+        tag_error(e)
+        raise
     except BaseException:
         if rejects is not None:
             rejects.abandon()
@@ -284,13 +309,14 @@ def delete_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.Reco
     try:
         keys = [_integrity.delete_keys(typedef, pa.Table.from_batches([b])) for b in batches if b.num_rows]
     except OmnigraphError as e:
-        raise tag_error(e)
+        tag_error(e)
+        raise
     table = pa.concat_tables(keys) if keys else None
     return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (),
                        0 if table is None else table.num_rows, 0, deletes=table)
 
 
-def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: Optional[pa.Schema]) -> None:
+def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: pa.Schema | None) -> None:
     """Driver: run the converter over an empty batch of the input schema, so unknown, missing
     or unconvertible columns fail at planning time instead of in every task."""
     if arrow_schema is None:
@@ -299,7 +325,7 @@ def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: Op
     RowConverter(typedef, table_schema).convert(empty, where="input schema")
 
 
-def spark_to_arrow_schema(schema: Optional[StructType]) -> Optional[pa.Schema]:
+def spark_to_arrow_schema(schema: StructType | None) -> pa.Schema | None:
     """The Arrow schema Spark will send for ``schema`` (None when it cannot be derived)."""
     if schema is None:
         return None
@@ -314,7 +340,7 @@ def spark_to_arrow_schema(schema: Optional[StructType]) -> Optional[pa.Schema]:
 
 # -- load-wide validation (driver, inside the commit lease) --------------------------------
 
-def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistChecks] = None
+def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None = None
                    ) -> Callable[..., object]:
     """A ``validate(snapshot, staged_by_key)`` callback for ``commit_load``.
 
@@ -348,13 +374,15 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
     Spark-job parts are memoised alike (under the versions and files they read and the ids they
     were given); inside the lease the in-memory parts run again.
     """
+    # the Spark-job checks: used only where spread() (or the caller) found dist set
+    jobs = cast(DistChecks, dist)
     catalog: Catalog = graph.catalog
     so = graph.storage_options
     # a load's fingerprint files never change: compared once, for the checks before the lease
     # and inside it alike
     fingerprints = Once()
 
-    def distinct(uris: Tuple[str, ...]) -> bool:
+    def distinct(uris: tuple[str, ...]) -> bool:
         return fingerprints(uris, lambda: side_files.fingerprints_distinct(uris, so))
 
     # likewise the edge tasks' bucket-count files: added up once
@@ -374,7 +402,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
         return bucket_bounds((proof.src_sketches, proof.src_bound, proof.unsketched_bound), summed)
 
     def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
-                 distributed_only: bool = False) -> Dict[str, Dict[str, str]]:
+                 distributed_only: bool = False) -> dict[str, dict[str, str]] | Checked:
         # Every read is lazy and shared (Once): the checks below run concurrently and each
         # reads what it needs, so Lance reads overlap other checks' hashing instead of all
         # reads running first. Each column set is still read once.
@@ -393,16 +421,16 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
         def committed(key: str, cols: Sequence[str]) -> pa.Table:
             return once(("committed", key, tuple(cols)), lambda: _read_committed(graph, snap, key, cols))
 
-        def recorded_bound(key: str) -> Optional[int]:
+        def recorded_bound(key: str) -> int | None:
             t = snap.table(key)
             if t.row_count == 0:  # no committed edge: no source has one
                 return 0
             v = _tables.transaction_property(graph.open_table(key, snap), t.version, SRC_BOUND_PROP)
             return int(v) if v is not None and v.isdigit() else None
 
-        facts: Dict[str, Dict[str, str]] = {}  # each check writes only its own table's entry
+        facts: dict[str, dict[str, str]] = {}  # each check writes only its own table's entry
 
-        def card_check(td: TypeDef, mode: str, proof: Optional[EndsProof], key: str, end_cols: List[str]) -> None:
+        def card_check(td: TypeDef, mode: str, proof: EndsProof | None, key: str, end_cols: list[str]) -> None:
             most = _card_of(td, mode, None if proof is None else tasks_bound(proof), staged_cols, key, end_cols,
                             committed, lambda: recorded_bound(key))
             if most is not None:
@@ -414,7 +442,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
 
         def _node_ids(type_name: str) -> pa.ChunkedArray:
             key = f"node:{type_name}"
-            parts: List[pa.ChunkedArray] = []
+            parts: list[pa.ChunkedArray] = []
             if key in staged:
                 parts.append(staged_cols(key, ["id"]).column("id"))
             if not (key in staged and staged[key].mode == "overwrite"):
@@ -425,7 +453,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
         def schema_of(key: str) -> pa.Schema:
             return once(("schema", key), lambda: graph.open_table(key, snap).schema)
 
-        def spread(rows: int, *keys_cols: Tuple[str, Sequence[str]]) -> bool:
+        def spread(rows: int, *keys_cols: tuple[str, Sequence[str]]) -> bool:
             """This check reads ``rows`` rows: run it as Spark jobs?"""
             return (dist is not None and dist.wants(rows)
                     and all(dist.supports(schema_of(k), cols) for k, cols in keys_cols))
@@ -435,7 +463,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
             n = staged[nkey].rows if nkey in staged else 0
             return n if nkey in staged and staged[nkey].mode == "overwrite" else n + snap.table(nkey).row_count
 
-        def card_dist(td: TypeDef, mode: str, proof: Optional[EndsProof], key: str) -> None:
+        def card_dist(td: TypeDef, mode: str, proof: EndsProof | None, key: str) -> None:
             card = td.cardinality
             if proof is not None and mode != "merge" and card.max is not None and card.min <= 1:
                 most = 0 if mode == "overwrite" else recorded_bound(key)  # I15 + I16: no rows read
@@ -444,13 +472,13 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                     _card_proven(td, bound)
                     facts[key] = {SRC_BOUND_PROP: str(bound)}
                     return
-            most = dist.card(td, mode, staged[key], schema_of(key),  # type: ignore[union-attr]
+            most = jobs.card(td, mode, staged[key], schema_of(key),
                              None if mode == "overwrite" else committed_pin(snap, key))
             if most is not None and card.max is not None:
                 facts[key] = {SRC_BOUND_PROP: str(most)}
 
         # in the order a sequential run would raise; True: the check runs as Spark jobs
-        checks: List[Tuple[Callable[[], None], bool]] = []
+        checks: list[tuple[Callable[[], None], bool]] = []
         for key in sorted(staged):
             s = staged[key]
             td = catalog.by_table_key(key)
@@ -464,7 +492,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                 conflict = strict and id_by_key and cols == (td.key_property,)
                 spread_out = spread(s.rows, (key, cols))
                 if spread_out:  # I21
-                    exact = functools.partial(dist.unique, td, s, schema_of(key), cols, what,  # type: ignore
+                    exact = functools.partial(jobs.unique, td, s, schema_of(key), cols, what,
                                               conflict=conflict)
                 else:
                     exact = functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict)
@@ -476,7 +504,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
             if not id_by_key and not s.minted_ids:
                 what = "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"
                 if spread(s.rows, (key, ["id"])):
-                    checks.append((functools.partial(dist.unique, td, s, schema_of(key), ["id"], what,  # type: ignore
+                    checks.append((functools.partial(jobs.unique, td, s, schema_of(key), ["id"], what,
                                                      conflict=strict), True))
                 else:  # edges: read id, src and dst in one pass and check id on that table
                     checks.append((functools.partial(_unique_of, td, staged_cols, key, ["id"], what,
@@ -484,7 +512,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
             committed_rows = snap.table(key).row_count
             if strict and committed_rows and not _fresh_proven(td, s, snap):
                 if spread(s.rows + committed_rows, (key, ["id"])):
-                    checks.append((functools.partial(dist.fresh, td, s, schema_of(key),  # type: ignore
+                    checks.append((functools.partial(jobs.fresh, td, s, schema_of(key),
                                                      committed_pin(snap, key), committed_rows, snap.branch), True))
                 else:
                     checks.append((functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key,
@@ -499,7 +527,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                 if spread(s.rows + ids_rows(td.from_type or "") + ids_rows(td.to_type or ""),
                           (key, ["src", "dst"]), (fkey, ["id"]), (tkey, ["id"])):
                     checks.append((functools.partial(
-                        dist.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),  # type: ignore
+                        jobs.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),
                         id_source(snap, staged, tkey), schema_of(fkey), schema_of(tkey)), True))
                 else:
                     checks.append((functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids), False))
@@ -519,13 +547,13 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
                   if staged[key].mode == "merge" and snap.table(key).row_count
                   and snap.table(key).branch == snap.branch
                   and spread(staged[key].rows + snap.table(key).row_count, (key, ["id"]))]
-        replaced: Dict[str, Replaced] = {}
+        replaced: dict[str, Replaced] = {}
 
         def replace(key: str) -> None:
-            replaced[key] = dist.replaced(key, staged[key], schema_of(key),  # type: ignore[union-attr]
+            replaced[key] = jobs.replaced(key, staged[key], schema_of(key),
                                           committed_pin(snap, key))
 
-        def integrity() -> Tuple[Dict[str, pa.Array], Dict[str, int]]:
+        def integrity() -> tuple[dict[str, pa.Array], dict[str, int]]:
             """I18, each part in memory or as Spark jobs (I21) by the rows it reads."""
             in_memory = InMemory(committed, staged_cols)
             spark_jobs = Distributed(dist, snap, staged, schema_of) if dist is not None else None
@@ -534,7 +562,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: Optional[DistCheck
 
         if distributed_only:
             if dist is not None:
-                proofs = [c for c, spread_out in checks if spread_out]
+                proofs: list[Callable[[], object]] = [c for c, spread_out in checks if spread_out]
                 integrity_rows = _integrity_rows(catalog, snap, staged)
                 if dist.wants(integrity_rows):
                     # its Spark-job parts memoise their answers; its in-memory parts, each under
@@ -583,7 +611,7 @@ def _read_committed(graph: Graph, snap: Snapshot, key: str, cols: Sequence[str])
 _INJECTIVE_KEY_TYPES = frozenset({"String", "I32", "I64", "U32", "U64"})
 
 
-def _id_is_checked_key(td: TypeDef, groups: Sequence[Tuple[Tuple[str, ...], str]]) -> bool:
+def _id_is_checked_key(td: TypeDef, groups: Sequence[tuple[tuple[str, ...], str]]) -> bool:
     """A keyed node's id is its @key value as text, an injective mapping for String and integer
     keys: the key's uniqueness check already proves the ids distinct (one hash pass, not two)."""
     key = td.key_property
@@ -638,7 +666,7 @@ def _fresh_of(td: TypeDef, branch: str, staged_cols, committed, key: str, read_c
 
 
 def _unique_fingerprinted(td: TypeDef, s: StagedTable, what: str, exact: Callable[[], None],
-                          distinct: Callable[[Tuple[str, ...]], bool]) -> None:
+                          distinct: Callable[[tuple[str, ...]], bool]) -> None:
     """A single-column uniqueness rule: if no two of the staging tasks' fingerprints are equal
     (``distinct``: :func:`~..store.side_files.fingerprints_distinct`), no two values are (equal
     values always fingerprint alike); otherwise ``exact()`` decides and words any error (in
@@ -655,7 +683,7 @@ def _unique_fingerprinted(td: TypeDef, s: StagedTable, what: str, exact: Callabl
 
 
 def _unique_of(td: TypeDef, staged_cols, key: str, cols: Sequence[str], what: str,
-               read_cols: Optional[Sequence[str]] = None, conflict: bool = False) -> None:
+               read_cols: Sequence[str] | None = None, conflict: bool = False) -> None:
     """One uniqueness rule over the staged rows; ``conflict``: the rule proves an append's ids
     distinct, so a repeat is a KEY_CONFLICT naming every repeated id (I17)."""
     table = staged_cols(key, read_cols or cols)
@@ -682,8 +710,8 @@ def _most_per_src(src: pa.ChunkedArray) -> int:
     return pc.max(counts).as_py() if len(counts) else 0
 
 
-def _card_of(td: TypeDef, mode: str, proven: Optional[int], staged_cols, key: str, end_cols: Sequence[str],
-             committed, recorded_bound: Callable[[], Optional[int]]) -> Optional[int]:
+def _card_of(td: TypeDef, mode: str, proven: int | None, staged_cols, key: str, end_cols: Sequence[str],
+             committed, recorded_bound: Callable[[], int | None]) -> int | None:
     """Apply @card to one staged edge table; return an upper bound of the edges any source has
     in the version the commit creates (None: no @card max, nothing to record). ``proven``: the
     staging tasks' bound on any source's edges in the load (I15; None: none).
@@ -714,7 +742,7 @@ def _card_proven(td: TypeDef, bound: int) -> None:
              td.cardinality.max)
 
 
-def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table]) -> Optional[int]:
+def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: pa.Table | None) -> int | None:
     if old is not None and mode != "merge":  # append: committed + pending in one counting pass
         return check_cardinality(td, ends.column("src"), committed_src=old.column("src"))
     committed_counts = shadowed = None
@@ -725,7 +753,7 @@ def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: Optional[pa.Table])
                              shadowed_committed=shadowed, pending_ids=ends.column("id") if mode == "merge" else None)
 
 
-def run_checks(checks: Sequence[Callable[[], None]], max_workers: Optional[int] = None) -> None:
+def run_checks(checks: Sequence[Callable[[], None]], max_workers: int | None = None) -> None:
     """Run independent load-wide checks concurrently (pyarrow kernels release the GIL) and raise
     the error the FIRST failing check in ``checks`` order raises, exactly as running them one by
     one would: a load with several problems always reports the same one."""
@@ -746,8 +774,8 @@ def run_checks(checks: Sequence[Callable[[], None]], max_workers: Optional[int] 
 
 
 def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions,
-                  quarantine: Optional[Quarantine] = None, rejected: Sequence[Rejected] = (),
-                  spark: Optional[Callable[[], Any]] = None) -> LoadResult:
+                  quarantine: Quarantine | None = None, rejected: Sequence[Rejected] = (),
+                  spark: Callable[[], Any] | None = None) -> LoadResult:
     """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure.
     ``rejected``: what the tasks quarantined into ``quarantine`` (its counts travel in the
     commit's properties; its files are published after the commit, deleted on failure).
@@ -767,7 +795,8 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
                           + sum(snap.table(t.table_key).row_count for t in graph.catalog.types())):
                 validate(snap, by_key, distributed_only=True)
         except BaseException as e:
-            raise _failed(graph, staged, quarantine, "checks before the commit", e)
+            _failed(graph, staged, quarantine, "checks before the commit", e)
+            raise
     files = [r.file for r in rejected if r.file]
     if quarantine is not None and files:
         keys = {s.table_key for s in staged}
@@ -778,7 +807,8 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
         result = commit_load(graph, branch, staged, actor=opts.actor, validate=validate, txn=opts.txn,
                              lease_timeout_s=opts.commit_lease_timeout)
     except BaseException as e:
-        raise _failed(graph, staged, quarantine, "commit", e)
+        _failed(graph, staged, quarantine, "commit", e)
+        raise
     if result.skipped:
         n = abort(staged, graph.storage_options)
         if quarantine is not None:
@@ -798,15 +828,15 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
     return result
 
 
-def _failed(graph: Graph, staged: Sequence[StagedTable], quarantine: Optional[Quarantine], what: str,
-            e: BaseException) -> BaseException:
-    """A load failed at ``what``: delete its staged files, settle its quarantine, and return
-    the error to raise (tagged with its code)."""
+def _failed(graph: Graph, staged: Sequence[StagedTable], quarantine: Quarantine | None, what: str,
+            e: BaseException) -> None:
+    """A load failed at ``what`` with ``e``: delete its staged files, settle its quarantine, and
+    tag ``e`` with its code; the caller re-raises it."""
     n = abort(staged, graph.storage_options)
     if quarantine is not None:
         settle_quarantine(graph, quarantine)
     log.info("%s failed (%s); removed %d staged files", what, e, n)
-    return tag_error(e)
+    tag_error(e)
 
 
 def settle_quarantine(graph: Graph, quarantine: Quarantine) -> None:
@@ -857,7 +887,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
     driver proves the load's keys distinct without reading them (I15); the driver deletes the
     directory once the load is committed or refused (a dead driver's: ``cleanup``)."""
 
-    def __init__(self, options: Mapping[str, str], schema: Optional[StructType], overwrite: bool) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType | None, overwrite: bool) -> None:
         try:
             self.opts = WriteOptions.from_options(options, overwrite=overwrite)
             if self.opts.engine == "jvm":  # the JVM provider would have taken it: the shim is not loaded
@@ -875,7 +905,8 @@ class OmnigraphWriter(DataSourceArrowWriter):
             else:
                 precheck_columns(self.typedef, self.target.schema, spark_to_arrow_schema(schema))
         except OmnigraphError as e:
-            raise tag_error(e)
+            tag_error(e)
+            raise
         self.quarantine = (Quarantine.new(self.opts.rejected_rows_path, self.opts.storage_options)
                            if self.opts.rejected_rows_path else None)
         fingerprinted = (self.opts.write_mode != "delete"
@@ -904,14 +935,14 @@ class OmnigraphWriter(DataSourceArrowWriter):
         return StagedMessage((got,), pid, attempt, rejected=sink.close() if sink is not None else None)
 
     @staticmethod
-    def _staged(messages: Sequence[Optional[WriterCommitMessage]]) -> List[StagedTable]:
-        out: List[StagedTable] = []
+    def _staged(messages: Sequence[WriterCommitMessage | None]) -> list[StagedTable]:
+        out: list[StagedTable] = []
         for m in messages:
             if isinstance(m, StagedMessage):
                 out.extend(m.staged)
         return out
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Driver: one graph commit from exactly the messages Spark passes (one per partition).
         If a task refused its rows, nothing is committed: the other tasks' files are deleted and
         ONE typed error is raised (the first refusing partition's error, the first few rows)."""
@@ -920,7 +951,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
         finally:
             self._drop_side_files(messages)
 
-    def _drop_side_files(self, messages: Sequence[Optional[WriterCommitMessage]]) -> None:
+    def _drop_side_files(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Driver: delete the load's side directories (every task attempt's fingerprints; best
         effort): this writer's, and the ones the messages' fingerprint files are in. A stream's
         micro-batch is committed by another instance than the one its tasks ran."""
@@ -935,7 +966,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
             except (OSError, OmnigraphError) as e:  # left to cleanup's sweep of staging directories
                 log.warning("could not delete the fingerprints in %s: %s", d, e)
 
-    def _commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def _commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = self._staged(messages)
         refusals = sorted((m for m in messages if isinstance(m, StagedMessage) and m.refused is not None),
                           key=lambda m: m.partition_id)
@@ -945,7 +976,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
                      self.typedef.table_key, len(refusals), n)
             if self.quarantine is not None:
                 self.quarantine.discard()
-            raise tag_error(refused_error([m.refused for m in refusals]))
+            raise tag_error(refused_error([m.refused for m in refusals]))  # type: ignore[misc]  # refusals are the messages with one
         if not staged:  # no partitions at all: still one (empty) commit, so overwrite empties the table
             staged = [StagedTable(self.target.table_key, self.target.mode, self.target.stage_uri,
                                   self.target.base_version, (), 0, 0)]
@@ -955,11 +986,12 @@ class OmnigraphWriter(DataSourceArrowWriter):
             abort(staged, self.opts.storage_options)
             if self.quarantine is not None:
                 self.quarantine.discard()
-            raise tag_error(e)
+            tag_error(e)
+            raise
         rejected = [m.rejected for m in messages if isinstance(m, StagedMessage) and m.rejected is not None]
         commit_staged(graph, self.opts.branch, staged, self.opts, self.quarantine, rejected)
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Driver: delete the files of the staged messages (failed job; best effort)."""
         n = abort(self._staged(messages), self.opts.storage_options)
         self._drop_side_files(messages)

@@ -6,7 +6,6 @@ to the branch (``ensure_fork``), at the version the branch inherited.
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Optional
 
 import lance
 
@@ -17,14 +16,14 @@ from .layout import MAIN, SCHEMA_APPLY_LOCK_BRANCH, RootPaths, normalize_branch
 log = logging.getLogger(__name__)
 
 
-def list_branches(root: str, storage_options: Optional[Dict[str, str]] = None) -> List[str]:
+def list_branches(root: str, storage_options: dict[str, str] | None = None) -> list[str]:
     ds = manifest.open_manifest(root, MAIN, storage_options=storage_options)
     names = [b for b in ds.branches.list() if b != SCHEMA_APPLY_LOCK_BRANCH]
     return [MAIN] + sorted(names)
 
 
 def create(root: str, name: str, from_branch: str = MAIN,
-           storage_options: Optional[Dict[str, str]] = None) -> int:
+           storage_options: dict[str, str] | None = None) -> int:
     """Create graph branch ``name`` at ``from_branch``'s current manifest version."""
     name = normalize_branch(name)
     from_branch = normalize_branch(from_branch)
@@ -54,7 +53,7 @@ def create(root: str, name: str, from_branch: str = MAIN,
     return src.version
 
 
-def delete(root: str, name: str, storage_options: Optional[Dict[str, str]] = None) -> None:
+def delete(root: str, name: str, storage_options: dict[str, str] | None = None) -> None:
     """Delete a branch: refused for main, for a branch with descendants, or one whose tables
     another branch still references."""
     name = normalize_branch(name)
@@ -91,7 +90,7 @@ def delete(root: str, name: str, storage_options: Optional[Dict[str, str]] = Non
 
 
 def ensure_fork(root: str, entry: manifest.TableEntry, branch: str,
-                storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
+                storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """Open the table for writing on ``branch``, forking it lazily if it is still inherited.
 
     A leftover fork that no manifest references (a crashed or aborted earlier job) is reused if
@@ -121,8 +120,8 @@ def _named_by_pending_sidecar(root: str, table_key: str, branch: str, storage_op
     """Whether a pending recovery sidecar pins ``table_key`` on Lance branch ``branch`` (an
     unreadable sidecar counts as yes: when in doubt, keep the fork)."""
     from ..errors import OmnigraphError
-    from .fs import RootStorage
     from . import sidecar as _sidecar
+    from .fs import RootStorage
 
     try:
         pending = _sidecar.read_all(RootStorage(root, storage_options), root)

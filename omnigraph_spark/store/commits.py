@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
 
 import lance
 import pyarrow as pa
@@ -64,19 +63,19 @@ def recoveries_schema() -> pa.Schema:
 @dataclass(frozen=True)
 class GraphCommit:
     graph_commit_id: str
-    manifest_branch: Optional[str]
+    manifest_branch: str | None
     manifest_version: int
-    parent_commit_id: Optional[str]
-    merged_parent_commit_id: Optional[str]
+    parent_commit_id: str | None
+    merged_parent_commit_id: str | None
     created_at_us: int
-    actor_id: Optional[str] = None
+    actor_id: str | None = None
 
     @property
     def branch(self) -> str:
         return self.manifest_branch or MAIN
 
 
-def init(root: str, manifest_version: int, storage_options: Optional[Dict[str, str]] = None) -> GraphCommit:
+def init(root: str, manifest_version: int, storage_options: dict[str, str] | None = None) -> GraphCommit:
     paths = RootPaths(root)
     genesis = GraphCommit(new_ulid(), None, manifest_version, None, None, now_us())
     tables.write_new(paths.commits, _commit_table([genesis]), storage_options)
@@ -84,7 +83,7 @@ def init(root: str, manifest_version: int, storage_options: Optional[Dict[str, s
     return genesis
 
 
-def _commit_table(rows: List[GraphCommit]) -> pa.Table:
+def _commit_table(rows: list[GraphCommit]) -> pa.Table:
     return pa.table({
         "graph_commit_id": [r.graph_commit_id for r in rows],
         "manifest_branch": [r.manifest_branch for r in rows],
@@ -105,13 +104,13 @@ def _append(ds: lance.LanceDataset, tbl: pa.Table) -> None:
     lance.LanceDataset.commit(ds, lance.LanceOperation.Append(frags), read_version=ds.version)
 
 
-def list_commits(root: str, branch: str = MAIN, storage_options: Optional[Dict[str, str]] = None,
-                 with_actors: bool = True) -> List[GraphCommit]:
+def list_commits(root: str, branch: str = MAIN, storage_options: dict[str, str] | None = None,
+                 with_actors: bool = True) -> list[GraphCommit]:
     """All commit rows visible on ``branch``'s lineage, oldest first (head order)."""
     paths = RootPaths(root)
     ds = _open(paths.commits, branch, storage_options)
     rows = ds.to_table().to_pylist()
-    actors: Dict[str, str] = {}
+    actors: dict[str, str] = {}
     if with_actors:
         try:
             for a in tables.open_dataset(paths.actors, storage_options=storage_options).to_table().to_pylist():
@@ -134,13 +133,13 @@ def _ts_us(v) -> int:
         int(v.timestamp() * 1_000_000)
 
 
-def head(root: str, branch: str = MAIN, storage_options: Optional[Dict[str, str]] = None) -> Optional[GraphCommit]:
+def head(root: str, branch: str = MAIN, storage_options: dict[str, str] | None = None) -> GraphCommit | None:
     commits = list_commits(root, branch, storage_options, with_actors=False)
     return commits[-1] if commits else None
 
 
-def append(root: str, branch: str, manifest_version: int, actor: Optional[str] = None,
-           storage_options: Optional[Dict[str, str]] = None, merged_parent: Optional[str] = None) -> GraphCommit:
+def append(root: str, branch: str, manifest_version: int, actor: str | None = None,
+           storage_options: dict[str, str] | None = None, merged_parent: str | None = None) -> GraphCommit:
     """Append a commit row for a publish, parented on the freshly read head (§F.1)."""
     paths = RootPaths(root)
     ds = _open(paths.commits, branch, storage_options)
@@ -156,14 +155,14 @@ def append(root: str, branch: str, manifest_version: int, actor: Optional[str] =
     return row
 
 
-def exists(root: str, branch: str, commit_id: str, storage_options: Optional[Dict[str, str]] = None) -> bool:
+def exists(root: str, branch: str, commit_id: str, storage_options: dict[str, str] | None = None) -> bool:
     """Whether ``branch``'s lineage has the commit row ``commit_id`` (one filtered count)."""
     ds = _open(RootPaths(root).commits, branch, storage_options)
     return ds.count_rows(filter="graph_commit_id = '" + commit_id.replace("'", "''") + "'") > 0
 
 
-def find(root: str, commit_id: str, branches: List[str],
-         storage_options: Optional[Dict[str, str]] = None) -> GraphCommit:
+def find(root: str, commit_id: str, branches: list[str],
+         storage_options: dict[str, str] | None = None) -> GraphCommit:
     """A commit by id: main's lineage first, then each branch's (§D.5)."""
     for b in [MAIN] + [x for x in branches if x != MAIN]:
         for c in list_commits(root, b, storage_options, with_actors=False):
@@ -172,9 +171,9 @@ def find(root: str, commit_id: str, branches: List[str],
     raise CommitNotFoundError(f"commit '{commit_id}' not found", commit=commit_id)
 
 
-def append_recovery_audit(root: str, *, graph_commit_id: str, kind: str, actor: Optional[str],
-                          operation_id: str, writer_kind: str, outcomes: List[dict],
-                          storage_options: Optional[Dict[str, str]] = None) -> None:
+def append_recovery_audit(root: str, *, graph_commit_id: str, kind: str, actor: str | None,
+                          operation_id: str, writer_kind: str, outcomes: list[dict],
+                          storage_options: dict[str, str] | None = None) -> None:
     paths = RootPaths(root)
     tbl = pa.table({
         "graph_commit_id": [graph_commit_id], "recovery_kind": [kind], "recovery_for_actor": [actor],
@@ -190,7 +189,7 @@ def append_recovery_audit(root: str, *, graph_commit_id: str, kind: str, actor: 
     _append(ds, tbl)
 
 
-def list_recovery_audits(root: str, storage_options: Optional[Dict[str, str]] = None) -> List[dict]:
+def list_recovery_audits(root: str, storage_options: dict[str, str] | None = None) -> list[dict]:
     try:
         ds = tables.open_dataset(RootPaths(root).recoveries, storage_options=storage_options)
     except Exception:

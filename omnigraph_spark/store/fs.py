@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Dict, List, Optional
 
 from ..errors import StorageError
 from .layout import is_local
@@ -19,7 +18,7 @@ from .layout import is_local
 class RootStorage:
     """Text-file operations relative to nothing: every method takes a full path or URI."""
 
-    def __init__(self, root: str, storage_options: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, root: str, storage_options: dict[str, str] | None = None) -> None:
         self.root = root
         self.local = is_local(root)
         self.storage_options = dict(storage_options or {})
@@ -40,7 +39,7 @@ class RootStorage:
                 if "aws_session_token" in opts:
                     kw["session_token"] = opts["aws_session_token"]
                 if "aws_region" in opts or "region" in opts:
-                    kw["region"] = opts.get("aws_region") or opts.get("region")
+                    kw["region"] = opts.get("aws_region") or opts.get("region")  # type: ignore[assignment]  # one of the two keys is present
                 # Lance reads an endpoint from the environment (AWS_ENDPOINT_URL / AWS_ENDPOINT);
                 # pyarrow does not, so the small files would go to AWS while the tables go to
                 # the S3-compatible server the environment names
@@ -73,7 +72,7 @@ class RootStorage:
     def read_text(self, path: str) -> str:
         try:
             if self.local:
-                with open(path, "r", encoding="utf-8") as f:
+                with open(path, encoding="utf-8") as f:
                     return f.read()
             with self._pafs().open_input_stream(self._strip(path)) as f:
                 return f.read().decode("utf-8")
@@ -143,7 +142,7 @@ class RootStorage:
         except OSError as e:
             raise StorageError(f"cannot delete '{path}': {e}", path=path) from e
 
-    def list_dir(self, path: str) -> List[str]:
+    def list_dir(self, path: str) -> list[str]:
         """Names (not paths) of the files directly in ``path``; [] if it does not exist."""
         try:
             if self.local:
@@ -157,7 +156,7 @@ class RootStorage:
         except OSError as e:
             raise StorageError(f"cannot list '{path}': {e}", path=path) from e
 
-    def list_tree(self, path: str) -> List[str]:
+    def list_tree(self, path: str) -> list[str]:
         """Every file below ``path`` as a path relative to it."""
         if self.local:
             out = []
@@ -176,7 +175,7 @@ class RootStorage:
             return os.path.getsize(path)
         return self._pafs().get_file_info(self._strip(path)).size
 
-    def age_s(self, path: str) -> Optional[float]:
+    def age_s(self, path: str) -> float | None:
         """Seconds since ``path`` was last modified, or None when the store does not say."""
         if self.local:
             return time.time() - os.path.getmtime(path)

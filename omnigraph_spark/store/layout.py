@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 from urllib.parse import urlparse
 
 from ..errors import BranchError, OptionError
@@ -74,7 +73,7 @@ def table_path_for_key(table_key: str) -> str:
     return f"{kind}s/{fnv1a_64_hex(name)}"
 
 
-def normalize_branch(name: Optional[str]) -> str:
+def normalize_branch(name: str | None) -> str:
     """Trim, map empty/None to an error and ``main`` to main; refuse the internal lock branch
     and any name that could escape the graph root (``..``, absolute, odd characters)."""
     if name is None:
@@ -95,12 +94,12 @@ def normalize_branch(name: Optional[str]) -> str:
     return b
 
 
-def lance_branch(branch: str) -> Optional[str]:
+def lance_branch(branch: str) -> str | None:
     """The Lance branch name for a graph branch (None for main)."""
     return None if branch == MAIN else branch
 
 
-def table_uri(root: str, table_path: str, table_branch: Optional[str]) -> str:
+def table_uri(root: str, table_path: str, table_branch: str | None) -> str:
     """Where a table version lives: ``root/<path>`` or ``root/<path>/tree/<b1>/<b2>``."""
     base = join(root, table_path)
     if table_branch and table_branch != MAIN:

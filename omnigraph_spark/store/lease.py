@@ -22,7 +22,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Dict, Iterator, Optional, Tuple
+from collections.abc import Iterator
 
 import lance
 import pyarrow as pa
@@ -48,6 +48,7 @@ def hold(storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: fl
     record = {"token": token, "owner": owner, "host": socket.gethostname(), "pid": os.getpid(),
               "acquired_at": time.time(), "expires_at": time.time() + ttl_s}
     spark_dir = RootPaths(root).spark_dir
+    slot: _FileSlot | _LanceSlot
     if storage.local:
         slot = _FileSlot(storage, join(spark_dir, "commit.lease"))
     else:
@@ -106,10 +107,10 @@ class _FileSlot:
 class _LanceSlot:
     """The object-store lease: a compare-and-swap on a Lance dataset's next version."""
 
-    def __init__(self, uri: str, storage_options: Optional[Dict[str, str]]) -> None:
+    def __init__(self, uri: str, storage_options: dict[str, str] | None) -> None:
         self.path, self.storage_options = uri, storage_options
 
-    def _read(self) -> Tuple[Optional[lance.LanceDataset], dict]:
+    def _read(self) -> tuple[lance.LanceDataset | None, dict]:
         """(the latest version, its record; {} = free), or (None, {}) before the first lease."""
         try:
             ds = _tables.open_dataset(self.path, storage_options=self.storage_options)
@@ -118,7 +119,7 @@ class _LanceSlot:
         raw = (ds.schema.metadata or {}).get(CAS_LEASE_KEY)
         return ds, json.loads(raw) if raw else {}
 
-    def _swap(self, ds: Optional[lance.LanceDataset], record: dict) -> Optional[lance.LanceDataset]:
+    def _swap(self, ds: lance.LanceDataset | None, record: dict) -> lance.LanceDataset | None:
         """Write ``record`` as the version after ``ds`` (None: the first version). Returns the new
         version, or None if another writer got there first. ``max_retries=0`` makes Lance refuse
         instead of rebasing (creating included: ``write_dataset(mode="create")`` would rebase)."""
@@ -174,7 +175,7 @@ def _break_if_stale(storage: RootStorage, path: str) -> None:
         _move_aside_if_same(path, cur.get("token"))
 
 
-def _move_aside_if_same(path: str, token: Optional[str]) -> None:
+def _move_aside_if_same(path: str, token: str | None) -> None:
     """Move a stale lease away, putting it back if a live holder replaced it meanwhile.
 
     Two waiters can judge the same dead lease stale; the slower one must not remove the lease

@@ -26,13 +26,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import lance
 import pyarrow as pa
 
-from ..errors import (ExpectedVersionMismatchError, OptionError, RecoveryPendingError, StorageError)
+from ..errors import ExpectedVersionMismatchError, OptionError, RecoveryPendingError, StorageError
 from . import commits as _commits
 from . import failpoints
 from . import lease as _lease
@@ -69,9 +69,9 @@ class TableOptimizeResult:
     rows: int = 0
     version_before: int = 0
     version_after: int = 0
-    skipped: Optional[str] = None  # a SKIP_* reason; None when compacted (or planned in a dry run)
+    skipped: str | None = None  # a SKIP_* reason; None when compacted (or planned in a dry run)
     detail: str = ""
-    error: Optional[str] = None
+    error: str | None = None
 
     @property
     def compacted(self) -> bool:
@@ -86,18 +86,18 @@ class InternalCompactResult:
     version_before: int = 0
     version_after: int = 0
     attempts: int = 0
-    error: Optional[str] = None
+    error: str | None = None
 
 
 @dataclass
 class OptimizeReport:
     branch: str
     dry_run: bool
-    tables: List[TableOptimizeResult] = field(default_factory=list)
-    internal: List[InternalCompactResult] = field(default_factory=list)
-    operation_id: Optional[str] = None
-    manifest_version: Optional[int] = None  # the graph version of the optimize publish
-    graph_commit_id: Optional[str] = None
+    tables: list[TableOptimizeResult] = field(default_factory=list)
+    internal: list[InternalCompactResult] = field(default_factory=list)
+    operation_id: str | None = None
+    manifest_version: int | None = None  # the graph version of the optimize publish
+    graph_commit_id: str | None = None
     seconds: float = 0.0
 
     def table(self, key: str) -> TableOptimizeResult:
@@ -107,11 +107,11 @@ class OptimizeReport:
         raise KeyError(key)
 
     @property
-    def compacted(self) -> List[str]:
+    def compacted(self) -> list[str]:
         return [t.table_key for t in self.tables if t.compacted]
 
     @property
-    def errors(self) -> Dict[str, str]:
+    def errors(self) -> dict[str, str]:
         out = {t.table_key: t.error for t in self.tables if t.error}
         out.update({i.dataset: i.error for i in self.internal if i.error})
         return out
@@ -152,7 +152,7 @@ def _deleted_rows(frag) -> int:
     return int(getattr(d, "num_deleted_rows", 0) or 0) if d is not None else 0
 
 
-def fragment_stats(ds: lance.LanceDataset, target_rows: int) -> Tuple[int, int]:
+def fragment_stats(ds: lance.LanceDataset, target_rows: int) -> tuple[int, int]:
     """(fragments, compaction candidates): fragments below ``target_rows`` or carrying deletions."""
     frags = ds.get_fragments()
     cands = 0
@@ -165,7 +165,7 @@ def fragment_stats(ds: lance.LanceDataset, target_rows: int) -> Tuple[int, int]:
 def _plan_tasks(ds: lance.LanceDataset, target_rows: int) -> int:
     from lance.optimize import Compaction
 
-    return Compaction.plan(ds, {"target_rows_per_fragment": target_rows}).num_tasks()
+    return Compaction.plan(ds, {"target_rows_per_fragment": target_rows}).num_tasks()  # type: ignore[typeddict-item]  # CompactionOptions' keys are all optional to Lance
 
 
 def _require_clean(graph, what: str) -> None:
@@ -179,7 +179,7 @@ def _require_clean(graph, what: str) -> None:
 
 # -- optimize -----------------------------------------------------------------------------
 
-def optimize(graph, branch: str = MAIN, *, tables: Optional[Iterable[str]] = None,
+def optimize(graph, branch: str = MAIN, *, tables: Iterable[str] | None = None,
              target_rows_per_fragment: int = _tables.DEFAULT_MAX_ROWS_PER_FILE, min_fragments: int = 2,
              dry_run: bool = False, compact_internal: bool = True, lease_timeout_s: float = 300.0) -> OptimizeReport:
     """Compact small fragments of ``branch``'s tables and publish them as ONE graph commit.
@@ -218,7 +218,7 @@ def optimize(graph, branch: str = MAIN, *, tables: Optional[Iterable[str]] = Non
     return report
 
 
-def _plan(graph, branch: str, only: Optional[Iterable[str]], target_rows: int, min_fragments: int,
+def _plan(graph, branch: str, only: Iterable[str] | None, target_rows: int, min_fragments: int,
           report: OptimizeReport):
     snap = graph.snapshot(branch)
     wanted = None
@@ -274,9 +274,9 @@ def _plan(graph, branch: str, only: Optional[Iterable[str]], target_rows: int, m
     return snap, work
 
 
-def _compact_one(graph, t, target_rows: int) -> Tuple[lance.LanceDataset, int]:
+def _compact_one(graph, t, target_rows: int) -> tuple[lance.LanceDataset, int]:
     """Compact one table on its lineage, reopening on a Lance conflict (up to 5 attempts)."""
-    last: Optional[BaseException] = None
+    last: BaseException | None = None
     for attempt in range(1, COMPACTION_RETRY_BUDGET + 1):
         ds = _tables.open_dataset(t.base_path, branch=t.lance_branch, storage_options=graph.storage_options)
         try:
@@ -299,7 +299,7 @@ def _compact_and_publish(graph, branch: str, snap, work, target_rows: int, repor
     sc = _sidecar.Sidecar.new(branch, OPTIMIZE_ACTOR, "Optimize", pins)
     _sidecar.write(graph.storage, graph.root, sc)  # intent durable BEFORE any compaction commit
     report.operation_id = sc.operation_id
-    updates: List[_manifest.TableUpdate] = []
+    updates: list[_manifest.TableUpdate] = []
     for key, t, res in work:
         try:
             ds, _ = _compact_one(graph, t, target_rows)
@@ -328,8 +328,8 @@ def _compact_and_publish(graph, branch: str, snap, work, target_rows: int, repor
     _sidecar.delete(graph.storage, graph.root, sc.operation_id)
 
 
-def _publish_fast_forward(graph, branch: str, updates: List[_manifest.TableUpdate],
-                          expected: Dict[str, int]) -> _manifest.ManifestState:
+def _publish_fast_forward(graph, branch: str, updates: list[_manifest.TableUpdate],
+                          expected: dict[str, int]) -> _manifest.ManifestState:
     """Publish the compacted versions; on a moved pin, fast-forward monotonically (§K.12):
     a table whose pin is already >= its compacted version is dropped (Lance versions are
     linear: the newer pin includes the compaction); others retry with expected = current."""
@@ -353,7 +353,7 @@ def _publish_fast_forward(graph, branch: str, updates: List[_manifest.TableUpdat
 
 # -- internal datasets --------------------------------------------------------------------
 
-def compact_internal_datasets(graph, branch: str = MAIN) -> List[InternalCompactResult]:
+def compact_internal_datasets(graph, branch: str = MAIN) -> list[InternalCompactResult]:
     """Compact ``__manifest`` and ``_graph_commits.lance`` on ``branch``'s lineage and
     ``_graph_commit_actors.lance`` (main only, the engine never branches it).
 
@@ -379,7 +379,7 @@ def compact_internal_datasets(graph, branch: str = MAIN) -> List[InternalCompact
     return out
 
 
-def _compact_internal(graph, uri: str, lineage: Optional[str], res: InternalCompactResult) -> None:
+def _compact_internal(graph, uri: str, lineage: str | None, res: InternalCompactResult) -> None:
     for attempt in range(1, COMPACTION_RETRY_BUDGET + 1):
         res.attempts = attempt
         ds = _tables.open_dataset(uri, branch=lineage, storage_options=graph.storage_options)
@@ -407,8 +407,8 @@ def _compact_internal(graph, uri: str, lineage: Optional[str], res: InternalComp
 
 # -- cleanup (implemented in maintenance_cleanup) -------------------------------------------
 
-def cleanup(graph, *, keep_versions: Optional[int] = None,
-            older_than: Union[None, dt.timedelta, int, float] = None, dry_run: bool = False,
+def cleanup(graph, *, keep_versions: int | None = None,
+            older_than: None | dt.timedelta | int | float = None, dry_run: bool = False,
             orphan_grace_s: float = 3600.0, include_orphans: bool = True, **kw):
     """Remove old table versions by policy, orphaned data files and orphaned table forks.
     See :func:`omnigraph_spark.store.maintenance_cleanup.cleanup`."""

@@ -32,8 +32,8 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple, Union
 
 import lance
 
@@ -54,7 +54,7 @@ class LineageCleanup:
     lineage: str  # "main" or a Lance branch name
     head: int
     cut: int  # versions < cut are removed (Lance keeps branch parents and the head regardless)
-    versions_removed: List[int] = field(default_factory=list)
+    versions_removed: list[int] = field(default_factory=list)
     bytes_removed: int = 0
 
 
@@ -62,11 +62,11 @@ class LineageCleanup:
 class TableCleanupResult:
     table_key: str
     table_path: str
-    lineages: List[LineageCleanup] = field(default_factory=list)
-    forks_removed: List[str] = field(default_factory=list)
-    orphan_files: List[str] = field(default_factory=list)  # relative to the table dataset
+    lineages: list[LineageCleanup] = field(default_factory=list)
+    forks_removed: list[str] = field(default_factory=list)
+    orphan_files: list[str] = field(default_factory=list)  # relative to the table dataset
     orphan_bytes: int = 0
-    error: Optional[str] = None
+    error: str | None = None
 
     @property
     def versions_removed(self) -> int:
@@ -80,15 +80,15 @@ class TableCleanupResult:
 @dataclass
 class CleanupReport:
     dry_run: bool
-    keep_versions: Optional[int]
-    older_than: Optional[dt.timedelta]
-    tables: List[TableCleanupResult] = field(default_factory=list)
-    commit_graph_forks_removed: List[str] = field(default_factory=list)
-    staging_journals_removed: List[str] = field(default_factory=list)  # load ids (directory names)
-    id_indexes_removed: List[str] = field(default_factory=list)  # file names under _omnigraph_spark/id_indexes
-    kept_graph_versions: Dict[str, List[int]] = field(default_factory=dict)  # branch -> __manifest versions
-    protected: Dict[Tuple[str, str], int] = field(default_factory=dict)  # (table_path, lineage) -> min version
-    errors: Dict[str, str] = field(default_factory=dict)
+    keep_versions: int | None
+    older_than: dt.timedelta | None
+    tables: list[TableCleanupResult] = field(default_factory=list)
+    commit_graph_forks_removed: list[str] = field(default_factory=list)
+    staging_journals_removed: list[str] = field(default_factory=list)  # load ids (directory names)
+    id_indexes_removed: list[str] = field(default_factory=list)  # file names under _omnigraph_spark/id_indexes
+    kept_graph_versions: dict[str, list[int]] = field(default_factory=dict)  # branch -> __manifest versions
+    protected: dict[tuple[str, str], int] = field(default_factory=dict)  # (table_path, lineage) -> min version
+    errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
     def table(self, key: str) -> TableCleanupResult:
@@ -110,7 +110,7 @@ class CleanupReport:
         return sum(len(t.orphan_files) for t in self.tables)
 
 
-def _as_timedelta(v) -> Optional[dt.timedelta]:
+def _as_timedelta(v) -> dt.timedelta | None:
     if v is None or isinstance(v, dt.timedelta):
         return v
     if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -119,8 +119,8 @@ def _as_timedelta(v) -> Optional[dt.timedelta]:
                       value=repr(v))
 
 
-def _deletable_by_policy(version: int, ts: dt.datetime, head: int, keep: Optional[int],
-                         cutoff: Optional[dt.datetime]) -> bool:
+def _deletable_by_policy(version: int, ts: dt.datetime, head: int, keep: int | None,
+                         cutoff: dt.datetime | None) -> bool:
     """Outside the policy: older than the last ``keep`` versions AND older than ``cutoff``
     (both must hold when both are given, as in Lance and the engine)."""
     if version >= head:
@@ -132,7 +132,7 @@ def _deletable_by_policy(version: int, ts: dt.datetime, head: int, keep: Optiona
     return True
 
 
-def _cut(versions: List[dict], head: int, keep, cutoff, protected_min: Optional[int]) -> int:
+def _cut(versions: list[dict], head: int, keep, cutoff, protected_min: int | None) -> int:
     """The smallest version that must stay: every version below it is removable."""
     cut = head
     for v in sorted(versions, key=lambda x: x["version"]):
@@ -149,9 +149,9 @@ def _cut(versions: List[dict], head: int, keep, cutoff, protected_min: Optional[
 def _kept_graph_state(graph, keep, cutoff, report: CleanupReport):
     """Protected (table_path, lineage) -> min version over every kept __manifest version of every
     branch; plus table_path -> table_key and the head placement of each branch."""
-    protected: Dict[Tuple[str, str], int] = {}
-    keys: Dict[str, str] = {}
-    placements: Dict[str, Dict[str, str]] = {}  # branch -> table_path -> lineage at head
+    protected: dict[tuple[str, str], int] = {}
+    keys: dict[str, str] = {}
+    placements: dict[str, dict[str, str]] = {}  # branch -> table_path -> lineage at head
     root, so = graph.root, graph.storage_options
 
     def protect(path: str, lineage: str, version: int) -> None:
@@ -182,7 +182,7 @@ def _kept_graph_state(graph, keep, cutoff, report: CleanupReport):
 
 # -- file listing -------------------------------------------------------------------------------
 
-def _list_files(storage, base: str) -> List[Tuple[str, float, int]]:
+def _list_files(storage, base: str) -> list[tuple[str, float, int]]:
     """(relative path, mtime epoch seconds, size) of every file below ``base``."""
     if storage.local:
         out = []
@@ -210,10 +210,10 @@ def _is_data_file(rel: str) -> bool:
             and (len(parts) == 2 or parts[0] == "tree"))
 
 
-def _referenced_names(base: str, lineages: Iterable[str], so) -> Set[str]:
+def _referenced_names(base: str, lineages: Iterable[str], so) -> set[str]:
     """Names of every data file any existing version of any lineage references (names are
     unique random ids, so matching by name is exact and conservative across base paths)."""
-    names: Set[str] = set()
+    names: set[str] = set()
     for lin in lineages:
         lb = None if lin == MAIN else lin
         ds = _tables.open_dataset(base, branch=lb, storage_options=so)
@@ -227,10 +227,10 @@ def _referenced_names(base: str, lineages: Iterable[str], so) -> Set[str]:
 
 # -- cleanup ------------------------------------------------------------------------------------
 
-def cleanup(graph, *, keep_versions: Optional[int] = None,
-            older_than: Union[None, dt.timedelta, int, float] = None, dry_run: bool = False,
+def cleanup(graph, *, keep_versions: int | None = None,
+            older_than: None | dt.timedelta | int | float = None, dry_run: bool = False,
             orphan_grace_s: float = 3600.0, include_orphans: bool = True, reconcile_forks: bool = True,
-            lease_timeout_s: float = 300.0, rejected_rows_path: Optional[str] = None) -> CleanupReport:
+            lease_timeout_s: float = 300.0, rejected_rows_path: str | None = None) -> CleanupReport:
     """Remove old table versions by policy, orphaned data files and orphaned forks (module doc).
 
     At least one of ``keep_versions`` (keep the last N versions) / ``older_than`` (timedelta or
@@ -313,7 +313,7 @@ def _cleanup_table(graph, res: TableCleanupResult, protected, placements, live, 
         _sweep_orphans(graph, res, base, lineages, now, grace, dry_run)
 
 
-def _cleanup_lineage(base: str, lin: str, branches: Dict[str, dict], protected_min: Optional[int], keep, cutoff,
+def _cleanup_lineage(base: str, lin: str, branches: dict[str, dict], protected_min: int | None, keep, cutoff,
                      dry_run: bool, so) -> LineageCleanup:
     lb = None if lin == MAIN else lin
     ds = _tables.open_dataset(base, branch=lb, storage_options=so)
@@ -322,8 +322,8 @@ def _cleanup_lineage(base: str, lin: str, branches: Dict[str, dict], protected_m
     cut = _cut(versions, head, keep, cutoff, protected_min)
     out = LineageCleanup(lin, head, cut)
     # Lance keeps the version each child branch was forked from
-    parents = {int(m.get("parent_version")) for m in branches.values()
-               if (m.get("parent_branch") or MAIN) == lin and m.get("parent_version") is not None}
+    parents = {int(v) for v in (m.get("parent_version") for m in branches.values()
+                                if (m.get("parent_branch") or MAIN) == lin) if v is not None}
     doomed = [v["version"] for v in versions if v["version"] < cut and v["version"] not in parents]
     if not doomed:
         return out
@@ -345,8 +345,8 @@ def _fork_dir(base: str, b: str) -> str:
     return join(base, "tree", *b.split("/"))
 
 
-def _reconcile_forks(graph, res: TableCleanupResult, base: str, branches: Dict[str, dict], protected, placements,
-                     live, now, grace, dry_run, lease_timeout_s) -> List[str]:
+def _reconcile_forks(graph, res: TableCleanupResult, base: str, branches: dict[str, dict], protected, placements,
+                     live, now, grace, dry_run, lease_timeout_s) -> list[str]:
     """Delete Lance branches of this table no live graph branch places the table on."""
     def orphan(b: str, meta: dict) -> bool:
         if b == MAIN or b == SCHEMA_APPLY_LOCK_BRANCH:
@@ -379,7 +379,7 @@ def _reconcile_forks(graph, res: TableCleanupResult, base: str, branches: Dict[s
     return removed
 
 
-def _sweep_orphans(graph, res: TableCleanupResult, base: str, lineages: List[str], now, grace, dry_run) -> None:
+def _sweep_orphans(graph, res: TableCleanupResult, base: str, lineages: list[str], now, grace, dry_run) -> None:
     # list first, then read references: a file committed in between shows up as referenced
     files = [(rel, m, s) for rel, m, s in _list_files(graph.storage, base) if _is_data_file(rel)]
     old = [(rel, s) for rel, m, s in files if now - m >= grace]
@@ -395,15 +395,15 @@ def _sweep_orphans(graph, res: TableCleanupResult, base: str, lineages: List[str
             graph.storage.delete(join(base, rel))
 
 
-def _sweep_staging_journals(graph, now: float, grace: float, dry_run: bool) -> List[str]:
+def _sweep_staging_journals(graph, now: float, grace: float, dry_run: bool) -> list[str]:
     """Journal directories of loads whose driver died before cleaning up: every file (and, on a
     local root, the directory itself) untouched for ``grace`` seconds. A live load writes its
     journal as tasks finish; its driver reads the journal only to delete files it does not
     commit and falls back to exact checks if a fingerprint file is gone, so a slow load that
     loses its journal still commits correctly and leaves orphans to the sweep above."""
     base = RootPaths(graph.root).staging_dir
-    newest: Dict[str, float] = {}
-    files: Dict[str, List[str]] = {}
+    newest: dict[str, float] = {}
+    files: dict[str, list[str]] = {}
     for rel, mtime, _ in _list_files(graph.storage, base):
         if "/" not in rel:
             continue  # a stray file beside the load directories: not ours to judge
@@ -427,7 +427,7 @@ def _sweep_staging_journals(graph, now: float, grace: float, dry_run: bool) -> L
     return gone
 
 
-def _sweep_id_indexes(graph, now: float, grace: float, dry_run: bool) -> List[str]:
+def _sweep_id_indexes(graph, now: float, grace: float, dry_run: bool) -> list[str]:
     """Kept node-id indexes (a cache the JVM shim reads only for exactly the rows it was built
     from) that no load read or wrote for ``grace`` seconds: reading one marks it used. A load
     that finds its file gone builds the index again."""
@@ -442,7 +442,7 @@ def _sweep_id_indexes(graph, now: float, grace: float, dry_run: bool) -> List[st
     return gone
 
 
-def _reconcile_commit_graph(graph, live: Set[str], now, grace, dry_run, lease_timeout_s) -> List[str]:
+def _reconcile_commit_graph(graph, live: set[str], now, grace, dry_run, lease_timeout_s) -> list[str]:
     """``_graph_commits.lance`` branches of graph branches that no longer exist (engine's backstop)."""
     uri = RootPaths(graph.root).commits
     if not graph.storage.exists(uri):

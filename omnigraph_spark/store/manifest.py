@@ -9,17 +9,29 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 import lance
 import pyarrow as pa
 
-from ..errors import (CorruptGraphError, ExpectedVersionMismatchError, GraphNotFoundError,
-                      RowLevelCasContentionError, StorageError, UnsupportedFormatError)
+from ..errors import (
+    CorruptGraphError,
+    ExpectedVersionMismatchError,
+    GraphNotFoundError,
+    RowLevelCasContentionError,
+    StorageError,
+    UnsupportedFormatError,
+)
 from . import tables
-from .layout import (MAIN, MANIFEST_STAMP, MANIFEST_STAMP_KEY, SCHEMA_APPLY_LOCK_BRANCH,
-                     table_uri, tombstone_object_id, version_object_id)
+from .layout import (
+    MAIN,
+    MANIFEST_STAMP,
+    MANIFEST_STAMP_KEY,
+    SCHEMA_APPLY_LOCK_BRANCH,
+    table_uri,
+    version_object_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +64,7 @@ class TableEntry:
     table_key: str
     table_path: str  # relative, e.g. nodes/40d76f1f51639ec0
     version: int
-    table_branch: Optional[str]  # None = main lineage
+    table_branch: str | None  # None = main lineage
     row_count: int
     metadata: str
 
@@ -82,14 +94,14 @@ class TableUpdate:
 
     table_key: str
     version: int
-    table_branch: Optional[str]
+    table_branch: str | None
     row_count: int
     metadata: str
 
 
-def open_manifest(root: str, branch: str = MAIN, version: Optional[int] = None,
-                  storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
-    from .layout import join, MANIFEST
+def open_manifest(root: str, branch: str = MAIN, version: int | None = None,
+                  storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
+    from .layout import MANIFEST, join
 
     uri = join(root, MANIFEST)
     try:
@@ -141,9 +153,9 @@ def read_state(ds: lance.LanceDataset, branch: str) -> ManifestState:
     for name, typ in (("object_id", pa.string()), ("table_version", pa.uint64()), ("row_count", pa.uint64())):
         if tbl.schema.field(name).type != typ:
             raise CorruptGraphError(f"manifest column '{name}' is {tbl.schema.field(name).type}, expected {typ}")
-    locations: Dict[str, str] = {}
-    versions: Dict[str, TableEntry] = {}
-    tombstones: Dict[str, int] = {}
+    locations: dict[str, str] = {}
+    versions: dict[str, TableEntry] = {}
+    tombstones: dict[str, int] = {}
     existing = set()
     obj_types = _col(tbl, "object_type")
     keys = _col(tbl, "table_key")
@@ -171,8 +183,8 @@ def read_state(ds: lance.LanceDataset, branch: str) -> ManifestState:
         elif ot == OBJ_TOMBSTONE:
             if tvers[i] is not None:
                 tombstones[key] = max(tombstones.get(key, 0), int(tvers[i]))
-    entries: Dict[str, TableEntry] = {}
-    latest: Dict[str, int] = {}
+    entries: dict[str, TableEntry] = {}
+    latest: dict[str, int] = {}
     for key, e in versions.items():
         if key not in locations:
             raise CorruptGraphError(f"manifest missing table row for {key}", table=key)
@@ -188,7 +200,7 @@ def read_state(ds: lance.LanceDataset, branch: str) -> ManifestState:
                          locations=locations, latest_visible=latest, existing_versions=frozenset(existing))
 
 
-def rows_batch(rows: List[dict]) -> pa.Table:
+def rows_batch(rows: list[dict]) -> pa.Table:
     schema = manifest_schema()
     cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
     return pa.table(cols, schema=schema)
@@ -205,7 +217,7 @@ def version_row(u: TableUpdate) -> dict:
 
 
 def create(root: str, locations: Mapping[str, str], updates: Iterable[TableUpdate],
-           storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
+           storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """§C.5 step 7: write (v1), update_config (v2), stamp 3 (v3)."""
     from .layout import MANIFEST, join
 
@@ -217,7 +229,7 @@ def create(root: str, locations: Mapping[str, str], updates: Iterable[TableUpdat
     return lance.dataset(join(root, MANIFEST), storage_options=storage_options)
 
 
-def check_not_locked(root: str, storage_options: Optional[Dict[str, str]] = None) -> None:
+def check_not_locked(root: str, storage_options: dict[str, str] | None = None) -> None:
     from ..errors import SchemaApplyLockedError
 
     ds = open_manifest(root, MAIN, storage_options=storage_options)
@@ -232,8 +244,8 @@ def _is_cas_contention(e: Exception) -> bool:
     return "too many concurrent writers" in m or "too much write contention" in m or "toomuchwritecontention" in m
 
 
-def publish(root: str, branch: str, updates: List[TableUpdate], expected: Mapping[str, int],
-            storage_options: Optional[Dict[str, str]] = None, *, sleep=time.sleep) -> ManifestState:
+def publish(root: str, branch: str, updates: list[TableUpdate], expected: Mapping[str, int],
+            storage_options: dict[str, str] | None = None, *, sleep=time.sleep) -> ManifestState:
     """Publish ``updates`` on ``branch`` if every ``expected`` pin still holds (§E).
 
     Raises ExpectedVersionMismatchError (not retried here: the caller decides, using the
@@ -242,7 +254,7 @@ def publish(root: str, branch: str, updates: List[TableUpdate], expected: Mappin
     if not updates and not expected:
         ds = open_manifest(root, branch, storage_options=storage_options)
         return read_state(ds, branch)
-    last: Optional[Exception] = None
+    last: Exception | None = None
     for attempt in range(PUBLISH_RETRY_BUDGET + 1):
         ds = open_manifest(root, branch, storage_options=storage_options)
         check_stamp(ds, root)

@@ -14,14 +14,13 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import dataclass
-from typing import Dict, List, Optional
 
-from ..errors import (ExpectedVersionMismatchError, InvariantViolationError, StorageError)
+from ..errors import ExpectedVersionMismatchError, InvariantViolationError
 from . import commits, manifest, tables
+from . import sidecar as sidecars
 from .fs import RootStorage
 from .layout import MAIN, RootPaths, table_uri
 from .sidecar import Sidecar, SidecarPin
-from . import sidecar as sidecars
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ def classify(pin: SidecarPin, head: int, pinned: int, mode: str) -> TableClass:
     return TableClass.UNEXPECTED_MULTISTEP
 
 
-def decide(classes: List[TableClass]) -> Decision:
+def decide(classes: list[TableClass]) -> Decision:
     if any(c == TableClass.INVARIANT_VIOLATION for c in classes):
         return Decision.ABORT
     if any(c != TableClass.ROLLED_PAST_EXPECTED for c in classes):
@@ -86,7 +85,7 @@ class TableObservation:
     pin: SidecarPin
     head: int
     pinned: int
-    pinned_branch: Optional[str]
+    pinned_branch: str | None
     cls: TableClass
 
 
@@ -100,7 +99,7 @@ class RecoveryOutcome:
     tables: tuple  # ((table_key, class, from_version, to_version), ...)
 
 
-def _observe(root: str, sc: Sidecar, state: manifest.ManifestState, storage_options) -> List[TableObservation]:
+def _observe(root: str, sc: Sidecar, state: manifest.ManifestState, storage_options) -> list[TableObservation]:
     mode = classification_mode(sc.writer_kind, sc.schema_version)
     out = []
     for pin in sc.tables:
@@ -112,8 +111,8 @@ def _observe(root: str, sc: Sidecar, state: manifest.ManifestState, storage_opti
     return out
 
 
-def _audit(root: str, sc: Sidecar, kind: str, manifest_version: int, outcomes: List[dict], storage_options,
-           branch: Optional[str] = None) -> None:
+def _audit(root: str, sc: Sidecar, kind: str, manifest_version: int, outcomes: list[dict], storage_options,
+           branch: str | None = None) -> None:
     c = commits.append(root, branch or sc.graph_branch, manifest_version, actor=commits.RECOVERY_ACTOR,
                        storage_options=storage_options)
     commits.append_recovery_audit(root, graph_commit_id=c.graph_commit_id, kind=kind, actor=sc.actor_id,
@@ -130,7 +129,7 @@ def _update_at(root: str, pin: SidecarPin, version: int, storage_options) -> man
                                 tables.version_metadata_json(loc, version, rel, storage_options))
 
 
-def _intent_satisfied(obs: List[TableObservation], state: manifest.ManifestState) -> bool:
+def _intent_satisfied(obs: list[TableObservation], state: manifest.ManifestState) -> bool:
     for o in obs:
         e = state.entries.get(o.pin.table_key)
         if e is None or e.version < o.head:
@@ -225,7 +224,7 @@ def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "fu
 
 
 def sweep(root: str, storage: RootStorage, *, mode: str = "full", storage_options=None,
-          only: Optional[str] = None) -> List[RecoveryOutcome]:
+          only: str | None = None) -> list[RecoveryOutcome]:
     """Resolve every pending sidecar in ULID order. A corrupt sidecar raises and stays."""
     out = []
     for path in sidecars.list_paths(storage, root):

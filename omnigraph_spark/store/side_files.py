@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -42,13 +42,13 @@ def is_entry(name: str) -> bool:
     return name.endswith(".json" + LANCE_SUFFIX)
 
 
-def _column(uri: str, column: str, storage_options: Optional[Dict[str, str]]):
+def _column(uri: str, column: str, storage_options: dict[str, str] | None):
     from lance.file import LanceFileReader
 
     return LanceFileReader(uri, storage_options=storage_options or None).read_all().to_table().column(column)
 
 
-def read_text(uri: str, storage_options: Optional[Dict[str, str]] = None) -> str:
+def read_text(uri: str, storage_options: dict[str, str] | None = None) -> str:
     """A text side file's content. Raises OSError (local) or the reader's error (object store)."""
     if not uri.endswith(LANCE_SUFFIX):
         with open(uri, encoding="utf-8") as fh:
@@ -59,19 +59,19 @@ def read_text(uri: str, storage_options: Optional[Dict[str, str]] = None) -> str
     return values[0]
 
 
-def read_fingerprints(uri: str, storage_options: Optional[Dict[str, str]] = None) -> np.ndarray:
+def read_fingerprints(uri: str, storage_options: dict[str, str] | None = None) -> np.ndarray:
     """A task's key fingerprints as unsigned 64-bit integers (ascending)."""
     if not uri.endswith(LANCE_SUFFIX):
         return np.fromfile(uri, dtype="<u8")
     return _column(uri, "hash", storage_options).to_numpy().view("<u8")
 
 
-def summed_counts_max(uris: Sequence[str], storage_options: Optional[Dict[str, str]] = None) -> Optional[int]:
+def summed_counts_max(uris: Sequence[str], storage_options: dict[str, str] | None = None) -> int | None:
     """The largest of the tasks' bucket counts added bucket by bucket: files of 16-bit counts,
     four to a little-endian 64-bit word (jvm-shim ``EndpointCheck.sketch``), read one at a time.
     None where a count is saturated (65,535: the true count may be more) or the files differ in
     length (not buckets of one hash)."""
-    total: Optional[np.ndarray] = None
+    total: np.ndarray | None = None
     for uri in uris:
         counts = read_fingerprints(uri, storage_options).view("<u2")
         if (counts == 0xFFFF).any() or (total is not None and len(counts) != len(total)):
@@ -80,7 +80,7 @@ def summed_counts_max(uris: Sequence[str], storage_options: Optional[Dict[str, s
     return 0 if total is None or len(total) == 0 else int(total.max())
 
 
-def write_fingerprints(uri: str, values: np.ndarray, storage_options: Optional[Dict[str, str]] = None) -> None:
+def write_fingerprints(uri: str, values: np.ndarray, storage_options: dict[str, str] | None = None) -> None:
     """Write a task's fingerprints (unsigned 64-bit, ascending) at ``uri`` (from :func:`location`),
     completely or not at all, in the format the JVM tasks write (jvm-shim ``SideFiles.writeLongs``):
     little-endian on a local root (a temporary file renamed into place), one ``hash`` Int64
@@ -115,8 +115,8 @@ FINGERPRINT_WINDOW_BYTES = 16 << 20
 _SAMPLES_PER_RANGE = 64
 
 
-def fingerprints_distinct(uris: Sequence[str], storage_options: Optional[Dict[str, str]] = None,
-                          window_bytes: Optional[int] = None) -> bool:
+def fingerprints_distinct(uris: Sequence[str], storage_options: dict[str, str] | None = None,
+                          window_bytes: int | None = None) -> bool:
     """Whether no fingerprint occurs twice across the staging tasks' files (each sorted ascending).
 
     The driver's memory stays bounded by ``window_bytes``, not by the load's rows: the value
@@ -143,7 +143,7 @@ def fingerprints_distinct(uris: Sequence[str], storage_options: Optional[Dict[st
         return True
 
 
-def _local(uri: str, storage_options: Optional[Dict[str, str]], scratch: str, i: int) -> str:
+def _local(uri: str, storage_options: dict[str, str] | None, scratch: str, i: int) -> str:
     """A fingerprint file's local path (an object-store file: a copy in ``scratch``)."""
     if uri.endswith(LANCE_SUFFIX):
         local = os.path.join(scratch, f"{i}.u64")
@@ -161,7 +161,7 @@ class _Run:
         self.fh = open(path, "rb")
         self.n = os.fstat(self.fh.fileno()).st_size // 8
 
-    def __enter__(self) -> "_Run":
+    def __enter__(self) -> _Run:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -173,7 +173,7 @@ class _Run:
     def at(self, i: int) -> np.uint64:
         return np.frombuffer(os.pread(self.fh.fileno(), 8, 8 * i), dtype="<u8")[0]
 
-    def find(self, value: Optional[np.uint64], end: int) -> int:
+    def find(self, value: np.uint64 | None, end: int) -> int:
         """Where the values >= ``value`` start (``end`` for an open end): a binary search."""
         if value is None:
             return end
@@ -190,7 +190,7 @@ class _Run:
         return np.frombuffer(os.pread(self.fh.fileno(), 8 * (stop - start), 8 * start), dtype="<u8")
 
 
-def _quantiles(runs: Sequence[_Run], total: int, ranges: int) -> List[np.uint64]:
+def _quantiles(runs: Sequence[_Run], total: int, ranges: int) -> list[np.uint64]:
     """``ranges - 1`` ascending cut points holding about equal shares of the values between them."""
     if ranges == 1:
         return []

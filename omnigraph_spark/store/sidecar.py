@@ -10,8 +10,7 @@ import dataclasses
 import json
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from dataclasses import dataclass
 
 from ..errors import CorruptSidecarError, UnsupportedFormatError
 from .commits import new_ulid, now_us
@@ -31,11 +30,11 @@ class SidecarPin:
     table_path: str  # full dataset URI (root + "/" + nodes/<h16>), never with /tree/
     expected_version: int
     post_commit_pin: int
-    confirmed_version: Optional[int] = None
-    table_branch: Optional[str] = None
+    confirmed_version: int | None = None
+    table_branch: str | None = None
 
     @property
-    def table_dir(self) -> Optional[str]:
+    def table_dir(self) -> str | None:
         """The table's path relative to its graph root (``nodes/<h16>``), or None if the pinned
         URI does not end in one."""
         m = _TABLE_DIR.search(self.table_path)
@@ -54,18 +53,18 @@ class SidecarPin:
 @dataclass(frozen=True)
 class Sidecar:
     operation_id: str
-    branch: Optional[str]  # None = main
-    actor_id: Optional[str]
+    branch: str | None  # None = main
+    actor_id: str | None
     writer_kind: str
-    tables: Tuple[SidecarPin, ...]
+    tables: tuple[SidecarPin, ...]
     started_at: str = "0"
     schema_version: int = SIDECAR_SCHEMA_VERSION
-    merge_source_commit_id: Optional[str] = None
-    additional_registrations: Tuple[dict, ...] = ()
-    tombstones: Tuple[dict, ...] = ()
+    merge_source_commit_id: str | None = None
+    additional_registrations: tuple[dict, ...] = ()
+    tombstones: tuple[dict, ...] = ()
 
     @classmethod
-    def new(cls, branch: str, actor: Optional[str], writer_kind: str, pins: List[SidecarPin]) -> "Sidecar":
+    def new(cls, branch: str, actor: str | None, writer_kind: str, pins: list[SidecarPin]) -> Sidecar:
         return cls(operation_id=new_ulid(), branch=None if branch == MAIN else branch, actor_id=actor,
                    writer_kind=writer_kind, tables=tuple(pins), started_at=str(now_us()))
 
@@ -73,7 +72,7 @@ class Sidecar:
     def graph_branch(self) -> str:
         return self.branch or MAIN
 
-    def localized(self, root: str) -> "Sidecar":
+    def localized(self, root: str) -> Sidecar:
         """This sidecar with every pin pointing at the table under ``root``.
 
         Pins are full dataset URIs (§H.1), so a graph copied or mounted elsewhere (a backup,
@@ -104,7 +103,7 @@ class Sidecar:
         return json.dumps(o, indent=2, ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str, where: str) -> "Sidecar":
+    def from_json(cls, text: str, where: str) -> Sidecar:
         try:
             o = json.loads(text)
         except json.JSONDecodeError as e:
@@ -147,13 +146,13 @@ def delete(storage: RootStorage, root: str, operation_id: str) -> bool:
     return storage.delete(RootPaths(root).sidecar(operation_id))
 
 
-def list_paths(storage: RootStorage, root: str) -> List[str]:
+def list_paths(storage: RootStorage, root: str) -> list[str]:
     """Sidecar paths in ULID (name) order; non-.json names are skipped, as the engine does."""
     d = RootPaths(root).recovery_dir
     return [f"{d}/{n}" for n in storage.list_dir(d) if n.endswith(".json")]
 
 
-def read(storage: RootStorage, root: str, path: str) -> Optional[Sidecar]:
+def read(storage: RootStorage, root: str, path: str) -> Sidecar | None:
     """The pending sidecar at ``path``, pins localized under ``root``; None if it was resolved
     (deleted) meanwhile. Raises CorruptSidecarError / UnsupportedFormatError."""
     try:
@@ -163,6 +162,6 @@ def read(storage: RootStorage, root: str, path: str) -> Optional[Sidecar]:
     return Sidecar.from_json(text, path).localized(root)
 
 
-def read_all(storage: RootStorage, root: str) -> List[Sidecar]:
+def read_all(storage: RootStorage, root: str) -> list[Sidecar]:
     """Every pending sidecar in ULID order, pins localized under ``root``."""
     return [sc for sc in (read(storage, root, p) for p in list_paths(storage, root)) if sc is not None]

@@ -12,20 +12,27 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Final
 
 import lance
 import pyarrow as pa
 from lance.fragment import FragmentMetadata
 
-from ..errors import (AutoCleanupConfigError, CommitRebasedError, CorruptGraphError,
-                      GraphNotFoundError, StorageError, TableDriftError)
+from ..errors import (
+    AutoCleanupConfigError,
+    CommitRebasedError,
+    CorruptGraphError,
+    GraphNotFoundError,
+    StorageError,
+    TableDriftError,
+)
 from .layout import MAIN, is_local, manifest_file_name_v2
 
 log = logging.getLogger(__name__)
 
-DATA_STORAGE_VERSION = "2.2"
+DATA_STORAGE_VERSION: Final = "2.2"
 AUTO_CLEANUP_PREFIX = "lance.auto_cleanup."
 READ_STAGED_THREADS = 8
 #: rows per data file a write (and a compaction) aims for; the read planner's default task size too,
@@ -33,7 +40,7 @@ READ_STAGED_THREADS = 8
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 
 
-def create_empty(uri: str, schema: pa.Schema, storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
+def create_empty(uri: str, schema: pa.Schema, storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """A new dataset at version 1 with 0 rows: stable row ids, file format 2.2, no auto-cleanup."""
     empty = pa.Table.from_batches([], schema=schema)
     return lance.write_dataset(empty, uri, schema=schema, mode="create", enable_stable_row_ids=True,
@@ -41,15 +48,15 @@ def create_empty(uri: str, schema: pa.Schema, storage_options: Optional[Dict[str
                                auto_cleanup_options=None, enable_v2_manifest_paths=True)
 
 
-def write_new(uri: str, table: pa.Table, storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
+def write_new(uri: str, table: pa.Table, storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """Create a dataset holding ``table`` (internal datasets: commit graph, actors, audit)."""
     return lance.write_dataset(table, uri, schema=table.schema, mode="create", enable_stable_row_ids=True,
                                data_storage_version=DATA_STORAGE_VERSION, storage_options=storage_options,
                                auto_cleanup_options=None, enable_v2_manifest_paths=True)
 
 
-def open_dataset(uri: str, *, branch: Optional[str] = None, version: Optional[int] = None,
-                 storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
+def open_dataset(uri: str, *, branch: str | None = None, version: int | None = None,
+                 storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """Open ``uri`` on a Lance branch (None/main = main lineage) at ``version`` (None = HEAD)."""
     try:
         ds = lance.dataset(uri, storage_options=storage_options)
@@ -68,17 +75,17 @@ def open_dataset(uri: str, *, branch: Optional[str] = None, version: Optional[in
         raise StorageError(f"cannot open dataset '{uri}': {msg}", uri=uri) from e
 
 
-def head_version(uri: str, branch: Optional[str], storage_options: Optional[Dict[str, str]] = None) -> int:
+def head_version(uri: str, branch: str | None, storage_options: dict[str, str] | None = None) -> int:
     return open_dataset(uri, branch=branch, storage_options=storage_options).version
 
 
-def transaction_property(ds: lance.LanceDataset, version: int, name: str) -> Optional[str]:
+def transaction_property(ds: lance.LanceDataset, version: int, name: str) -> str | None:
     """A property a commit stored in the Lance transaction of ``version`` (see
     :func:`commit_operation`); None when that version's commit did not store it (another
     writer's, a restore) or its transaction cannot be read."""
     try:
         tx = ds.read_transaction(version)
-    except Exception as e:  # noqa: BLE001 - callers treat "unknown" as "not stored"
+    except Exception as e:  # callers treat "unknown" as "not stored"
         log.debug("no readable transaction at version %d of %s: %s", version, ds.uri, e)
         return None
     return None if tx is None else (tx.transaction_properties or {}).get(name)
@@ -95,7 +102,7 @@ def check_no_auto_cleanup(ds: lance.LanceDataset, what: str) -> None:
 
 
 def version_metadata_json(table_dir_uri: str, version: int, table_path: str,
-                          storage_options: Optional[Dict[str, str]] = None) -> str:
+                          storage_options: dict[str, str] | None = None) -> str:
     """The manifest ``metadata`` JSON for a table version (§C.3), compact, in serde key order.
 
     ``table_dir_uri`` is the version's own location (including ``/tree/<b>`` on a branch).
@@ -104,7 +111,7 @@ def version_metadata_json(table_dir_uri: str, version: int, table_path: str,
     """
     name = manifest_file_name_v2(version)
     full = f"{table_dir_uri.rstrip('/')}/_versions/{name}"
-    size: Optional[int] = None
+    size: int | None = None
     if is_local(full):
         try:
             size = os.path.getsize(full)
@@ -129,7 +136,7 @@ def version_metadata_json(table_dir_uri: str, version: int, table_path: str,
                        "naming_scheme": "V2"}, separators=(",", ":"))
 
 
-def _local_e_tag(path: str) -> Optional[str]:
+def _local_e_tag(path: str) -> str | None:
     """The e_tag Lance's local object store reports for a file (hex inode-mtime_us-size), as
     the engine records it (interop D4); None on object stores, where we do not fetch it."""
     if not is_local(path):
@@ -141,7 +148,7 @@ def _local_e_tag(path: str) -> Optional[str]:
     return f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"
 
 
-def _field_id_groups(ds: lance.LanceDataset) -> Dict[str, set]:
+def _field_id_groups(ds: lance.LanceDataset) -> dict[str, set]:
     """Top-level column -> the field ids of it and all its descendants."""
     def ids(f) -> set:
         out = {f.id()}
@@ -177,22 +184,22 @@ def check_fragment_fields(ds: lance.LanceDataset, fragments: Sequence[FragmentMe
 
 def stage_fragments(ds: lance.LanceDataset, data, schema: pa.Schema, *,
                     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-                    max_bytes_per_file: Optional[int] = None) -> List[FragmentMetadata]:
+                    max_bytes_per_file: int | None = None) -> list[FragmentMetadata]:
     """Write data files into ``ds`` without committing (always in append mode, so field ids
     are the dataset's: I5)."""
-    kw = {}
+    kw: dict[str, Any] = {}
     if max_bytes_per_file:
         kw["max_bytes_per_file"] = max_bytes_per_file
     return lance.fragment.write_fragments(data, ds, schema=schema, mode="append",
                                           max_rows_per_file=max_rows_per_file, **kw)
 
 
-def data_file_uris(ds_uri: str, fragments: Iterable[FragmentMetadata]) -> List[str]:
+def data_file_uris(ds_uri: str, fragments: Iterable[FragmentMetadata]) -> list[str]:
     return [f"{ds_uri.rstrip('/')}/data/{df.path}" for frag in fragments for df in frag.files]
 
 
-def read_staged_columns(ds_uri: str, fragments: Iterable[FragmentMetadata], columns: List[str],
-                        storage_options: Optional[Dict[str, str]] = None) -> pa.Table:
+def read_staged_columns(ds_uri: str, fragments: Iterable[FragmentMetadata], columns: list[str],
+                        storage_options: dict[str, str] | None = None) -> pa.Table:
     """Read some columns of uncommitted fragments (driver-side load-wide validation)."""
     from lance.file import LanceFileReader
 
@@ -209,11 +216,11 @@ def read_staged_columns(ds_uri: str, fragments: Iterable[FragmentMetadata], colu
     else:
         tables = [read(u) for u in uris]
     if not tables:
-        return None  # type: ignore[return-value]
+        return None
     return pa.concat_tables(tables)
 
 
-def delete_files(ds_uri: str, names: Iterable[str], storage_options: Optional[Dict[str, str]] = None) -> int:
+def delete_files(ds_uri: str, names: Iterable[str], storage_options: dict[str, str] | None = None) -> int:
     """Best-effort removal of data files ``ds_uri/data/<name>`` (abort). Returns files removed.
 
     Names with a path separator are refused: only files directly in this dataset's data dir go."""
@@ -256,7 +263,7 @@ def check_head(ds_head: lance.LanceDataset, pinned: int, table: str) -> None:
 
 
 def commit_operation(ds_at_pin: lance.LanceDataset, operation, expected: int, table: str,
-                     properties: Optional[Dict[str, str]] = None) -> CommitResult:
+                     properties: dict[str, str] | None = None) -> CommitResult:
     """Commit ``operation`` on top of ``expected`` and insist it lands at ``expected + 1`` (I6).
 
     ``properties`` are stored in the Lance transaction: the operation id and idempotency token
@@ -287,16 +294,16 @@ def commit_operation(ds_at_pin: lance.LanceDataset, operation, expected: int, ta
     return CommitResult(new.version, new.count_rows())
 
 
-def restore_to(uri: str, branch: Optional[str], version: int,
-               storage_options: Optional[Dict[str, str]] = None) -> int:
+def restore_to(uri: str, branch: str | None, version: int,
+               storage_options: dict[str, str] | None = None) -> int:
     """Roll back by restore: a new commit at HEAD+1 whose content is ``version``'s."""
     ds = open_dataset(uri, branch=branch, version=version, storage_options=storage_options)
     ds.restore()
     return head_version(uri, branch, storage_options)
 
 
-def fork(uri: str, source_branch: Optional[str], source_version: int, branch: str,
-         storage_options: Optional[Dict[str, str]] = None) -> lance.LanceDataset:
+def fork(uri: str, source_branch: str | None, source_version: int, branch: str,
+         storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """Lazy fork (§J.4): create Lance branch ``branch`` of a table at the inherited version."""
     ds = open_dataset(uri, branch=source_branch, version=source_version, storage_options=storage_options)
     ref = (source_branch, source_version) if source_branch and source_branch != MAIN else source_version
@@ -304,9 +311,9 @@ def fork(uri: str, source_branch: Optional[str], source_version: int, branch: st
     return open_dataset(uri, branch=branch, storage_options=storage_options)
 
 
-def lance_branches(uri: str, storage_options: Optional[Dict[str, str]] = None) -> Dict[str, dict]:
+def lance_branches(uri: str, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
     return dict(lance.dataset(uri, storage_options=storage_options).branches.list())
 
 
-def delete_lance_branch(uri: str, branch: str, storage_options: Optional[Dict[str, str]] = None) -> None:
+def delete_lance_branch(uri: str, branch: str, storage_options: dict[str, str] | None = None) -> None:
     lance.dataset(uri, storage_options=storage_options).branches.delete(branch)

@@ -13,15 +13,20 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import lance
 import pyarrow as pa
 from lance.fragment import FragmentMetadata
 
-from ..errors import (CommitRebasedError, ConflictError, ExpectedVersionMismatchError, OptionError,
-                      RecoveryPendingError, StorageError, TableDriftError)
+from ..errors import (
+    CommitRebasedError,
+    ExpectedVersionMismatchError,
+    OptionError,
+    RecoveryPendingError,
+    TableDriftError,
+)
 from . import branches as _branches
 from . import commits as _commits
 from . import failpoints
@@ -55,13 +60,13 @@ class WriteTarget:
     mode: str
     branch: str
     base_uri: str  # root/<path>
-    lance_branch: Optional[str]  # Lance branch the commit lands on (None = main)
+    lance_branch: str | None  # Lance branch the commit lands on (None = main)
     base_version: int  # the manifest pin when the job was planned
     schema: pa.Schema  # the dataset's Arrow schema (exact column order and types)
-    storage_options: Optional[Dict[str, str]] = field(default=None, repr=False)  # credentials: never in reprs
+    storage_options: dict[str, str] | None = field(default=None, repr=False)  # credentials: never in reprs
     max_rows_per_file: int = _tables.DEFAULT_MAX_ROWS_PER_FILE
-    max_bytes_per_file: Optional[int] = None
-    data_storage_version: Optional[str] = None  # the dataset's ("2.2"): staged files must match it
+    max_bytes_per_file: int | None = None
+    data_storage_version: str | None = None  # the dataset's ("2.2"): staged files must match it
 
     def open_for_staging(self) -> lance.LanceDataset:
         return _tables.open_dataset(self.base_uri, branch=self.lance_branch, version=self.base_version,
@@ -82,8 +87,8 @@ class IdSource:
     Lance version (``(base_path, lance_branch, version)``; None when the load overwrites the
     type) plus the data files the load staged for it (absolute paths)."""
 
-    table: Optional[Tuple[str, Optional[str], int]]
-    files: Tuple[str, ...] = ()
+    table: tuple[str, str | None, int] | None
+    files: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         t = self.table
@@ -105,9 +110,9 @@ class EndsProof:
     #: the bucket-count files of the tasks that handed theirs over (jvm-shim
     #: ``EndpointCheck.sketch``): added bucket by bucket they bound every source more tightly
     #: than the sum of the tasks' bounds (:func:`proven_src_bound`)
-    src_sketches: Tuple[str, ...] = ()
+    src_sketches: tuple[str, ...] = ()
     #: the part of ``src_bound`` from the tasks without such a file (None: all of it)
-    unsketched_bound: Optional[int] = None
+    unsketched_bound: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,7 @@ class StagedTable:
     mode: str
     stage_uri: str
     base_version: int
-    fragments: Tuple[FragmentMetadata, ...]
+    fragments: tuple[FragmentMetadata, ...]
     rows: int
     bytes: int
     #: every row's id was minted here (a fresh monotonic ULID: a random start per task or batch,
@@ -137,19 +142,19 @@ class StagedTable:
     #: so load-wide validation skips the id uniqueness pass (as the engine does for its own)
     minted_ids: bool = False
     #: edges staged by tasks that checked endpoints as they went (None: not checked)
-    ends: Optional[EndsProof] = None
+    ends: EndsProof | None = None
     #: files of 64-bit fingerprints of ``key_column``'s non-null values, one per task (None: none);
     #: no two equal means no two equal values (invariant I15)
-    key_hashes: Optional[Tuple[str, ...]] = None
-    key_column: Optional[str] = None
+    key_hashes: tuple[str, ...] | None = None
+    key_column: str | None = None
     #: an append's staged ids probed against the committed ids while staging (None: not probed)
-    fresh: Optional[FreshIdsProof] = None
+    fresh: FreshIdsProof | None = None
     #: mode "delete": the rows to delete, as a table of ``id`` (or, for edges, ``src`` + ``dst``)
     #: strings; the validator resolves them (and their cascades) against the fresh snapshot
-    deletes: Optional[pa.Table] = field(default=None, compare=False, repr=False)
+    deletes: pa.Table | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
-    def merge(parts: Sequence["StagedTable"]) -> "StagedTable":
+    def merge(parts: Sequence[StagedTable]) -> StagedTable:
         first = parts[0]
         return StagedTable(first.table_key, first.mode, first.stage_uri, first.base_version,
                            tuple(f for p in parts for f in p.fragments), sum(p.rows for p in parts),
@@ -158,20 +163,21 @@ class StagedTable:
                            fresh=_merged_fresh([p.fresh for p in parts]), deletes=_merged_deletes(parts))
 
 
-def _merged_deletes(parts: Sequence["StagedTable"]) -> Optional[pa.Table]:
+def _merged_deletes(parts: Sequence[StagedTable]) -> pa.Table | None:
     tables = [p.deletes for p in parts if p.deletes is not None]
     return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
-def _merged_fresh(proofs: Sequence[Optional[FreshIdsProof]]) -> Optional[FreshIdsProof]:
+def _merged_fresh(proofs: Sequence[FreshIdsProof | None]) -> FreshIdsProof | None:
     """One proof for several tasks: only if every task probed the same committed ids."""
     first = proofs[0]
     if first is None or any(p is None or p.committed != first.committed for p in proofs):
         return None
-    return replace(first, conflicts=sum(p.conflicts for p in proofs))
+    every = [p for p in proofs if p is not None]  # all of them (checked above)
+    return replace(first, conflicts=sum(p.conflicts for p in every))
 
 
-def _merged_key_hashes(parts: Sequence["StagedTable"]) -> Tuple[Optional[Tuple[str, ...]], Optional[str]]:
+def _merged_key_hashes(parts: Sequence[StagedTable]) -> tuple[tuple[str, ...] | None, str | None]:
     """Every task's fingerprint files, only if every task wrote them for the same column."""
     column = parts[0].key_column
     if any(p.key_hashes is None or p.key_column != column for p in parts):
@@ -179,20 +185,21 @@ def _merged_key_hashes(parts: Sequence["StagedTable"]) -> Tuple[Optional[Tuple[s
     return tuple(f for p in parts for f in p.key_hashes or ()), column
 
 
-def _merged_proof(proofs: Sequence[Optional[EndsProof]]) -> Optional[EndsProof]:
+def _merged_proof(proofs: Sequence[EndsProof | None]) -> EndsProof | None:
     """One proof for a table staged by several tasks: only if every task checked against the
     same id sources (the counts add up; a source's edges are at most the sum of the bounds)."""
     first = proofs[0]
     if first is None or any(p is None or (p.src_ids, p.dst_ids) != (first.src_ids, first.dst_ids)
                             for p in proofs):
         return None
-    return replace(first, dangling=sum(p.dangling for p in proofs), src_bound=sum(p.src_bound for p in proofs),
-                   src_sketches=tuple(f for p in proofs for f in p.src_sketches),
+    every = [p for p in proofs if p is not None]  # all of them (checked above)
+    return replace(first, dangling=sum(p.dangling for p in every), src_bound=sum(p.src_bound for p in every),
+                   src_sketches=tuple(f for p in every for f in p.src_sketches),
                    unsketched_bound=sum(p.src_bound if p.unsketched_bound is None else p.unsketched_bound
-                                        for p in proofs))
+                                        for p in every))
 
 
-def proven_src_bound(proof: EndsProof, storage_options: Optional[Dict[str, str]] = None) -> int:
+def proven_src_bound(proof: EndsProof, storage_options: dict[str, str] | None = None) -> int:
     """The most edges any one source has in the load, as its staging tasks proved it (I15).
     A source's edges are its bucket's count in each task that has them, so the tasks' bucket
     counts added bucket by bucket bound it, plus each other task's bound; never more than the
@@ -235,7 +242,7 @@ class Checked:
     deletions: Mapping[str, pa.Array] = field(default_factory=dict)
     missing: Mapping[str, int] = field(default_factory=dict)
     #: per merged table key, the committed rows the merge replaces, found before the commit
-    replaced: Mapping[str, "Replaced"] = field(default_factory=dict)
+    replaced: Mapping[str, Replaced] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -246,8 +253,8 @@ class Replaced:
     exactly that version; the deletion files of one it does not use are orphans for cleanup."""
 
     version: int
-    updated: Tuple[str, ...] = ()
-    removed: Tuple[int, ...] = ()
+    updated: tuple[str, ...] = ()
+    removed: tuple[int, ...] = ()
     rows: int = 0
 
 
@@ -257,15 +264,15 @@ class LoadResult:
     ``rejected_rows``: rows quarantined instead of committed (option rejectedRowsPath), in
     ``rejected_path`` (spark/quarantine.py)."""
 
-    graph_commit_id: Optional[str]
+    graph_commit_id: str | None
     manifest_version: int
     branch: str
-    tables: Tuple[TableResult, ...]
-    operation_id: Optional[str]
+    tables: tuple[TableResult, ...]
+    operation_id: str | None
     skipped: bool = False
     attempts: int = 1
     rejected_rows: int = 0
-    rejected_path: Optional[str] = None
+    rejected_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -278,7 +285,7 @@ class TxnToken:
 
 def prepare_target(graph, branch: str, table_key: str, mode: str, *,
                    max_rows_per_file: int = _tables.DEFAULT_MAX_ROWS_PER_FILE,
-                   max_bytes_per_file: Optional[int] = None) -> WriteTarget:
+                   max_bytes_per_file: int | None = None) -> WriteTarget:
     """Driver, at planning: pin the table and fork it on the branch if needed (§J.4), so executors
     stage their files where the commit will land."""
     if mode not in MODES:
@@ -315,13 +322,13 @@ def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable
                        counter["rows"], nbytes)
 
 
-def abort(staged: Iterable[StagedTable], storage_options: Optional[Dict[str, str]] = None) -> int:
+def abort(staged: Iterable[StagedTable], storage_options: dict[str, str] | None = None) -> int:
     """Delete the uncommitted files of a failed job, best effort (I10). Returns files removed."""
     return sum(discard_staged_files(s.stage_uri, [df.path for f in s.fragments for df in f.files],
                                     storage_options, what=s.table_key) for s in staged)
 
 
-def discard_staged_files(stage_uri: str, names: Sequence[str], storage_options: Optional[Dict[str, str]] = None,
+def discard_staged_files(stage_uri: str, names: Sequence[str], storage_options: dict[str, str] | None = None,
                          *, what: str = "") -> int:
     """Delete staged data files ``stage_uri/data/<name>`` that provably nothing references.
 
@@ -342,7 +349,7 @@ def discard_staged_files(stage_uri: str, names: Sequence[str], storage_options: 
     return _tables.delete_files(stage_uri, names, storage_options)
 
 
-def _root_of(stage_uri: str) -> Optional[str]:
+def _root_of(stage_uri: str) -> str | None:
     for seg in ("/nodes/", "/edges/"):
         i = stage_uri.rfind(seg)
         if i > 0:
@@ -402,7 +409,7 @@ def _txn_committed(graph, rec: dict) -> bool:
         return False
 
 
-def already_applied(graph, txn: TxnToken) -> Optional[dict]:
+def already_applied(graph, txn: TxnToken) -> dict | None:
     """The record of the load that applied ``txn`` or a later version of its app id (I12, I19),
     or None. One record per app id names the last load that carried the id; it counts only if
     that load landed: every table version it names is published and carries its operation id
@@ -419,7 +426,7 @@ def already_applied(graph, txn: TxnToken) -> Optional[dict]:
 # -- the commit ------------------------------------------------------------------------------
 
 def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_options,
-                     also: Optional[pa.Array] = None) -> lance.LanceOperation.Update:
+                     also: pa.Array | None = None) -> lance.LanceOperation.Update:
     """Upsert on ``id`` as one Update: delete matched existing rows (and the rows of ``also``),
     add the staged fragments."""
     incoming = (_tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
@@ -431,14 +438,14 @@ def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_option
     return _delete_operation(ds, ids, list(staged.fragments))
 
 
-def _delete_operation(ds: lance.LanceDataset, ids: Optional[pa.ChunkedArray],
+def _delete_operation(ds: lance.LanceDataset, ids: pa.ChunkedArray | None,
                       new_fragments: Sequence[FragmentMetadata] = ()) -> lance.LanceOperation.Update:
     """One Update that deletes the rows whose ``id`` is in ``ids`` through deletion files (a
     fragment left empty is removed; no other row is rewritten) and adds ``new_fragments``."""
     import pyarrow.compute as pc
 
-    updated: List[FragmentMetadata] = []
-    removed: List[int] = []
+    updated: list[FragmentMetadata] = []
+    removed: list[int] = []
     if ids is not None and len(ids) and ds.count_rows():
         ids = pc.unique(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
         for frag in ds.get_fragments():
@@ -461,8 +468,8 @@ def quote_sql_string(v: str) -> str:
     return "'" + str(v).replace("'", "''") + "'"
 
 
-def _operation(ds: lance.LanceDataset, staged: Optional[StagedTable], storage_options,
-               deletions: Optional[pa.Array] = None, replaced: Optional[Replaced] = None):
+def _operation(ds: lance.LanceDataset, staged: StagedTable | None, storage_options,
+               deletions: pa.Array | None = None, replaced: Replaced | None = None):
     """The Lance operation of one table: the staged rows per mode, plus ``deletions`` (ids of
     committed rows to delete in the same commit); ``staged`` None: a table only deleted from.
     A merge uses ``replaced`` (its committed rows found before) when it was found at ``ds``'s
@@ -490,11 +497,11 @@ def _operation(ds: lance.LanceDataset, staged: Optional[StagedTable], storage_op
 #: ``validate(snapshot, staged_by_key)``: raises to refuse the load; may return, per table key,
 #: facts to record in that table's Lance transaction (e.g. SRC_BOUND_PROP), or a :class:`Checked`
 #: that also names rows to delete in the same commit. A load with a delete needs one.
-Validator = Callable[[object, Mapping[str, StagedTable]], Optional[object]]
+Validator = Callable[[object, Mapping[str, StagedTable]], object | None]
 
 
-def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Optional[str] = None,
-                validate: Optional[Validator] = None, txn: Optional[TxnToken] = None,
+def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: str | None = None,
+                validate: Validator | None = None, txn: TxnToken | None = None,
                 lease_timeout_s: float = 300.0, max_attempts: int = 8) -> LoadResult:
     """Driver: commit staged tables as ONE graph commit on ``branch`` (all or nothing, I1).
 
@@ -534,9 +541,9 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: Opt
                 time.sleep(min(0.1 * 2 ** attempts, 2.0))
 
 
-def merge_by_key(staged: Sequence[StagedTable]) -> Dict[str, StagedTable]:
+def merge_by_key(staged: Sequence[StagedTable]) -> dict[str, StagedTable]:
     """The staged tables of a load, one per table key (the parts of a key merged, in order)."""
-    by_key: Dict[str, StagedTable] = {}
+    by_key: dict[str, StagedTable] = {}
     for s in staged:
         by_key[s.table_key] = StagedTable.merge([by_key[s.table_key], s]) if s.table_key in by_key else s
     return by_key
@@ -599,7 +606,7 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
     _manifest.check_not_locked(graph.root, storage_options)
     snap = graph.snapshot(branch)
     # I7: pins and heads agree for every table we touch (fresh, under the lease)
-    heads: Dict[str, lance.LanceDataset] = {}
+    heads: dict[str, lance.LanceDataset] = {}
     for key, s in by_key.items():
         t = snap.table(key)
         if s.mode == "overwrite" and t.version != s.base_version:
@@ -646,8 +653,8 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         graph.storage.write_text(_txn_path(graph.root, txn.app_id), json.dumps({
             "app_id": txn.app_id, "version": txn.version, "operation_id": sc.operation_id, "branch": branch,
             "tables": {p.table_key: p.post_commit_pin for p in pins}}))
-    results: List[TableResult] = []
-    updates: List[_manifest.TableUpdate] = []
+    results: list[TableResult] = []
+    updates: list[_manifest.TableUpdate] = []
     committed = 0
     try:
         for i, pin in enumerate(pins, start=1):

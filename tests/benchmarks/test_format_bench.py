@@ -109,9 +109,9 @@ def test_tree_cpu_counts_the_cpu_of_a_child_process():
     from benchmarks.common import tree_cpu_s
 
     before = tree_cpu_s(os.getpid())
-    spin = subprocess.Popen([sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
+    spin = subprocess.Popen([sys.executable, "-c", ("import sys, time\nt = time.process_time()\n"
                              "while time.process_time() - t < 0.6: pass\nprint('spun', flush=True)\n"
-                             "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                             "sys.stdin.read()")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     idle = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         assert spin.stdout.readline().strip() == "spun"  # its 0.6 s of CPU are spent; it waits, alive

@@ -27,13 +27,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self._reply(b"x" * 200_000)  # larger than one read of the proxy: streams through in chunks
 
-    def do_HEAD(self):  # noqa: N802
+    def do_HEAD(self):
         self._reply(b"x" * 10)
 
-    def do_PUT(self):  # noqa: N802
+    def do_PUT(self):
         n = int(self.headers["Content-Length"])
         self._reply(json.dumps({"got": len(self.rfile.read(n))}).encode())
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any
 
 from omnigraph_spark.cli.main import main
 
@@ -26,6 +26,6 @@ def cli(*argv: Any) -> Result:
     return Result(code, out.getvalue(), err.getvalue())
 
 
-def error_codes(stderr: str) -> List[str]:
+def error_codes(stderr: str) -> list[str]:
     """CODE of every ``error[CODE]: message`` line."""
     return [line[len("error["):line.index("]")] for line in stderr.splitlines() if line.startswith("error[")]

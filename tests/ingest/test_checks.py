@@ -3,11 +3,17 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-
 from conftest import catalog, edge, node, prop
+
 from omnigraph_spark.errors import DataError
-from omnigraph_spark.ingest import (check_cardinality, check_endpoints, check_unique,
-                                    shadowed_src_counts, src_counts, unique_groups)
+from omnigraph_spark.ingest import (
+    check_cardinality,
+    check_endpoints,
+    check_unique,
+    shadowed_src_counts,
+    src_counts,
+    unique_groups,
+)
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from conftest import catalog, node, prop
 
-from conftest import catalog, edge, node, prop
 from omnigraph_spark.errors import CorruptGraphError, DataError
 from omnigraph_spark.ingest import RowConverter
 
@@ -294,7 +294,9 @@ def test_enum_list_elements():
 
 
 def ranged(scalar, lo, hi, lst=False):
-    b = lambda v: None if v is None else ({"Integer": v} if isinstance(v, int) else {"Float": v})
+    def b(v):
+        return None if v is None else ({"Integer": v} if isinstance(v, int) else {"Float": v})
+
     return one_prop(scalar, lst=lst,
                     constraints=[{"Range": {"property": "p", "min": b(lo), "max": b(hi)}}])
 

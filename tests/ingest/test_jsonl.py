@@ -6,8 +6,8 @@ import pathlib
 
 import pyarrow as pa
 import pytest
+from conftest import catalog, node, prop
 
-from conftest import catalog, edge, node, prop
 from omnigraph_spark.errors import DataError
 from omnigraph_spark.ingest import RowConverter, parse_record, records_to_batch
 

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import List, Optional
 
 import pytest
 
@@ -29,8 +28,8 @@ def pytest_collection_modifyitems(config, items):
 
 def find_engine() -> tuple:
     """``(path, None)`` or ``(None, reason)``."""
-    tried: List[str] = []
-    candidates: List[str] = []
+    tried: list[str] = []
+    candidates: list[str] = []
     if os.environ.get("OMNIGRAPH_BIN"):
         candidates.append(os.environ["OMNIGRAPH_BIN"])
     cache = os.environ.get("OMNIGRAPH_CACHE") or os.path.expanduser("~/.cache/omnigraph-spark")
@@ -82,8 +81,8 @@ class Engine:
     def init(self, uri: str, schema_path) -> None:
         self.run("init", "--schema", schema_path, uri)
 
-    def load(self, uri: str, data_path, mode: str, branch: Optional[str] = None,
-             from_branch: Optional[str] = None) -> dict:
+    def load(self, uri: str, data_path, mode: str, branch: str | None = None,
+             from_branch: str | None = None) -> dict:
         args = ["load", "--data", data_path, "--mode", mode]
         if branch:
             args += ["--branch", branch]
@@ -94,24 +93,24 @@ class Engine:
     def snapshot(self, uri: str, branch: str = "main") -> dict:
         return self.json("snapshot", uri, "--branch", branch)
 
-    def export(self, uri: str, branch: str = "main") -> List[dict]:
+    def export(self, uri: str, branch: str = "main") -> list[dict]:
         out = self.run("export", uri, "--branch", branch).stdout
         return [json.loads(line) for line in out.splitlines() if line.strip()]
 
-    def commits(self, uri: str, branch: Optional[str] = None) -> List[dict]:
+    def commits(self, uri: str, branch: str | None = None) -> list[dict]:
         args = ["commit", "list", uri]
         if branch:
             args += ["--branch", branch]
         return self.json(*args)["commits"]
 
-    def branches(self, uri: str) -> List[str]:
+    def branches(self, uri: str) -> list[str]:
         return self.json("branch", "list", "--uri", uri)["branches"]
 
     def create_branch(self, uri: str, name: str, from_branch: str = "main") -> None:
         self.run("branch", "create", "--uri", uri, "--from", from_branch, name)
 
-    def query(self, uri: str, query_file, name: str, params: Optional[dict] = None,
-              branch: Optional[str] = None, check: bool = True):
+    def query(self, uri: str, query_file, name: str, params: dict | None = None,
+              branch: str | None = None, check: bool = True):
         args = ["query", "--store", uri, "--query", query_file, name]
         if params:
             args += ["--params", json.dumps(params)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
 
 import lance
 import pyarrow as pa
@@ -21,7 +21,7 @@ FIXTURE_NAMES = ("test", "search", "signals")
 
 #: Parameters for every query of the fixture .gq files (ours: test.gq and search.gq come from
 #: the engine's fixtures; signals has none, so SIGNALS_GQ below is written here).
-QUERY_PARAMS: Dict[str, Dict[str, dict]] = {
+QUERY_PARAMS: dict[str, dict[str, dict]] = {
     "test": {
         "get_person": {"name": "Alice"},
         "adults": {},
@@ -103,15 +103,15 @@ def query_file(fixtures_dir: Path, name: str, tmp_path: Path) -> Path:
 
 
 # -- our side -------------------------------------------------------------------------------
-def read_records(path) -> List[dict]:
+def read_records(path) -> list[dict]:
     text = Path(path).read_text()
     return [v for _, _, v in iter_json_values(text)]
 
 
 def store_load_jsonl(graph: Graph, path, mode: str = "append", branch: str = "main",
-                     actor: Optional[str] = None):
+                     actor: str | None = None):
     """Load an engine-envelope JSONL file with the store-level writer, as ONE commit."""
-    per_type: Dict[str, Tuple[object, List[dict]]] = {}
+    per_type: dict[str, tuple[object, list[dict]]] = {}
     for n, value in enumerate(read_records(path), start=1):
         td, rec = parse_record(value, graph.catalog, n)
         per_type.setdefault(td.table_key, (td, []))[1].append(rec)
@@ -137,7 +137,7 @@ def _json_ready(tbl: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
-def our_rows(graph: Graph, snapshot=None) -> Dict[str, List[dict]]:
+def our_rows(graph: Graph, snapshot=None) -> dict[str, list[dict]]:
     """Every row of every table of a snapshot, in the engine's export shape flattened: nodes
     ``{id, props}``, edges ``{id, src, dst, props}``."""
     snap = snapshot or graph.snapshot()
@@ -147,9 +147,9 @@ def our_rows(graph: Graph, snapshot=None) -> Dict[str, List[dict]]:
     return out
 
 
-def export_rows(records: Iterable[dict]) -> Dict[str, List[dict]]:
+def export_rows(records: Iterable[dict]) -> dict[str, list[dict]]:
     """The engine's ``omnigraph export`` JSONL, per table key, flattened like ``our_rows``."""
-    out: Dict[str, List[dict]] = {}
+    out: dict[str, list[dict]] = {}
     for r in records:
         if "type" in r:
             out.setdefault(f"node:{r['type']}", []).append(dict(r["data"]))
@@ -164,22 +164,22 @@ def canon(v) -> str:
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
 
 
-def sort_rows(rows: List[dict]) -> List[dict]:
+def sort_rows(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=canon)
 
 
-def without_edge_ids(rows: Dict[str, List[dict]]) -> Dict[str, List[dict]]:
+def without_edge_ids(rows: dict[str, list[dict]]) -> dict[str, list[dict]]:
     """Edge ids are fresh ULIDs on both sides: compare edges by their content."""
     return {k: sort_rows([{c: v for c, v in r.items() if c != "id"} if k.startswith("edge:") else r
                           for r in rows_]) for k, rows_ in rows.items()}
 
 
-def nonempty(rows: Dict[str, List[dict]]) -> Dict[str, List[dict]]:
+def nonempty(rows: dict[str, list[dict]]) -> dict[str, list[dict]]:
     return {k: v for k, v in rows.items() if v}
 
 
 # -- raw datasets ---------------------------------------------------------------------------
-def manifest_rows(root: str, branch: Optional[str] = None, version: Optional[int] = None) -> List[dict]:
+def manifest_rows(root: str, branch: str | None = None, version: int | None = None) -> list[dict]:
     ds = lance.dataset(f"{root}/__manifest", version=version)
     if branch:
         ds = ds.checkout_version((branch, None))
@@ -190,11 +190,11 @@ def manifest_version(root: str) -> int:
     return lance.dataset(f"{root}/__manifest").version
 
 
-def recovery_audits(root: str) -> List[dict]:
+def recovery_audits(root: str) -> list[dict]:
     return _commits.list_recovery_audits(root)
 
 
-def pending_sidecars(root: str) -> List[str]:
+def pending_sidecars(root: str) -> list[str]:
     d = os.path.join(root, "__recovery")
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
@@ -217,24 +217,24 @@ def copy_graph(src: str, dst: str) -> str:
     return dst
 
 
-def table_dirs(root: str) -> List[str]:
+def table_dirs(root: str) -> list[str]:
     return sorted(f"{kind}/{name}" for kind in ("nodes", "edges")
                   if os.path.isdir(os.path.join(root, kind))
                   for name in os.listdir(os.path.join(root, kind)))
 
 
-def snapshot_tables(snap) -> Dict[str, tuple]:
+def snapshot_tables(snap) -> dict[str, tuple]:
     """Our snapshot in the engine's ``snapshot --json`` terms."""
     return {k: (t.table_path, t.version, None if t.branch == "main" else t.branch, t.row_count)
             for k, t in snap.tables.items()}
 
 
-def engine_snapshot_tables(payload: dict) -> Dict[str, tuple]:
+def engine_snapshot_tables(payload: dict) -> dict[str, tuple]:
     return {t["table_key"]: (t["table_path"], t["table_version"], t["table_branch"], t["row_count"])
             for t in payload["tables"]}
 
 
-def our_commits(graph: Graph, branch: str = "main") -> Dict[str, dict]:
+def our_commits(graph: Graph, branch: str = "main") -> dict[str, dict]:
     return {c.graph_commit_id: {"manifest_branch": c.manifest_branch, "manifest_version": c.manifest_version,
                                 "parent_commit_id": c.parent_commit_id,
                                 "merged_parent_commit_id": c.merged_parent_commit_id,
@@ -242,7 +242,7 @@ def our_commits(graph: Graph, branch: str = "main") -> Dict[str, dict]:
             for c in graph.log(branch)}
 
 
-def engine_commits(payload: List[dict]) -> Dict[str, dict]:
+def engine_commits(payload: list[dict]) -> dict[str, dict]:
     return {c["graph_commit_id"]: {k: c[k] for k in ("manifest_branch", "manifest_version", "parent_commit_id",
                                                      "merged_parent_commit_id", "actor_id", "created_at")}
             for c in payload}

@@ -9,10 +9,9 @@ from omnigraph_spark import Graph, read_table, write_table
 from omnigraph_spark.errors import CardinalityViolationError
 from omnigraph_spark.store import tables as _tables
 from omnigraph_spark.store.writes import SRC_BOUND_PROP
-
-from .helpers import export_rows
 from tests.shim import need_shim
 
+from .helpers import export_rows
 from .test_ours_to_engine import assert_engine_open_is_clean, assert_export_equals_ours
 
 pytestmark = [pytest.mark.spark]

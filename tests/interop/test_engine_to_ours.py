@@ -10,8 +10,18 @@ import pytest
 
 from omnigraph_spark import Graph
 
-from .helpers import (FIXTURE_NAMES, engine_commits, engine_snapshot_tables, export_rows, nonempty,
-                      our_commits, our_rows, recovery_audits, snapshot_tables, store_load_jsonl)
+from .helpers import (
+    FIXTURE_NAMES,
+    engine_commits,
+    engine_snapshot_tables,
+    export_rows,
+    nonempty,
+    our_commits,
+    our_rows,
+    recovery_audits,
+    snapshot_tables,
+    store_load_jsonl,
+)
 
 MERGE = """{"type": "Person", "data": {"name": "Alice", "age": 31}}
 {"type": "Person", "data": {"name": "Eve"}}

@@ -72,7 +72,9 @@ def test_init_is_byte_identical(engine, fixtures_dir, tmp_path, fixture):
 
     genesis_ours = lance.dataset(f"{ours}/_graph_commits.lance").to_table().to_pylist()
     genesis_eng = lance.dataset(f"{eng}/_graph_commits.lance").to_table().to_pylist()
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("graph_commit_id", "created_at")} for r in rows]
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k not in ("graph_commit_id", "created_at")} for r in rows]
+
     assert strip(genesis_ours) == strip(genesis_eng) == [
         {"manifest_branch": None, "manifest_version": 3, "parent_commit_id": None, "merged_parent_commit_id": None}]
 

@@ -16,8 +16,7 @@ from omnigraph_spark.ingest.integrity import delete_keys
 from omnigraph_spark.spark.writer import make_validator
 from omnigraph_spark.store import writes
 
-from .helpers import (QUERY_PARAMS, export_rows, read_records, recovery_audits, store_load_jsonl,
-                      without_edge_ids)
+from .helpers import QUERY_PARAMS, export_rows, read_records, recovery_audits, store_load_jsonl, without_edge_ids
 from .test_engine_to_ours import check_branch
 from .test_ours_to_engine import assert_engine_open_is_clean, assert_export_equals_ours, compare_queries
 

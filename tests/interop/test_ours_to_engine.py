@@ -10,9 +10,24 @@ import pytest
 
 from omnigraph_spark import Graph
 
-from .helpers import (FIXTURE_NAMES, QUERY_PARAMS, canon, engine_commits, engine_snapshot_tables,
-                      export_rows, manifest_version, nonempty, our_commits, our_rows, pending_sidecars,
-                      query_file, recovery_audits, snapshot_tables, store_load_jsonl, without_edge_ids)
+from .helpers import (
+    FIXTURE_NAMES,
+    QUERY_PARAMS,
+    canon,
+    engine_commits,
+    engine_snapshot_tables,
+    export_rows,
+    manifest_version,
+    nonempty,
+    our_commits,
+    our_rows,
+    pending_sidecars,
+    query_file,
+    recovery_audits,
+    snapshot_tables,
+    store_load_jsonl,
+    without_edge_ids,
+)
 
 
 def query_names(path) -> list:

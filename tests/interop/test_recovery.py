@@ -22,8 +22,16 @@ import pyarrow as pa
 from omnigraph_spark import Graph
 from omnigraph_spark.store.commits import new_ulid, now_us
 
-from .helpers import (copy_graph, export_rows, manifest_version, nonempty, our_rows, pending_sidecars,
-                      recovery_audits, store_load_jsonl)
+from .helpers import (
+    copy_graph,
+    export_rows,
+    manifest_version,
+    nonempty,
+    our_rows,
+    pending_sidecars,
+    recovery_audits,
+    store_load_jsonl,
+)
 
 CRASH_WRITER = Path(__file__).resolve().parents[1] / "store" / "crash_writer.py"
 PERSON, KNOWS = "nodes/40d76f1f51639ec0", "edges/602a25a3bd0b455b"

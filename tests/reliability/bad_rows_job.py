@@ -59,7 +59,7 @@ def main() -> None:
         try:
             load(df)
             res["raised"] = None
-        except Exception as e:  # noqa: BLE001 - the point is what arrives
+        except Exception as e:  # the point is what arrives
             typed = unwrap_error(e)
             res.update(raised=f"{type(e).__module__}.{type(e).__name__}", first_line=str(e).splitlines()[0],
                        code=typed.code if typed else None,

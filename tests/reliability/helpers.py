@@ -7,9 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
 
 import pytest
 
@@ -17,7 +17,7 @@ from omnigraph_spark import Graph
 from omnigraph_spark.store import commits, tables
 from tests.interop.helpers import copy_graph  # noqa: F401  (one copier that re-points sidecars)
 
-from .stats import STATS  # noqa: F401  (the counters of the closing summary line)
+from .stats import STATS  # the counters of the closing summary line
 
 HERE = Path(__file__).resolve().parent
 JOB = str(HERE / "spark_job.py")
@@ -35,14 +35,14 @@ class JobRun:
     seconds: float
 
     @property
-    def result(self) -> Optional[dict]:
+    def result(self) -> dict | None:
         for line in reversed(self.stdout.splitlines()):
             if line.startswith("RESULT "):
                 return json.loads(line[len("RESULT "):])
         return None
 
     @property
-    def error_code(self) -> Optional[str]:
+    def error_code(self) -> str | None:
         for line in reversed(self.stdout.splitlines()):
             if line.startswith("ERROR "):
                 return line.split()[1]
@@ -56,7 +56,7 @@ class JobRun:
         return f"rc={self.returncode}\n--- stdout\n{self.stdout[-n:]}\n--- stderr\n{self.stderr[-n:]}"
 
 
-def _env(failpoint: Optional[str]) -> Dict[str, str]:
+def _env(failpoint: str | None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -67,7 +67,7 @@ def _env(failpoint: Optional[str]) -> Dict[str, str]:
     return env
 
 
-def start_job(spec: dict, failpoint: Optional[str] = None) -> subprocess.Popen:
+def start_job(spec: dict, failpoint: str | None = None) -> subprocess.Popen:
     """Start one Spark application in its own process group (so the whole tree — the Python
     driver, its JVM and the Python workers — can be reaped, and only it)."""
     return subprocess.Popen([sys.executable, JOB, json.dumps(spec)], env=_env(failpoint), stdout=subprocess.PIPE,
@@ -94,12 +94,12 @@ def _reap(p: subprocess.Popen) -> None:
         pass
 
 
-def run_job(spec: dict, failpoint: Optional[str] = None, timeout: float = 240) -> JobRun:
+def run_job(spec: dict, failpoint: str | None = None, timeout: float = 240) -> JobRun:
     t0 = time.monotonic()
     return finish_job(start_job(spec, failpoint), spec, t0, timeout)
 
 
-def run_jobs(specs: Sequence[dict], timeout: float = 300, stagger_s: float = 0.0) -> List[JobRun]:
+def run_jobs(specs: Sequence[dict], timeout: float = 300, stagger_s: float = 0.0) -> list[JobRun]:
     """Run several Spark applications at once; results in spec order."""
     t0 = time.monotonic()
     procs = []
@@ -112,7 +112,7 @@ def run_jobs(specs: Sequence[dict], timeout: float = 300, stagger_s: float = 0.0
 
 # -- graph checks -------------------------------------------------------------------------------
 
-def ids(graph: Graph, key: str, branch: str = "main") -> List[str]:
+def ids(graph: Graph, key: str, branch: str = "main") -> list[str]:
     return sorted(graph.read_table(key, graph.snapshot(branch), columns=["id"]).column("id").to_pylist())
 
 
@@ -145,11 +145,11 @@ def assert_audits_cover(graph: Graph, resolved_ops: Sequence[str]) -> None:
     assert not missing, f"sidecars resolved without an audit row: {missing}"
 
 
-def sidecar_ops(graph: Graph) -> List[str]:
+def sidecar_ops(graph: Graph) -> list[str]:
     return [Path(p).stem for p in graph.pending_sidecars()]
 
 
-def tree_files(root: str) -> Dict[str, int]:
+def tree_files(root: str) -> dict[str, int]:
     """Every file under a graph root (relative path -> size), lease excluded."""
     out = {}
     for dirpath, _dirs, files in os.walk(root):
@@ -167,7 +167,7 @@ def tree_files(root: str) -> Dict[str, int]:
 ENGINE_VERSION = "0.7.2"
 
 
-def find_engine() -> Optional[str]:
+def find_engine() -> str | None:
     """``$OMNIGRAPH_BIN`` when it is an executable reporting 0.7.2; None otherwise."""
     b = os.environ.get("OMNIGRAPH_BIN")
     if not b or not (os.path.isfile(b) and os.access(b, os.X_OK)):
@@ -179,7 +179,7 @@ def find_engine() -> Optional[str]:
     return b if ENGINE_VERSION in (out.stdout + out.stderr).split() else None
 
 
-def engine_visible_ids(binary: str, root_copy: str, branch: str, home: str) -> Dict[str, List[str]]:
+def engine_visible_ids(binary: str, root_copy: str, branch: str, home: str) -> dict[str, list[str]]:
     """Open a COPY of the graph read-write with the engine (its recovery sweep runs), then export
     ``branch``: node ids per type, edge count per type."""
     env = dict(os.environ, OMNIGRAPH_HOME=home, RUST_BACKTRACE="0")
@@ -191,7 +191,7 @@ def engine_visible_ids(binary: str, root_copy: str, branch: str, home: str) -> D
         return p.stdout
 
     run("snapshot", root_copy, "--branch", branch, "--json")  # read-write open: the engine heals
-    out: Dict[str, List[str]] = {}
+    out: dict[str, list[str]] = {}
     for line in run("export", root_copy, "--branch", branch).splitlines():
         if not line.strip():
             continue

@@ -32,7 +32,7 @@ import warnings  # noqa: E402
 warnings.filterwarnings("ignore")
 
 
-def session(master: str = "local[2]", extra: dict = None):
+def session(master: str = "local[2]", extra: dict | None = None):
     from pyspark.sql import SparkSession
 
     b = (SparkSession.builder.master(master).appName(f"omnigraph-reliability-{SPEC['kind']}")

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import lance
 import pyarrow as pa
@@ -71,7 +71,7 @@ P = "name string, age int"
 
 # -- the graph ------------------------------------------------------------------------------
 
-def store_load(g: Graph, frames: Dict[str, pa.Table], mode: str = "append", branch: str = "main"):
+def store_load(g: Graph, frames: dict[str, pa.Table], mode: str = "append", branch: str = "main"):
     """The executor's converter + stage and the driver's validator + commit, without Spark."""
     staged = []
     opts = WriteOptions(path=g.root, type=None, branch=branch, write_mode=mode)
@@ -100,7 +100,7 @@ def base_root(tmp_path_factory) -> str:
     return root
 
 
-def graph_state(root: str) -> Optional[dict]:
+def graph_state(root: str) -> dict | None:
     """Branch -> manifest version, and every visible row of every table, per branch."""
     if not os.path.exists(root):
         return None
@@ -117,7 +117,7 @@ def graph_state(root: str) -> Optional[dict]:
     return out
 
 
-def assert_unchanged(root: str, state_before, files_before: Dict[str, int]) -> None:
+def assert_unchanged(root: str, state_before, files_before: dict[str, int]) -> None:
     assert graph_state(root) == state_before, "the failed call changed the graph"
     if state_before is None:
         assert not os.path.exists(root), "a failed call created a graph root"
@@ -184,9 +184,9 @@ class Case:
     id: str
     layer: str  # spark | graph_io | store | state
     code: str
-    words: Tuple[str, ...]
+    words: tuple[str, ...]
     call: Callable  # (ctx) -> None; must raise
-    mutate: Optional[Callable] = None  # (root) -> None, "state" rows only
+    mutate: Callable | None = None  # (root) -> None, "state" rows only
 
 
 _DDL = {"string": ("StringType", pa.string()), "int": ("IntegerType", pa.int32()), "bigint": ("LongType", pa.int64())}

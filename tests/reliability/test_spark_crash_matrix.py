@@ -33,8 +33,19 @@ import pytest
 from omnigraph_spark import Graph
 from omnigraph_spark.store import writes
 
-from .helpers import (FULL, STATS, assert_audits_cover, assert_heads_match_pins, assert_no_duplicates, copy_graph,
-                      engine_visible_ids, find_engine, ids, run_job, sidecar_ops)
+from .helpers import (
+    FULL,
+    STATS,
+    assert_audits_cover,
+    assert_heads_match_pins,
+    assert_no_duplicates,
+    copy_graph,
+    engine_visible_ids,
+    find_engine,
+    ids,
+    run_job,
+    sidecar_ops,
+)
 
 pytestmark = [pytest.mark.slow]
 

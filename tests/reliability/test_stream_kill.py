@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
 
 import pytest
 
@@ -31,7 +29,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not
 APP = str(Path(__file__).resolve().parent / "stream_app.py")
 
 
-def events(batch: int, n: int) -> List[dict]:
+def events(batch: int, n: int) -> list[dict]:
     """n people of this batch, a chain of edges among them and one edge to the previous batch."""
     out = [{"kind": "person", "name": f"b{batch:02d}-{i:03d}", "age": i} for i in range(n)]
     out += [{"kind": "knows", "src": f"b{batch:02d}-{i:03d}", "dst": f"b{batch:02d}-{i + 1:03d}"} for i in range(n - 1)]
@@ -53,7 +51,7 @@ def drop_files(src: Path, batches: int, n: int) -> None:
 class App:
     """One run of stream_app.py in its own process group, stdout in a file."""
 
-    def __init__(self, spec: dict, out: Path, failpoint: Optional[str] = None):
+    def __init__(self, spec: dict, out: Path, failpoint: str | None = None):
         self.out = out
         self.f = open(out, "w")
         self.p = subprocess.Popen([sys.executable, APP, json.dumps(spec)], env=_env(failpoint), stdout=self.f,

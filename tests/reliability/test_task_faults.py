@@ -48,7 +48,7 @@ def referenced_files(g: Graph) -> set:
     """Data files any version of any table (main lineage) references."""
     out = set()
     snap = g.snapshot()
-    for key, t in snap.tables.items():
+    for t in snap.tables.values():
         ds = tables.open_dataset(t.base_path)
         for v in ds.versions():
             for frag in ds.checkout_version(v["version"]).get_fragments():

@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 
 from omnigraph_spark.errors import SchemaError
-from omnigraph_spark.schema import (CompiledSchema, compile_schema, dataset_path, fnv1a_32,
-                                    fnv1a_64_hex, ir_hash_of_text, load_ir)
+from omnigraph_spark.schema import (
+    CompiledSchema,
+    compile_schema,
+    dataset_path,
+    fnv1a_32,
+    fnv1a_64_hex,
+    ir_hash_of_text,
+    load_ir,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "format" / "omnigraph-0.7.md"

@@ -5,8 +5,15 @@ import pytest
 
 from omnigraph_spark.errors import SchemaError
 from omnigraph_spark.schema import compile_schema, parse_schema
-from omnigraph_spark.schema.ast import (Bound, CheckConstraint, EdgeDecl, KeyConstraint, NodeDecl,
-                                        RangeConstraint, UniqueConstraint)
+from omnigraph_spark.schema.ast import (
+    Bound,
+    CheckConstraint,
+    EdgeDecl,
+    KeyConstraint,
+    NodeDecl,
+    RangeConstraint,
+    UniqueConstraint,
+)
 
 
 def node(src: str, i: int = 0) -> NodeDecl:

@@ -15,7 +15,6 @@ from omnigraph_spark.errors import CardinalityViolationError
 from omnigraph_spark.spark import writer
 from omnigraph_spark.store import tables as _tables
 from omnigraph_spark.store.writes import SRC_BOUND_PROP
-from tests.spark.test_jvm_read import jvm  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 

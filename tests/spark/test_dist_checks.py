@@ -10,10 +10,14 @@ import logging
 import pytest
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
-from omnigraph_spark.errors import (CardinalityViolationError, DanglingEdgeError, KeyConflictError,
-                                    OmnigraphError, UniqueViolationError)
+from omnigraph_spark.errors import (
+    CardinalityViolationError,
+    DanglingEdgeError,
+    KeyConflictError,
+    OmnigraphError,
+    UniqueViolationError,
+)
 from omnigraph_spark.spark import dist_checks, writer
-from tests.spark.test_jvm_read import jvm  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 

@@ -8,7 +8,6 @@ import pytest
 from omnigraph_spark import Graph, read_table, write_graph, write_table
 from omnigraph_spark.errors import KeyConflictError
 from omnigraph_spark.spark import graph_io, jvm_write, unwrap_error, writer
-from tests.spark.test_jvm_read import jvm  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 

@@ -11,19 +11,12 @@ from chispa import assert_df_equality
 
 from omnigraph_spark import Graph, read_graph, read_table
 from omnigraph_spark.errors import JvmReadUnavailableError, OptionError, UnknownColumnError
-from omnigraph_spark.spark.jvm_read import SHIM_CLASS, column_blockers, shim_jars
+from omnigraph_spark.spark.jvm_read import column_blockers, shim_jars
 from omnigraph_spark.store import writes
 from tests.spark.test_read import ALL_TYPES_PG, listing
-from tests.shim import need_shim
 from tests.store.helpers import people, write_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
-
-
-@pytest.fixture(scope="module")
-def jvm(spark):
-    need_shim(spark)
-    return spark
 
 
 def scans_in_jvm(df) -> bool:

@@ -16,11 +16,18 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
-from omnigraph_spark.errors import (ConstraintViolationError, DanglingEdgeError, JvmWriteUnavailableError,
-                                    NullViolationError, OptionError, TypeMismatchError, UniqueViolationError)
+from omnigraph_spark.errors import (
+    ConstraintViolationError,
+    DanglingEdgeError,
+    JvmWriteUnavailableError,
+    NullViolationError,
+    OptionError,
+    TypeMismatchError,
+    UniqueViolationError,
+)
 from omnigraph_spark.spark import jvm_write
 from omnigraph_spark.store import writes
-from tests.spark.test_jvm_read import JVM_TYPES_PG, jvm  # noqa: F401  (the fixture)
+from tests.spark.test_jvm_read import JVM_TYPES_PG
 from tests.spark.test_read import ALL_TYPES_PG
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
@@ -274,8 +281,8 @@ BAD_ROWS = [
      NullViolationError, "node Item column 'qty' row 1: non-nullable property 'qty' (I64) is null (Item partition 0)"),
     ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", 2, "omega")],
      ConstraintViolationError,
-     "node Item column 'kind' row 1: invalid enum value 'omega' for Item.kind (expected: alpha, beta) "
-     "(Item partition 0)"),
+     ("node Item column 'kind' row 1: invalid enum value 'omega' for Item.kind (expected: alpha, beta) "
+     "(Item partition 0)")),
     ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", 2, "it's")],
      ConstraintViolationError, "node Item column 'kind' row 1: invalid enum value \"it's\" for Item.kind"),
     ("Link", "src string, dst string", [("a", "a"), (None, "a")], NullViolationError,
@@ -283,11 +290,11 @@ BAD_ROWS = [
     # the sink compares enum values as UTF-8 bytes: nulls before the bad value, multi-byte text,
     # a small enum (compared in turn) and a large one (a hash set)
     ("Tag", "label string, tone string", [("x", None), ("y", "soft"), ("z", None), ("w", "lóud")],
-     ConstraintViolationError, "node Tag column 'tone' row 3: invalid enum value 'lóud' for Tag.tone "
-     "(expected: loud, soft) (Tag partition 0)"),
+     ConstraintViolationError, ("node Tag column 'tone' row 3: invalid enum value 'lóud' for Tag.tone "
+     "(expected: loud, soft) (Tag partition 0)")),
     ("Tag", "label string, mood string", [("x", None), ("y", "m19"), ("z", "m00"), ("w", None), ("v", "m2")],
-     ConstraintViolationError, "node Tag column 'mood' row 4: invalid enum value 'm2' for Tag.mood "
-     "(expected: m00, m01, m02"),
+     ConstraintViolationError, ("node Tag column 'mood' row 4: invalid enum value 'm2' for Tag.mood "
+     "(expected: m00, m01, m02")),
     ("Tag", "label string, mood string", [("x", "m07"), ("y", "m1"), ("z", "m00")],
      ConstraintViolationError, "node Tag column 'mood' row 1: invalid enum value 'm1' for Tag.mood"),
 ]

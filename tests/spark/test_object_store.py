@@ -15,7 +15,7 @@ import pytest
 from omnigraph_spark import Graph, read_table, write_graph, write_table
 from omnigraph_spark.errors import DanglingEdgeError
 from tests.object_store import ACCESS_KEY, SECRET_KEY
-from tests.spark.test_jvm_read import jvm, scans_in_jvm  # noqa: F401  (the fixture)
+from tests.spark.test_jvm_read import scans_in_jvm
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from omnigraph_spark import Graph, unwrap_error
 from omnigraph_spark.errors import JvmReadUnavailableError, JvmWriteUnavailableError
 from omnigraph_spark.spark import bridge
-from tests.spark.test_jvm_read import JVM_TYPES_PG, jvm, scans_in_jvm  # noqa: F401  (the fixture)
+from tests.spark.test_jvm_read import JVM_TYPES_PG, scans_in_jvm
 from tests.spark.test_jvm_write import _rels, _things, data_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
@@ -358,9 +358,17 @@ def test_the_bridge_cleans_up_a_load_whose_jvm_went_away(tmp_path):
 
 
 def test_the_projection_maps_widening_inputs_and_refuses_planner_casts():
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    from pyspark.sql.types import ArrayType, DateType, DoubleType, IntegerType, LongType, ShortType
+    from pyspark.sql.types import (
+        ArrayType,
+        DateType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StringType,
+        StructField,
+        StructType,
+    )
 
     from omnigraph_spark.spark.jvm_write import JvmStagePlan
 

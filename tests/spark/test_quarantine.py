@@ -11,8 +11,7 @@ import pytest
 
 from omnigraph_spark import Graph, write_graph, write_table
 from omnigraph_spark.errors import ConstraintViolationError, JvmWriteUnavailableError, OptionError
-from omnigraph_spark.spark.quarantine import (CODE_COLUMN, REASON_COLUMN, REJECTED_AT_PROP, REJECTED_PROP,
-                                              TABLE_COLUMN)
+from omnigraph_spark.spark.quarantine import CODE_COLUMN, REASON_COLUMN, REJECTED_AT_PROP, REJECTED_PROP, TABLE_COLUMN
 from omnigraph_spark.store import tables
 
 pytestmark = [pytest.mark.spark,

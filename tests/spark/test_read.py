@@ -13,8 +13,7 @@ import pytest
 from chispa import assert_df_equality
 
 from omnigraph_spark import Graph
-from omnigraph_spark.errors import (CommitNotFoundError, OptionError, UnknownColumnError,
-                                    UnknownTypeError)
+from omnigraph_spark.errors import CommitNotFoundError, OptionError, UnknownColumnError, UnknownTypeError
 from omnigraph_spark.spark import unwrap_error
 from omnigraph_spark.store import sidecar as _sidecar
 from omnigraph_spark.store import writes

@@ -9,15 +9,27 @@ import struct
 
 import lance
 import pyarrow as pa
+import pyspark.sql.datasource as _ds
 import pytest
 from pyspark.sql import functions as F
-import pyspark.sql.datasource as _ds  # noqa: E402
 
 if not hasattr(_ds, "EqualTo"):
     pytest.skip("pyspark < 4.1 has no filter pushdown API: nothing to translate", allow_module_level=True)
-from pyspark.sql.datasource import (EqualNullSafe, EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull,
-                                    IsNull, LessThan, LessThanOrEqual, Not, StringContains, StringEndsWith,
-                                    StringStartsWith)
+from pyspark.sql.datasource import (
+    EqualNullSafe,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
+)
 
 from omnigraph_spark.spark.filters import ColumnKind, escape_like, split_filters, translate
 from omnigraph_spark.spark.jvm_read import shim_loaded

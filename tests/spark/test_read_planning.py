@@ -5,15 +5,15 @@ import pickle
 
 import lance
 import pyarrow as pa
-import pytest
 import pyspark.sql.datasource as _ds
-
-EqualTo = getattr(_ds, "EqualTo", None)  # pyspark >= 4.1 only
-needs_pushdown_api = pytest.mark.skipif(EqualTo is None, reason="pyspark < 4.1 has no filter pushdown API")
+import pytest
 
 from omnigraph_spark.spark import reader as R
 from omnigraph_spark.spark.types import arrow_target_schema
 from tests.store.helpers import people, write_rows
+
+EqualTo = getattr(_ds, "EqualTo", None)  # pyspark >= 4.1 only
+needs_pushdown_api = pytest.mark.skipif(EqualTo is None, reason="pyspark < 4.1 has no filter pushdown API")
 
 
 def test_plan_partitions_merges_small_and_splits_large():

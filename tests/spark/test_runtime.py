@@ -7,8 +7,12 @@ import os
 import pytest
 
 from omnigraph_spark.errors import OptionError
-from omnigraph_spark.spark.runtime import LANCE_CPU_THREADS, lance_cpu_threads, local_task_slots, \
-    set_local_lance_threads
+from omnigraph_spark.spark.runtime import (
+    LANCE_CPU_THREADS,
+    lance_cpu_threads,
+    local_task_slots,
+    set_local_lance_threads,
+)
 
 
 @pytest.mark.parametrize("master, slots", [("local", 1), ("local[2]", 2), ("local[16]", 16), ("local[3, 2]", 3),

@@ -56,7 +56,7 @@ def standalone(tmp_path_factory):
         yield c
 
 
-def _env(extra: dict = None) -> dict:
+def _env(extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
     env.update(extra or {})
     env.update(PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable), PYSPARK_DRIVER_PYTHON=sys.executable,
@@ -64,7 +64,7 @@ def _env(extra: dict = None) -> dict:
     return env
 
 
-def _start(spec: dict, workdir: Path, env: dict = None, submit: list = None) -> subprocess.Popen:
+def _start(spec: dict, workdir: Path, env: dict | None = None, submit: list | None = None) -> subprocess.Popen:
     """The application in a fresh process: ``python cluster_app.py`` or, with ``submit`` (its
     command-line options), ``spark-submit <options> cluster_app.py``."""
     cmd = [sys.executable, str(APP), json.dumps(spec)]

@@ -7,7 +7,6 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 
@@ -25,7 +24,7 @@ PEOPLE_SCHEMA = "name string, age int"
 EVENT_SCHEMA = "kind string, name string, age int, src string, dst string"
 
 
-def drop(folder: Path, name: str, records: List[dict]) -> None:
+def drop(folder: Path, name: str, records: list[dict]) -> None:
     """Write a JSON-lines file atomically (rename), as a producer dropping files would. Files
     dropped in a row get increasing modification times: the file source takes them in that order."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -37,7 +36,7 @@ def drop(folder: Path, name: str, records: List[dict]) -> None:
     os.replace(tmp, folder / name)
 
 
-def people(prefix: str, n: int, start: int = 0) -> List[dict]:
+def people(prefix: str, n: int, start: int = 0) -> list[dict]:
     return [{"name": f"{prefix}{i:04d}", "age": i % 90} for i in range(start, start + n)]
 
 
@@ -63,7 +62,7 @@ def finish(q, timeout: float = 240):
     return q
 
 
-def names(g: Graph, key: str = "node:Person") -> List[str]:
+def names(g: Graph, key: str = "node:Person") -> list[str]:
     return sorted(g.read_table(key, g.snapshot(), columns=["id"]).column("id").to_pylist())
 
 
@@ -232,7 +231,7 @@ def test_row_stream_writer_commits_once(spark, test_graph):
 
 # -- foreachBatch: nodes and edges, one commit per micro-batch ----------------------------------
 
-def split_events(batch_df) -> Dict[str, object]:
+def split_events(batch_df) -> dict[str, object]:
     """Events -> Person nodes and Knows edges (one kind column selects the rows)."""
     from pyspark.sql import functions as F
 
@@ -240,7 +239,7 @@ def split_events(batch_df) -> Dict[str, object]:
             "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst")}
 
 
-def events(batch: int, n: int) -> List[dict]:
+def events(batch: int, n: int) -> list[dict]:
     """n new people and a chain of n-1 edges among them, plus one edge to the previous batch."""
     out = [{"kind": "person", "name": f"b{batch}-{i:03d}", "age": i} for i in range(n)]
     out += [{"kind": "knows", "src": f"b{batch}-{i:03d}", "dst": f"b{batch}-{i + 1:03d}"} for i in range(n - 1)]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from typing import List
 
 import pytest
 
@@ -13,7 +12,7 @@ pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
 
-def rows(graph_or_uri, key: str, branch: str = "main", sort: str = "id") -> List[dict]:
+def rows(graph_or_uri, key: str, branch: str = "main", sort: str = "id") -> list[dict]:
     g = Graph.open(graph_or_uri) if isinstance(graph_or_uri, str) else graph_or_uri
     return sorted(g.read_table(key, g.snapshot(branch)).to_pylist(), key=lambda r: r[sort])
 
@@ -217,7 +216,7 @@ def test_load_wide_checks_run_concurrently_but_report_in_order():
     from omnigraph_spark.errors import DanglingEdgeError, UniqueViolationError
     from omnigraph_spark.spark.writer import run_checks
 
-    ran: List[str] = []
+    ran: list[str] = []
     lock = threading.Lock()
 
     def ok(name, delay=0.0):

@@ -9,9 +9,12 @@ import pyarrow as pa
 import pytest
 
 from omnigraph_spark import Graph
-from omnigraph_spark.errors import (AlreadyInitializedError, GraphNotFoundError, SchemaContractError,
-                                    UnsupportedFormatError)
-from omnigraph_spark.store import manifest
+from omnigraph_spark.errors import (
+    AlreadyInitializedError,
+    GraphNotFoundError,
+    SchemaContractError,
+    UnsupportedFormatError,
+)
 
 EXPECTED_DIRS = {
     "node:Person": "nodes/40d76f1f51639ec0",
@@ -28,7 +31,7 @@ def test_init_lays_out_root(test_graph, graph_uri, test_schema_text):
     assert state == {"format_version": 1,
                      "schema_ir_hash": "sha256:e37013207fea258e1168975dae0d8a540c99e9f0aaa47da43171bed900a51a95",
                      "schema_identity_version": 1}
-    for key, rel in EXPECTED_DIRS.items():
+    for rel in EXPECTED_DIRS.values():
         ds = lance.dataset(f"{root}/{rel}")
         assert ds.version == 1 and ds.count_rows() == 0
         assert ds.has_stable_row_ids

@@ -3,8 +3,6 @@ load-wide validator. Strict append (I17), no dangling edge after an overwrite or
 deletes (deletion files, cascades)."""
 from __future__ import annotations
 
-from typing import Dict, List
-
 import pyarrow as pa
 import pytest
 
@@ -15,7 +13,7 @@ from omnigraph_spark.store import writes
 from .helpers import people, rows_of, stage_rows
 
 
-def load(graph, tables: Dict[str, List[dict]], mode: str = "append", branch: str = "main", **kw):
+def load(graph, tables: dict[str, list[dict]], mode: str = "append", branch: str = "main", **kw):
     """One graph commit of ``tables`` (table key -> rows) through the validator."""
     staged = [stage_rows(graph, k, rows, mode, branch) for k, rows in tables.items()]
     return writes.commit_load(graph, branch, staged, validate=make_validator(graph), **kw)
@@ -62,7 +60,7 @@ def test_strict_append_is_per_branch(test_graph):  # I17
         load(test_graph, {"node:Person": people("ben")}, branch="feature")
 
 
-def stage_delete(graph, key: str, rows: List[dict], branch: str = "main"):
+def stage_delete(graph, key: str, rows: list[dict], branch: str = "main"):
     """A delete's StagedTable: the keys of ``rows`` (as a frame's columns would give them)."""
     from omnigraph_spark.ingest.integrity import delete_keys
 
@@ -73,7 +71,7 @@ def stage_delete(graph, key: str, rows: List[dict], branch: str = "main"):
                               deletes=keys)
 
 
-def delete(graph, tables: Dict[str, List[dict]], branch: str = "main", **kw):
+def delete(graph, tables: dict[str, list[dict]], branch: str = "main", **kw):
     staged = [stage_delete(graph, k, rows, branch) for k, rows in tables.items()]
     return writes.commit_load(graph, branch, staged, validate=make_validator(graph), **kw)
 

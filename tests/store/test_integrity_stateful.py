@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import Dict, List, Tuple
 
 import pyarrow as pa
 from hypothesis import HealthCheck, settings
@@ -48,11 +47,11 @@ class Model:
     """One branch's expected rows."""
 
     def __init__(self) -> None:
-        self.people: Dict[str, int] = {}
+        self.people: dict[str, int] = {}
         self.companies: set = set()
-        self.edges: Dict[str, Tuple[str, str]] = {}
+        self.edges: dict[str, tuple[str, str]] = {}
 
-    def copy(self) -> "Model":
+    def copy(self) -> Model:
         m = Model()
         m.people, m.companies, m.edges = dict(self.people), set(self.companies), dict(self.edges)
         return m
@@ -72,7 +71,7 @@ class IntegrityMachine(RuleBasedStateMachine):
 
     # -- running a load ---------------------------------------------------------------------
 
-    def _stage(self, key: str, rows: List[dict], mode: str, branch: str):
+    def _stage(self, key: str, rows: list[dict], mode: str, branch: str):
         target = writes.prepare_target(self.graph, branch, key, mode)
         if mode == "delete":
             keys = delete_keys(self.graph.catalog.by_table_key(key), pa.Table.from_pylist(rows))
@@ -81,8 +80,8 @@ class IntegrityMachine(RuleBasedStateMachine):
         batch = pa.Table.from_pylist(rows, schema=target.schema).to_batches() if rows else []
         return writes.stage(target, batch)
 
-    def _load(self, tables: Dict[str, List[dict]], mode: str, branch: str, expected: "Model | None",
-              cascade: bool = False, codes: Tuple[str, ...] = ()) -> None:
+    def _load(self, tables: dict[str, list[dict]], mode: str, branch: str, expected: Model | None,
+              cascade: bool = False, codes: tuple[str, ...] = ()) -> None:
         """Run one load; ``expected`` None: it must be refused (with one of ``codes``) and change
         nothing."""
         before = self.graph.snapshot(branch).version
@@ -137,7 +136,7 @@ class IntegrityMachine(RuleBasedStateMachine):
         m = self.models[branch]
         exp = m.copy()
         rows = [{"id": c, "name": c} for c in which]
-        codes: Tuple[str, ...] = ()
+        codes: tuple[str, ...] = ()
         ok = True
         if mode == "append":
             ok = len(set(which)) == len(which) and not set(which) & m.companies
@@ -158,14 +157,14 @@ class IntegrityMachine(RuleBasedStateMachine):
 
     # -- edges ------------------------------------------------------------------------------
 
-    def _edges_expected(self, m: Model, new: List[Tuple[str, str, str]], people: Dict[str, int],
-                        companies: set) -> Tuple[bool, Model]:
+    def _edges_expected(self, m: Model, new: list[tuple[str, str, str]], people: dict[str, int],
+                        companies: set) -> tuple[bool, Model]:
         exp = m.copy()
         ids = [i for i, _, _ in new]
         ok = len(set(ids)) == len(ids) and not set(ids) & set(m.edges)
         ok = ok and all(s in people and d in companies for _, s, d in new)
         exp.edges.update({i: (s, d) for i, s, d in new})
-        per_src: Dict[str, int] = {}
+        per_src: dict[str, int] = {}
         for s, _ in exp.edges.values():
             per_src[s] = per_src.get(s, 0) + 1
         return ok and max(per_src.values(), default=0) <= 2, exp
@@ -221,7 +220,7 @@ class IntegrityMachine(RuleBasedStateMachine):
             assert {r["id"]: (r["src"], r["dst"]) for r in works} == m.edges, branch
             ids = {r["id"] for r in people}, {r["id"] for r in firms_}
             assert all(r["src"] in ids[0] and r["dst"] in ids[1] for r in works), f"dangling edge on {branch}"
-            per_src: Dict[str, int] = {}
+            per_src: dict[str, int] = {}
             for r in works:
                 per_src[r["src"]] = per_src.get(r["src"], 0) + 1
             assert max(per_src.values(), default=0) <= 2, f"@card broken on {branch}"

@@ -135,7 +135,7 @@ def _s3_storage(s3_graph_root):
     return root, RootStorage(root, so)
 
 
-def _slot(root, so) -> "lease._LanceSlot":
+def _slot(root, so) -> lease._LanceSlot:
     return lease._LanceSlot(join(RootPaths(root).spark_dir, "commit_lease.lance"), so)
 
 

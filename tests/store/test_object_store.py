@@ -225,7 +225,7 @@ def test_the_test_server_lets_one_of_racing_conditional_puts_win(s3):
     for rnd in range(5):
         key, outcomes, start = f"race-{rnd}.manifest", {}, threading.Barrier(n)
 
-        def put(i):
+        def put(i, start=start, key=key, outcomes=outcomes):
             start.wait()
             try:
                 clients[i].put_object(Bucket=bucket, Key=key, Body=f"writer {i}".encode(), IfNoneMatch="*")

@@ -7,8 +7,7 @@ import lance
 import pyarrow as pa
 import pytest
 
-from omnigraph_spark.errors import (CommitRebasedError, CorruptGraphError, ExpectedVersionMismatchError,
-                                    TableDriftError)
+from omnigraph_spark.errors import CommitRebasedError, CorruptGraphError, ExpectedVersionMismatchError, TableDriftError
 from omnigraph_spark.store import tables, writes
 
 from .helpers import commit_concurrently, people, rows_of, stage_rows, write_rows
