@@ -2,6 +2,7 @@
 
 Every dependency names the range CI tests (see docs/compatibility.md).
 """
+
 from setuptools import find_packages, setup
 
 setup(
@@ -14,8 +15,11 @@ setup(
     packages=find_packages(include=["omnigraph_spark", "omnigraph_spark.*"]),
     py_modules=["pyspark_omnigraph"],
     # omnigraph_spark/jars: the JVM shim jar, copied in by `make wheel` (not in git)
-    package_data={"omnigraph_spark.schema": ["*.lark"], "omnigraph_spark.data": ["*.pg", "*.jsonl", "*.properties"],
-                  "omnigraph_spark.jars": ["*.jar"]},
+    package_data={
+        "omnigraph_spark.schema": ["*.lark"],
+        "omnigraph_spark.data": ["*.pg", "*.jsonl", "*.properties"],
+        "omnigraph_spark.jars": ["*.jar"],
+    },
     install_requires=[
         # Spark 4.0 brought the Python DataSource API with the Arrow writer; CI runs the Spark
         # tests on the oldest (4.0.1) and the newest (4.3.x) release. Delta is an optional extra

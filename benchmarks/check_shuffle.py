@@ -17,6 +17,7 @@ status store gives the bytes its shuffle stages wrote:
 
     .venv/bin/python -m benchmarks.check_shuffle --rows 4000000 --out benchmarks/out/check-shuffle.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,10 +41,15 @@ def _stages(spark) -> dict[tuple, dict[str, int]]:
     sc = spark.sparkContext
     with urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages") as r:
         stages = json.load(r)
-    return {(s["stageId"], s["attemptId"]): {"shuffle_write_bytes": s["shuffleWriteBytes"],
-                                             "shuffle_write_records": s["shuffleWriteRecords"],
-                                             "shuffle_read_bytes": s["shuffleReadBytes"]}
-            for s in stages if s["status"] == "COMPLETE"}
+    return {
+        (s["stageId"], s["attemptId"]): {
+            "shuffle_write_bytes": s["shuffleWriteBytes"],
+            "shuffle_write_records": s["shuffleWriteRecords"],
+            "shuffle_read_bytes": s["shuffleReadBytes"],
+        }
+        for s in stages
+        if s["status"] == "COMPLETE"
+    }
 
 
 def measured(spark, run: Callable[[], Any]) -> dict[str, Any]:
@@ -90,24 +96,39 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from benchmarks.run import edge_frame, node_frame
     from benchmarks.scale_bench import split_rows
 
-    spark = (SparkSession.builder.master("local[2]").appName("check-shuffle")
-             .config("spark.ui.enabled", "true").config("spark.ui.port", "0")  # the REST API reads the stages
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.autoBroadcastJoinThreshold", "-1").config("spark.sql.adaptive.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "8").config("spark.driver.memory", "4g").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("check-shuffle")
+        .config("spark.ui.enabled", "true")
+        .config("spark.ui.port", "0")  # the REST API reads the stages
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     n = split_rows(a.rows)
-    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "rows": a.rows, **{k: n[k] for k in ("nodes", "edges")},
-                           "load_start": [round(x, 2) for x in os.getloadavg()],
-                           "spark": spark.version, "checks": {}}
+    res: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": a.rows,
+        **{k: n[k] for k in ("nodes", "edges")},
+        "load_start": [round(x, 2) for x in os.getloadavg()],
+        "spark": spark.version,
+        "checks": {},
+    }
     with tempfile.TemporaryDirectory(prefix="check-shuffle-") as d:
         node_frame(spark, n["nodes"], a.seed, 4).write.parquet(d + "/nodes")
         edge_frame(spark, n["edges"], n["nodes"], a.seed, 4).write.parquet(d + "/edges")
         nodes, edges = spark.read.parquet(d + "/nodes"), spark.read.parquet(d + "/edges")
         # the synthetic keys are sequential ("item-0000012345") and compress far better in a shuffle
         # than real keys would; a 32-hex-digit key (a UUID's entropy) and a 64-bit hash do not
-        reps = {"key": lambda c: c, "uuid_like_key": lambda c: F.substring(F.sha2(c, 256), 1, 32),
-                "xxhash64": lambda c: F.xxhash64(c)}
+        reps = {
+            "key": lambda c: c,
+            "uuid_like_key": lambda c: F.substring(F.sha2(c, 256), 1, 32),
+            "xxhash64": lambda c: F.xxhash64(c),
+        }
         for rep, id_of in reps.items():
             for name, fn in checks(nodes, edges, id_of).items():
                 m = measured(spark, fn)
@@ -118,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 res["checks"][f"{name}/{rep}"] = m
                 log.info("%s/%s: %s", name, rep, m)
         res["key_bytes_per_node_row_on_disk"] = round(
-            sum(f.stat().st_size for f in Path(d, "nodes").glob("*.parquet")) / n["nodes"], 2)
+            sum(f.stat().st_size for f in Path(d, "nodes").glob("*.parquet")) / n["nodes"], 2
+        )
     res["load_end"] = [round(x, 2) for x in os.getloadavg()]
     spark.stop()
     if a.out:

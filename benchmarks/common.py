@@ -1,4 +1,5 @@
 """Small pieces the benchmark scripts share."""
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,10 @@ def with_delta(builder):
     from delta import configure_spark_with_delta_pip
 
     return configure_spark_with_delta_pip(
-        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-               .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+    )
 
 
 def proc_table() -> dict[int, tuple]:
@@ -45,8 +48,8 @@ def proc_table() -> dict[int, tuple]:
             continue
         stat = read_text(f"/proc/{d}/stat")
         try:
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            rest = stat[stat.rindex(")") + 2:].split()
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            rest = stat[stat.rindex(")") + 2 :].split()
             out[int(d)] = (int(rest[1]), int(rest[21]) * page, comm)
         except (ValueError, IndexError):
             continue
@@ -76,7 +79,7 @@ def tree_cpu_s(root: int) -> float:
     for pid in [root] + descendants(proc_table(), root):
         stat = read_text(f"/proc/{pid}/stat")
         try:
-            total += sum(int(x) for x in stat[stat.rindex(")") + 2:].split()[11:15])
+            total += sum(int(x) for x in stat[stat.rindex(")") + 2 :].split()[11:15])
         except (ValueError, IndexError):
             continue  # exited meanwhile
     return total / hz

@@ -18,6 +18,7 @@ files (store/writes.py ``_delete_operation``), on both paths.
 
     .venv/bin/python -m benchmarks.delete_bench --nodes 1000000 --out benchmarks/out/delete-1m.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,7 +84,9 @@ def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> dict[st
         if name == "seed":
             Graph.init(uri, SCHEMA)
             t0 = time.perf_counter()
-            write_graph(uri, {"Item": node_frame(spark, nodes, 7, 4), "Link": edge_frame(spark, 3 * nodes, nodes, 7, 4)})
+            write_graph(
+                uri, {"Item": node_frame(spark, nodes, 7, 4), "Link": edge_frame(spark, 3 * nodes, nodes, 7, 4)}
+            )
             return {"step": name, "s": round(time.perf_counter() - t0, 1)}
         keys = spark.createDataFrame([(f"item-{i:010d}",) for i in range(first, first + deletes)], "name string")
         keys.count()
@@ -97,10 +100,14 @@ def step(work: Path, name: str, nodes: int, first: int, deletes: int) -> dict[st
         r = write_table(keys, uri, "Item", mode="delete", options={"distributedCheckRows": CONTENDERS[name]})
         seconds = time.perf_counter() - t0
         peak = _status_kb()["VmHWM"]
-        return {"step": name, "s": round(seconds, 1), "lease_s": round(sum(held), 1),
-                "rss_before_mb": before // 1024,
-                "peak_over_before_mb": (peak - before) // 1024,
-                "rows_deleted": {t.table_key: t.rows_deleted for t in r.tables}}
+        return {
+            "step": name,
+            "s": round(seconds, 1),
+            "lease_s": round(sum(held), 1),
+            "rss_before_mb": before // 1024,
+            "peak_over_before_mb": (peak - before) // 1024,
+            "rows_deleted": {t.table_key: t.rows_deleted for t in r.tables},
+        }
     finally:
         spark.stop()
 
@@ -110,8 +117,21 @@ def _load() -> list[float]:
 
 
 def _spawn(work: Path, name: str, nodes: int, first: int, deletes: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.delete_bench", "--step", name, "--work", str(work), "--nodes",
-           str(nodes), "--first", str(first), "--deletes", str(deletes)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.delete_bench",
+        "--step",
+        name,
+        "--work",
+        str(work),
+        "--nodes",
+        str(nodes),
+        "--first",
+        str(first),
+        "--deletes",
+        str(deletes),
+    ]
     path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=path)
     load0 = _load()
@@ -154,8 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, first in plan(args.nodes, args.deletes, args.repeats):
         runs.append(_spawn(work, name, args.nodes, first, args.deletes))
         print(json.dumps(runs[-1]), flush=True)
-    out = {"nodes": args.nodes, "edges": 3 * args.nodes, "deletes": args.deletes, "cores": os.cpu_count(),
-           "runs": runs}
+    out = {"nodes": args.nodes, "edges": 3 * args.nodes, "deletes": args.deletes, "cores": os.cpu_count(), "runs": runs}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1))

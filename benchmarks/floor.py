@@ -11,6 +11,7 @@
 A ratio ``omnigraph / floor`` near 1 means the connector's own work is not what limits it; the
 gap to Parquet is then the API's (Spark ships every row through a Python worker).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator

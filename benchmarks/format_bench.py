@@ -44,6 +44,7 @@ with the ``plan_read`` of the graph just read (``bridge_plan_read_s``: what a re
     .venv/bin/python -m benchmarks.format_bench --rows 10000000 --modes classic,connect \\
         --out benchmarks/out/format-10m.json --log benchmarks/out/format-10m.log
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,9 +74,13 @@ DEFAULT_CONTENDERS = ",".join(CONTENDERS)
 #: what a contender reads from an earlier one of the same mode
 NEEDS = {"read_parquet": "write_parquet", "read_omnigraph": "write_omnigraph"}
 #: the baseline each contender's ratio is taken against (same mode)
-BASELINE = {"write_parquet": "write_parquet", "write_omnigraph": "write_parquet",
-            "write_omnigraph_python": "write_parquet", "read_parquet": "read_parquet",
-            "read_omnigraph": "read_parquet"}
+BASELINE = {
+    "write_parquet": "write_parquet",
+    "write_omnigraph": "write_parquet",
+    "write_omnigraph_python": "write_parquet",
+    "read_parquet": "read_parquet",
+    "read_omnigraph": "read_parquet",
+}
 #: the timed measurements of each kind of contender (seconds; a read's are medians of repeats)
 METRICS = {"write": ("write_s",), "read": ("full_s", "filter_s")}
 SCHEMA = """
@@ -92,6 +97,7 @@ BRIDGE_MODULE = "omnigraph_spark.spark.bridge"
 
 
 # -- pure parts (tests/benchmarks/test_format_bench.py) -----------------------------------------
+
 
 def parse_list(text: str, known: Sequence[str], what: str) -> list[str]:
     """A comma-separated option -> names in order; unknown and repeated names are errors."""
@@ -190,12 +196,16 @@ def tree_rss_mb(table: Mapping[int, tuple], root: int, cmdlines: Mapping[int, st
     """RSS now (MB) of a tree by role: the root, the JVMs under it (sum), the bridge (largest),
     the Python workers (largest and sum)."""
     groups = classify(table, root, cmdlines)
-    mb = 1 / 2 ** 20
+    mb = 1 / 2**20
     rss = {p: table[p][1] * mb for p in table}
     w = [rss[p] for p in groups["worker"]]
-    return {"root_mb": rss.get(root, 0.0), "jvm_mb": sum(rss[p] for p in groups["jvm"]),
-            "bridge_max_mb": max((rss[p] for p in groups["bridge"]), default=0.0),
-            "worker_max_mb": max(w, default=0.0), "workers_sum_mb": sum(w)}
+    return {
+        "root_mb": rss.get(root, 0.0),
+        "jvm_mb": sum(rss[p] for p in groups["jvm"]),
+        "bridge_max_mb": max((rss[p] for p in groups["bridge"]), default=0.0),
+        "worker_max_mb": max(w, default=0.0),
+        "workers_sum_mb": sum(w),
+    }
 
 
 def fmt_ratio(x: float | None) -> str:
@@ -203,6 +213,7 @@ def fmt_ratio(x: float | None) -> str:
 
 
 # -- /proc sampling ------------------------------------------------------------------------------
+
 
 class Sampler:
     """Peak RSS by role of process trees (``label -> root pid``), every ``interval`` s."""
@@ -219,8 +230,9 @@ class Sampler:
             t = proc_table()
             for label, root in self.roots.items():
                 under = descendants(t, root)
-                cmd = {p: read_text(f"/proc/{p}/cmdline").replace("\0", " ") for p in under
-                       if t[p][2].startswith("python")}
+                cmd = {
+                    p: read_text(f"/proc/{p}/cmdline").replace("\0", " ") for p in under if t[p][2].startswith("python")
+                }
                 for k, v in tree_rss_mb(t, root, cmd).items():
                     key = f"{label}_{k}"
                     self.peak[key] = max(self.peak.get(key, 0.0), v)
@@ -233,20 +245,23 @@ class Sampler:
 
 # -- input -----------------------------------------------------------------------------------------
 
+
 def item_frame(spark, rows: int, seed: int, partitions: int):
     """Seeded ``Item`` rows: keys ``item-0000000000`` ..; qty = id * 7919 % 1000 (so qty < 10 is 1 %)."""
     from pyspark.sql import functions as F
 
     idx = F.col("id")
-    return (spark.range(0, rows, 1, partitions)
-            .select(F.format_string("item-%010d", idx).alias("name"),
-                    ((idx * 7919) % 1000).alias("qty"),
-                    F.when(idx % 50 == 0, F.lit(None)).otherwise(F.rand(seed)).alias("price"),
-                    F.concat(F.lit("label-"), (idx % 97).cast("string")).alias("label"),
-                    idx.alias("seq")))
+    return spark.range(0, rows, 1, partitions).select(
+        F.format_string("item-%010d", idx).alias("name"),
+        ((idx * 7919) % 1000).alias("qty"),
+        F.when(idx % 50 == 0, F.lit(None)).otherwise(F.rand(seed)).alias("price"),
+        F.concat(F.lit("label-"), (idx % 97).cast("string")).alias("label"),
+        idx.alias("seq"),
+    )
 
 
 # -- the contenders (each in its own process) ------------------------------------------------------
+
 
 def classic_session(driver_memory: str, baseline: bool = False):
     """A contender's classic session; a ``baseline`` (Parquet) without the shim's driver plugin,
@@ -338,9 +353,10 @@ def run_contender(name: str, mode: str, work: Path, args, session=None) -> dict[
             return spark.read.format("omnigraph").option("type", "Item").option("engine", "jvm").load(path)
 
         res["plan_s"] = round(_timed(lambda: load().schema), 3)
-        queries = {"full": lambda: load().agg(F.count(F.lit(1)), F.sum("qty")).collect()[0],
-                   "filter": lambda: (load().where(F.col("qty") < 10)
-                                      .agg(F.count(F.lit(1)), F.sum("price")).collect()[0])}
+        queries = {
+            "full": lambda: load().agg(F.count(F.lit(1)), F.sum("qty")).collect()[0],
+            "filter": lambda: load().where(F.col("qty") < 10).agg(F.count(F.lit(1)), F.sum("price")).collect()[0],
+        }
         for q, fn in queries.items():
             times, answers = [], []
             for _ in range(args.read_repeats):
@@ -376,8 +392,9 @@ def bridge_seconds(requests: str, repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", BRIDGE_MODULE], input=requests, capture_output=True, text=True,
-                           timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", BRIDGE_MODULE], input=requests, capture_output=True, text=True, timeout=300
+        )
         times.append(time.perf_counter() - t0)
         if p.returncode != 0 or (requests and '"ok"' not in p.stdout):
             raise RuntimeError(f"the bridge failed ({p.returncode}): {p.stdout[-2000:]} {p.stderr[-2000:]}")
@@ -396,13 +413,17 @@ def generate(work: Path, rows: int, seed: int, rows_per_file: int, driver_memory
 
 # -- the Spark Connect server ----------------------------------------------------------------------
 
+
 def server_settings(port: int, class_path: Sequence[str]) -> dict[str, str]:
     """The Connect server's session settings: the embedded session's (demo.local_builder) plus the
     gRPC binding and the shim on the driver class path."""
     from omnigraph_spark.demo import embedded_settings
 
-    settings = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
-                **embedded_settings()}
+    settings = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        **embedded_settings(),
+    }
     if class_path:
         settings["spark.driver.extraClassPath"] = os.pathsep.join(class_path)
         settings["spark.executor.extraClassPath"] = os.pathsep.join(class_path)
@@ -425,27 +446,40 @@ class ConnectServer:
         spark_home = os.path.dirname(pyspark.__file__)
         port = free_port()
         self.url = f"sc://127.0.0.1:{port}"
-        cmd = [os.path.join(spark_home, "bin", "spark-submit"), "--class", SERVER_CLASS, "--master", "local[2]",
-               "--driver-memory", driver_memory, "--name", "omnigraph-format-bench-connect"]
+        cmd = [
+            os.path.join(spark_home, "bin", "spark-submit"),
+            "--class",
+            SERVER_CLASS,
+            "--master",
+            "local[2]",
+            "--driver-memory",
+            driver_memory,
+            "--name",
+            "omnigraph-format-bench-connect",
+        ]
         for k, v in server_settings(port, jars).items():
             cmd += ["--conf", f"{k}={v}"]
         path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT")}
-        env.update(SPARK_HOME=spark_home, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                   PYTHONPATH=path)
+        env.update(
+            SPARK_HOME=spark_home, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=path
+        )
         env.setdefault(LANCE_CPU_THREADS, str(lance_cpu_threads(2)))
         self.lance_cpu_threads = env[LANCE_CPU_THREADS]
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / "connect-server.log"
         with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         t0 = time.monotonic()
         try:
             while not listening(port):
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"the Spark Connect server exited ({self.proc.returncode}): "
-                                       f"{self.log_path.read_text(errors='replace')[-3000:]}")
+                    raise RuntimeError(
+                        f"the Spark Connect server exited ({self.proc.returncode}): "
+                        f"{self.log_path.read_text(errors='replace')[-3000:]}"
+                    )
                 if time.monotonic() - t0 > timeout_s:
                     raise RuntimeError(f"the Spark Connect server did not listen on {port} in {timeout_s} s")
                 time.sleep(0.5)
@@ -462,9 +496,11 @@ class ConnectServer:
         hw = {p: status_kb(read_text(f"/proc/{p}/status"), "VmHWM") for p in [self.proc.pid] + under}
         py = [p for p in under if t[p][2].startswith("python")]
         jvm = [p for p in [self.proc.pid] + under if t.get(p, (0, 0, ""))[2] == "java"]
-        return {"server_jvm_hwm_mb": round(sum(hw[p] for p in jvm) / 1024),
-                "server_workers_live_max_hwm_mb": round(max((hw[p] for p in py), default=0) / 1024),
-                "server_workers_live": len(py)}
+        return {
+            "server_jvm_hwm_mb": round(sum(hw[p] for p in jvm) / 1024),
+            "server_workers_live_max_hwm_mb": round(max((hw[p] for p in py), default=0) / 1024),
+            "server_workers_live": len(py),
+        }
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -480,6 +516,7 @@ class ConnectServer:
 
 
 # -- the parent ------------------------------------------------------------------------------------
+
 
 def freeze_shim(dest: Path) -> None:
     """Copy the built shim (jar and libraries) to ``dest`` and point this process and every child
@@ -508,8 +545,11 @@ def shim_jar_state() -> dict[str, Any]:
         return {"jar": None}
     with open(jars[0], "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    return {"jar": jars[0], "sha256": digest,
-            "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(jars[0])))}
+    return {
+        "jar": jars[0],
+        "sha256": digest,
+        "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(jars[0]))),
+    }
 
 
 def _load() -> list[float]:
@@ -517,9 +557,27 @@ def _load() -> list[float]:
 
 
 def _spawn(args, work: Path, step: str, mode: str, server: ConnectServer | None) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.format_bench", "--step", step, "--mode", mode, "--work", str(work),
-           "--rows", str(args.rows), "--seed", str(args.seed), "--rows-per-file", str(args.rows_per_file),
-           "--driver-memory", args.driver_memory, "--read-repeats", str(args.read_repeats)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.format_bench",
+        "--step",
+        step,
+        "--mode",
+        mode,
+        "--work",
+        str(work),
+        "--rows",
+        str(args.rows),
+        "--seed",
+        str(args.seed),
+        "--rows-per-file",
+        str(args.rows_per_file),
+        "--driver-memory",
+        args.driver_memory,
+        "--read-repeats",
+        str(args.read_repeats),
+    ]
     if server:
         cmd += ["--url", server.url]
     path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
@@ -556,69 +614,109 @@ def _mem_cells(c: Mapping[str, Any], mode: str) -> list[str]:
     s = c.get("memory_rss_sampled", {})
     if mode == "classic":
         h = c["memory_hwm"]
-        return [f"{h['driver_python_hwm_mb']:,}", f"{h['driver_jvm_hwm_mb']:,}",
-                f"{h['worker_max_hwm_mb']:,} / {h['workers_sum_hwm_mb']:,}", f"{s.get('contender_bridge_max_mb', 0):,}"]
+        return [
+            f"{h['driver_python_hwm_mb']:,}",
+            f"{h['driver_jvm_hwm_mb']:,}",
+            f"{h['worker_max_hwm_mb']:,} / {h['workers_sum_hwm_mb']:,}",
+            f"{s.get('contender_bridge_max_mb', 0):,}",
+        ]
     server_jvm = s.get("server_root_mb", 0) + s.get("server_jvm_mb", 0)  # spark-submit execs the JVM
-    return [f"{c['memory_hwm']['client_python_hwm_mb']:,} (client)", f"{server_jvm:,} (server)",
-            f"{s.get('server_worker_max_mb', 0):,} / {s.get('server_workers_sum_mb', 0):,}",
-            f"{s.get('server_bridge_max_mb', 0):,}"]
+    return [
+        f"{c['memory_hwm']['client_python_hwm_mb']:,} (client)",
+        f"{server_jvm:,} (server)",
+        f"{s.get('server_worker_max_mb', 0):,} / {s.get('server_workers_sum_mb', 0):,}",
+        f"{s.get('server_bridge_max_mb', 0):,}",
+    ]
 
 
 def markdown(r: Mapping[str, Any]) -> str:
     m = r["machine"]
     inp = r["input"]
-    lines = [f"# format(\"omnigraph\") vs Parquet, {r['rows']:,} rows from Parquet files ({r['date']})", "",
-             f"`{r['command']}`", "",
-             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
-             f"pyspark {m['pyspark']}, pylance {m.get('pylance')}; commit {str(m.get('commit'))[:10]}; "
-             f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
-             f"{r['load_end']} at end."), "",
-             (f"Shim jar sha256 {str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
-             f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end."), "",
-             (f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2 ** 20:,.0f} MB), "
-             f"generated in {r['generate_s']} s. Reads: {r['read_repeats']} repeats per query in the contender's "
-             "process, median (cold = the first)."), ""]
+    lines = [
+        f'# format("omnigraph") vs Parquet, {r["rows"]:,} rows from Parquet files ({r["date"]})',
+        "",
+        f"`{r['command']}`",
+        "",
+        (
+            f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+            f"pyspark {m['pyspark']}, pylance {m.get('pylance')}; commit {str(m.get('commit'))[:10]}; "
+            f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
+            f"{r['load_end']} at end."
+        ),
+        "",
+        (
+            f"Shim jar sha256 {str(r.get('shim_start', {}).get('sha256'))[:12]} at start, "
+            f"{str(r.get('shim_end', {}).get('sha256'))[:12]} at end."
+        ),
+        "",
+        (
+            f"Input: {r['rows']:,} Item rows in {inp['files']} Parquet files ({inp['bytes'] / 2**20:,.0f} MB), "
+            f"generated in {r['generate_s']} s. Reads: {r['read_repeats']} repeats per query in the contender's "
+            "process, median (cold = the first)."
+        ),
+        "",
+    ]
     for mode in r["modes"]:
         cs = r["results"].get(mode, {})
         if not cs:
             continue
         rat = r["ratios"].get(mode, {})
-        extra = f"; server up in {r['connect']['start_s']} s, LANCE_CPU_THREADS={r['connect']['lance_cpu_threads']}" \
-            if mode == "connect" and r.get("connect") else ""
-        lines += [f"## {mode}{extra}", "",
-                  ("| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python peak (MB) "
-                  "| JVM peak (MB) | Python workers max / sum (MB) | bridge peak (MB) | load |"),
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        extra = (
+            f"; server up in {r['connect']['start_s']} s, LANCE_CPU_THREADS={r['connect']['lance_cpu_threads']}"
+            if mode == "connect" and r.get("connect")
+            else ""
+        )
+        lines += [
+            f"## {mode}{extra}",
+            "",
+            (
+                "| contender | rows | seconds | vs Parquet | 1-row write / plan (s) | driver Python peak (MB) "
+                "| JVM peak (MB) | Python workers max / sum (MB) | bridge peak (MB) | load |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for name, c in cs.items():
             mem = _mem_cells(c, mode)
             load = c["load"][0][0]
             if kind(name) == "write":
                 ratio = "baseline" if name == BASELINE[name] else fmt_ratio(rat.get(f"{name}.write_s"))
-                lines.append(f"| {name} | {c['rows']:,} | {c['write_s']} | {ratio} | {c['probe_write_s']} "
-                             f"| {' | '.join(mem)} | {load} |")
+                lines.append(
+                    f"| {name} | {c['rows']:,} | {c['write_s']} | {ratio} | {c['probe_write_s']} "
+                    f"| {' | '.join(mem)} | {load} |"
+                )
             else:
                 for q in ("full", "filter"):
                     ratio = "baseline" if name == BASELINE[name] else fmt_ratio(rat.get(f"{name}.{q}_s"))
-                    lines.append(f"| {name} ({q}) | {c[q + '_answer'][0]:,} | {c[q + '_s']} (cold {c[q + '_cold_s']}) "
-                                 f"| {ratio} | {c['plan_s']} | {' | '.join(mem)} | {load} |")
+                    lines.append(
+                        f"| {name} ({q}) | {c[q + '_answer'][0]:,} | {c[q + '_s']} (cold {c[q + '_cold_s']}) "
+                        f"| {ratio} | {c['plan_s']} | {' | '.join(mem)} | {load} |"
+                    )
         cpu = [f"{n} {c['write_cpu_s']} s" for n, c in cs.items() if c.get("write_cpu_s") is not None]
         if cpu:
-            lines.append("\nCPU seconds of the timed write (the contender's process tree: driver Python, JVM, "
-                         "bridge, Python workers): " + ", ".join(cpu) + ".")
+            lines.append(
+                "\nCPU seconds of the timed write (the contender's process tree: driver Python, JVM, "
+                "bridge, Python workers): " + ", ".join(cpu) + "."
+            )
         w, rd = cs.get("write_omnigraph", {}), cs.get("read_omnigraph", {})
         if w.get("bridge_start_s") or rd.get("bridge_plan_read_s"):
-            lines.append(f"\nThe provider's bridge process alone (median of 3, from start to exit): start-up and "
-                         f"imports {w.get('bridge_start_s', 'n/a')} s; a `plan_read` of this graph "
-                         f"{rd.get('bridge_plan_read_s', 'n/a')} s (paid per read query).")
+            lines.append(
+                f"\nThe provider's bridge process alone (median of 3, from start to exit): start-up and "
+                f"imports {w.get('bridge_start_s', 'n/a')} s; a `plan_read` of this graph "
+                f"{rd.get('bridge_plan_read_s', 'n/a')} s (paid per read query)."
+            )
         lines.append("")
-    lines += [("Ratios: Parquet's seconds over the contender's, same mode, same run (> 1 = faster than Parquet). "
-              "Classic peaks are VmHWM from /proc (the contender's driver Python, its JVM: in local mode the "
-              "executors run in it, Spark's Python workers); Connect peaks are the parent's 0.5 s RSS samples of "
-              "the client process and of the server's process tree while the contender ran (the server's Python "
-              "workers are reused across clients, so its workers' columns include idle workers of earlier "
-              "contenders). The bridge is the provider's driver-side Python process (sampled RSS). 1-row write: "
-              "a one-row write through the same path into a fresh target after the timed one (the fixed cost per "
-              "write); plan: `load()` and its schema.")]
+    lines += [
+        (
+            "Ratios: Parquet's seconds over the contender's, same mode, same run (> 1 = faster than Parquet). "
+            "Classic peaks are VmHWM from /proc (the contender's driver Python, its JVM: in local mode the "
+            "executors run in it, Spark's Python workers); Connect peaks are the parent's 0.5 s RSS samples of "
+            "the client process and of the server's process tree while the contender ran (the server's Python "
+            "workers are reused across clients, so its workers' columns include idle workers of earlier "
+            "contenders). The bridge is the provider's driver-side Python process (sampled RSS). 1-row write: "
+            "a one-row write through the same path into a fresh target after the timed one (the fixed cost per "
+            "write); plan: `load()` and its schema."
+        )
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -626,17 +724,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="Item rows of the input")
     p.add_argument("--modes", default="classic,connect", help="comma-separated, in run order: classic, connect")
-    p.add_argument("--contenders", default=DEFAULT_CONTENDERS, help=f"comma-separated, in run order, of: "
-                   f"{DEFAULT_CONTENDERS} (a reader after its writer)")
-    p.add_argument("--python-max-rows", type=int, default=1_000_000,
-                   help="write_omnigraph_python runs only up to this many rows")
+    p.add_argument(
+        "--contenders",
+        default=DEFAULT_CONTENDERS,
+        help=f"comma-separated, in run order, of: {DEFAULT_CONTENDERS} (a reader after its writer)",
+    )
+    p.add_argument(
+        "--python-max-rows", type=int, default=1_000_000, help="write_omnigraph_python runs only up to this many rows"
+    )
     p.add_argument("--read-repeats", type=int, default=3, help="runs of each read query per contender (median)")
     p.add_argument("--driver-memory", default="8g", help="spark.driver.memory of the classic sessions and the server")
     p.add_argument("--rows-per-file", type=int, default=2_000_000, help="rows per generated Parquet file")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--contender-timeout", type=int, default=3600, help="seconds before a contender is killed")
-    p.add_argument("--work", default=None, help="input and outputs (default: benchmarks/out/format-work-<rows>); "
-                   "deleted at the end unless --keep-work")
+    p.add_argument(
+        "--work",
+        default=None,
+        help="input and outputs (default: benchmarks/out/format-work-<rows>); deleted at the end unless --keep-work",
+    )
     p.add_argument("--keep-work", action="store_true")
     p.add_argument("--out", default=None, help="results JSON (and a .md beside it)")
     p.add_argument("--log", default=None, help="progress log file (also on stderr)")
@@ -663,10 +768,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True)
     freeze_shim(work / "shim")
     command = " ".join(["format_bench"] + list(argv if argv is not None else sys.argv[1:]))
-    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
-                               "rows": args.rows, "driver_memory": args.driver_memory, "modes": modes,
-                               "contenders": names, "read_repeats": args.read_repeats, "load_start": _load(),
-                               "results": {}, "ratios": {}, "shim_start": shim_jar_state()}
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command,
+        "machine": _machine(),
+        "rows": args.rows,
+        "driver_memory": args.driver_memory,
+        "modes": modes,
+        "contenders": names,
+        "read_repeats": args.read_repeats,
+        "load_start": _load(),
+        "results": {},
+        "ratios": {},
+        "shim_start": shim_jar_state(),
+    }
 
     def save() -> None:
         results["load_end"] = _load()
@@ -685,8 +800,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             (work / mode).mkdir()
             if mode == "connect":
                 server = ConnectServer(work / "connect", args.driver_memory)
-                results["connect"] = {"url": server.url, "start_s": server.start_s,
-                                      "lance_cpu_threads": server.lance_cpu_threads}
+                results["connect"] = {
+                    "url": server.url,
+                    "start_s": server.start_s,
+                    "lance_cpu_threads": server.lance_cpu_threads,
+                }
             results["results"][mode] = {}
             for name in names:
                 log.info("%s %s: start (load %s)", mode, name, _load())

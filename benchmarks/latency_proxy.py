@@ -18,6 +18,7 @@ to ``--stats-port`` gets them as one JSON line. The proxy prints
 
     python -m benchmarks.latency_proxy --target 127.0.0.1:5000 --delay-ms 10
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ class Counts:
     """``round_trips``: every exchange (each one held the delay); ``requests``: those that start
     an HTTP request, by method; the others are the bodies of ``Expect: 100-continue`` uploads,
     sent after the interim response."""
+
     round_trips: int = 0
     requests: int = 0
     connections: int = 0
@@ -49,8 +51,12 @@ class Counts:
             self.by_method[word] = self.by_method.get(word, 0) + 1
 
     def as_dict(self) -> dict[str, object]:
-        return {"round_trips": self.round_trips, "requests": self.requests, "connections": self.connections,
-                "by_method": dict(self.by_method)}
+        return {
+            "round_trips": self.round_trips,
+            "requests": self.requests,
+            "connections": self.connections,
+            "by_method": dict(self.by_method),
+        }
 
 
 def parse_target(text: str) -> tuple[str, int]:
@@ -110,8 +116,11 @@ class Proxy:
             return
         state = {"awaiting": False}
         try:
-            await asyncio.gather(self._client_to_server(c_reader, s_writer, state),
-                                 self._server_to_client(s_reader, c_writer, state), return_exceptions=True)
+            await asyncio.gather(
+                self._client_to_server(c_reader, s_writer, state),
+                self._server_to_client(s_reader, c_writer, state),
+                return_exceptions=True,
+            )
         finally:
             for w in (s_writer, c_writer):
                 w.close()
@@ -142,8 +151,14 @@ def read_stats(port: int, host: str = "127.0.0.1") -> dict[str, object]:
     return json.loads(buf)
 
 
-async def serve(target: tuple[str, int], delay_s: float, port: int = 0, stats_port: int = 0,
-                max_seconds: float | None = None, ready=None) -> None:
+async def serve(
+    target: tuple[str, int],
+    delay_s: float,
+    port: int = 0,
+    stats_port: int = 0,
+    max_seconds: float | None = None,
+    ready=None,
+) -> None:
     proxy = Proxy(target, delay_s)
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", port)
     stats = await asyncio.start_server(proxy.stats, "127.0.0.1", stats_port)
@@ -161,8 +176,12 @@ def start(target: str, delay_ms: float, timeout_s: float = 30.0):
     """Start the proxy as a process of its own: (process, port, stats_port). Terminate it when done."""
     import subprocess
 
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.latency_proxy", "--target", target,
-                             "--delay-ms", str(delay_ms)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.latency_proxy", "--target", target, "--delay-ms", str(delay_ms)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     line = proc.stdout.readline()  # "ready <port> <stats_port>", or "" when it died
     if not line.startswith("ready "):
         proc.kill()

@@ -44,6 +44,7 @@ they run one after another.
     .venv/bin/python -m benchmarks.object_store_bench --rows 1000000 --repeats 2 --out benchmarks/out/object_store.json
     .venv/bin/python -m benchmarks.object_store_bench --mode latency --rows 200000 --out benchmarks/out/latency.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,12 @@ node Item {
     score: F64?
 }
 """
-CREDS = {"aws_access_key_id": "bench-key-id", "aws_secret_access_key": "bench-secret", "aws_region": "us-east-1",
-         "allow_http": "true"}
+CREDS = {
+    "aws_access_key_id": "bench-key-id",
+    "aws_secret_access_key": "bench-secret",
+    "aws_region": "us-east-1",
+    "allow_http": "true",
+}
 
 
 def _input(folder: Path, rows: int) -> str:
@@ -77,9 +82,14 @@ def _input(folder: Path, rows: int) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"items-{rows}.parquet"
     if not path.exists():
-        t = pa.table({"name": [f"item-{i:09d}" for i in range(rows)], "qty": pa.array(range(rows), pa.int64()),
-                      "kind": [("alpha", "beta", "gamma")[i % 3] for i in range(rows)],
-                      "score": pa.array([i / 7 for i in range(rows)], pa.float64())})
+        t = pa.table(
+            {
+                "name": [f"item-{i:09d}" for i in range(rows)],
+                "qty": pa.array(range(rows), pa.int64()),
+                "kind": [("alpha", "beta", "gamma")[i % 3] for i in range(rows)],
+                "score": pa.array([i / 7 for i in range(rows)], pa.float64()),
+            }
+        )
         pq.write_table(t, path, row_group_size=65536)
     return str(path)
 
@@ -125,8 +135,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--engines", type=_engines, default=list(ENGINES), help="compare: which contenders (default all)")
     ap.add_argument("--delays-ms", type=_delays, default=[0.0, 10.0, 30.0], help="latency: added per HTTP exchange")
     ap.add_argument("--tables", type=lambda t: _int_list(t, 1), default=[1, 4], help="latency: node types loaded")
-    ap.add_argument("--max-rows-per-file", type=lambda t: _int_list(t, 1), default=[1024 * 1024, 2000],
-                    help="latency: maxRowsPerFile, few and many fragments")
+    ap.add_argument(
+        "--max-rows-per-file",
+        type=lambda t: _int_list(t, 1),
+        default=[1024 * 1024, 2000],
+        help="latency: maxRowsPerFile, few and many fragments",
+    )
     ap.add_argument("--work", default=None, help="input and local graphs (default: a temp dir)")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -144,10 +158,16 @@ def _session(extra: dict[str, str]):
     from omnigraph_spark.spark.runtime import set_local_lance_threads
 
     set_local_lance_threads("local[2]")
-    spark = (SparkSession.builder.master("local[2]").appName("object-store-bench")
-             .config("spark.ui.enabled", "false").config("spark.default.parallelism", "2")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
-             .config(map=extra).getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("object-store-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .config(map=extra)
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -155,13 +175,15 @@ def _session(extra: dict[str, str]):
 def s3a_conf(storage: dict[str, str]) -> dict[str, str]:
     """The session settings for Spark's s3a against the S3 server of ``storage`` (this bench's
     storage options): see the module doc."""
-    return {"spark.jars.packages": HADOOP_AWS,
-            "spark.hadoop.fs.s3a.endpoint": storage["aws_endpoint"],
-            "spark.hadoop.fs.s3a.endpoint.region": storage["aws_region"],
-            "spark.hadoop.fs.s3a.path.style.access": "true",
-            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-            "spark.hadoop.fs.s3a.access.key": storage["aws_access_key_id"],
-            "spark.hadoop.fs.s3a.secret.key": storage["aws_secret_access_key"]}
+    return {
+        "spark.jars.packages": HADOOP_AWS,
+        "spark.hadoop.fs.s3a.endpoint": storage["aws_endpoint"],
+        "spark.hadoop.fs.s3a.endpoint.region": storage["aws_region"],
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.access.key": storage["aws_access_key_id"],
+        "spark.hadoop.fs.s3a.secret.key": storage["aws_secret_access_key"],
+    }
 
 
 def _cached_input(spark, path: str):
@@ -197,15 +219,18 @@ def _child(args) -> None:
     write_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     read_table(spark, args.root, "Item", storage_options=so, engine=args.engine).write.format("noop").mode(
-        "overwrite").save()
+        "overwrite"
+    ).save()
     read_s = time.perf_counter() - t0
     spark.stop()
     print(json.dumps({"write_s": write_s, "read_s": read_s}))
 
 
 def latency_schema(tables: int) -> str:
-    return "\n".join(f"node Item{i} {{\n    name: String @key\n    qty: I64\n    kind: String\n    score: F64?\n}}"
-                     for i in range(tables))
+    return "\n".join(
+        f"node Item{i} {{\n    name: String @key\n    qty: I64\n    kind: String\n    score: F64?\n}}"
+        for i in range(tables)
+    )
 
 
 def _latency_child(args) -> None:
@@ -251,24 +276,38 @@ def _latency_child(args) -> None:
     t0 = time.perf_counter()
     for name in frames:
         read_table(spark, args.root, name, storage_options=so, engine="jvm").write.format("noop").mode(
-            "overwrite").save()
+            "overwrite"
+        ).save()
     read_s = time.perf_counter() - t0
     marks["read_end"] = read_stats(args.stats_port)
     spark.stop()
 
     def between(a: str, b: str) -> dict:
         before, after = marks[a]["by_method"], marks[b]["by_method"]
-        return {"requests": marks[b]["requests"] - marks[a]["requests"],
-                "round_trips": marks[b]["round_trips"] - marks[a]["round_trips"],
-                "by_method": {m: after[m] - before.get(m, 0) for m in sorted(after) if after[m] > before.get(m, 0)}}
+        return {
+            "requests": marks[b]["requests"] - marks[a]["requests"],
+            "round_trips": marks[b]["round_trips"] - marks[a]["round_trips"],
+            "by_method": {m: after[m] - before.get(m, 0) for m in sorted(after) if after[m] > before.get(m, 0)},
+        }
 
-    print(json.dumps({"write_s": write_s, "commit_s": sum(commit_s), "stage_s": write_s - sum(commit_s),
-                      "read_s": read_s, "fragments": sum(t.fragments for t in res.tables),
-                      "rows": sum(t.rows_written for t in res.tables),
-                      "requests": {"stage": between("write_start", "commit_start"),
-                                   "commit": between("commit_start", "commit_end"),
-                                   "write": between("write_start", "write_end"),
-                                   "read": between("write_end", "read_end")}}))
+    print(
+        json.dumps(
+            {
+                "write_s": write_s,
+                "commit_s": sum(commit_s),
+                "stage_s": write_s - sum(commit_s),
+                "read_s": read_s,
+                "fragments": sum(t.fragments for t in res.tables),
+                "rows": sum(t.rows_written for t in res.tables),
+                "requests": {
+                    "stage": between("write_start", "commit_start"),
+                    "commit": between("commit_start", "commit_end"),
+                    "write": between("write_start", "write_end"),
+                    "read": between("write_end", "read_end"),
+                },
+            }
+        )
+    )
 
 
 def _moto():
@@ -276,8 +315,12 @@ def _moto():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -309,8 +352,12 @@ def snapshot_shim(work: Path) -> None:
 
 
 def _run_child(argv: list[str], what: str) -> dict:
-    p = subprocess.run([sys.executable, "-m", "benchmarks.object_store_bench", "--child", *argv],
-                       capture_output=True, text=True, timeout=3600)
+    p = subprocess.run(
+        [sys.executable, "-m", "benchmarks.object_store_bench", "--child", *argv],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if p.returncode != 0:
         raise RuntimeError(f"{what} failed: {p.stderr[-3000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -319,12 +366,14 @@ def _run_child(argv: list[str], what: str) -> dict:
 def _ratios(med: dict[str, dict[str, float]], engines: list[str]) -> dict[str, dict]:
     """Per store: python/jvm, python/parquet and jvm/parquet of the median seconds (those whose
     contenders ran), for writes and reads; and each ratio on S3 over the same ratio on local disk."""
-    pairs = [(a, b) for a, b in (("python", "jvm"), ("python", "parquet"), ("jvm", "parquet"))
-             if a in engines and b in engines]
+    pairs = [
+        (a, b)
+        for a, b in (("python", "jvm"), ("python", "parquet"), ("jvm", "parquet"))
+        if a in engines and b in engines
+    ]
     out: dict[str, dict] = {}
     for a, b in pairs:
-        by_store = {st: {m: med[f"{st}/{a}"][m] / med[f"{st}/{b}"][m] for m in ("write_s", "read_s")}
-                    for st in STORES}
+        by_store = {st: {m: med[f"{st}/{a}"][m] / med[f"{st}/{b}"][m] for m in ("write_s", "read_s")} for st in STORES}
         by_store["s3_over_local"] = {m: by_store["s3"][m] / by_store["local"][m] for m in ("write_s", "read_s")}
         out[f"{a}_over_{b}"] = by_store
     return out
@@ -336,7 +385,7 @@ def _compare(args, work: Path, inp: str, client, so: dict[str, str]) -> dict:
     contenders = [(store, engine) for store in STORES for engine in args.engines]
     times: dict[str, list[dict[str, float]]] = {f"{s}/{e}": [] for s, e in contenders}
     for r in range(args.repeats):
-        for store, engine in (contenders if r % 2 == 0 else contenders[::-1]):
+        for store, engine in contenders if r % 2 == 0 else contenders[::-1]:
             if store == "s3":
                 bucket = f"bench-{uuid.uuid4().hex[:10]}"
                 client.create_bucket(Bucket=bucket)
@@ -345,11 +394,23 @@ def _compare(args, work: Path, inp: str, client, so: dict[str, str]) -> dict:
                 root, storage = str(work / f"{engine}-{uuid.uuid4().hex[:10]}"), None
             if engine != "parquet":
                 Graph.init(root, SCHEMA, storage)
-            got = _run_child(["--root", root, "--engine", engine, "--input", inp,
-                              "--storage", json.dumps(storage) if storage else ""], f"{store}/{engine}")
+            got = _run_child(
+                [
+                    "--root",
+                    root,
+                    "--engine",
+                    engine,
+                    "--input",
+                    inp,
+                    "--storage",
+                    json.dumps(storage) if storage else "",
+                ],
+                f"{store}/{engine}",
+            )
             times[f"{store}/{engine}"].append(got)
-            print(f"round {r + 1} {store}/{engine}: write {got['write_s']:.2f} s, read {got['read_s']:.2f} s",
-                  flush=True)
+            print(
+                f"round {r + 1} {store}/{engine}: write {got['write_s']:.2f} s, read {got['read_s']:.2f} s", flush=True
+            )
     med = {k: {m: statistics.median(x[m] for x in v) for m in ("write_s", "read_s")} for k, v in times.items()}
     ratios = _ratios(med, args.engines)
     print(json.dumps({"median_s": med, "ratios": ratios}, indent=1))
@@ -366,7 +427,7 @@ def _latency(args, inp: str, client, so: dict[str, str], moto_url: str) -> dict:
     for r in range(args.repeats):
         for tables in args.tables:
             for mrpf in args.max_rows_per_file:
-                for delay in (args.delays_ms if r % 2 == 0 else args.delays_ms[::-1]):
+                for delay in args.delays_ms if r % 2 == 0 else args.delays_ms[::-1]:
                     bucket = f"bench-{uuid.uuid4().hex[:10]}"
                     client.create_bucket(Bucket=bucket)
                     root = f"s3://{bucket}/graph"
@@ -374,28 +435,52 @@ def _latency(args, inp: str, client, so: dict[str, str], moto_url: str) -> dict:
                     proc, port, stats_port = latency_proxy.start(target, delay)
                     try:
                         via = dict(so, aws_endpoint=f"http://127.0.0.1:{port}")
-                        got = _run_child(["--mode", "latency", "--root", root, "--input", inp, "--tables", str(tables),
-                                          "--max-rows-per-file", str(mrpf), "--storage", json.dumps(via),
-                                          "--stats-port", str(stats_port)], f"latency {delay} ms")
+                        got = _run_child(
+                            [
+                                "--mode",
+                                "latency",
+                                "--root",
+                                root,
+                                "--input",
+                                inp,
+                                "--tables",
+                                str(tables),
+                                "--max-rows-per-file",
+                                str(mrpf),
+                                "--storage",
+                                json.dumps(via),
+                                "--stats-port",
+                                str(stats_port),
+                            ],
+                            f"latency {delay} ms",
+                        )
                     finally:
                         proc.terminate()
                         proc.wait(timeout=10)
                     got.update({"repeat": r, "delay_ms": delay, "tables": tables, "max_rows_per_file": mrpf})
                     cells.append(got)
                     q = got["requests"]
-                    print(f"round {r + 1} tables {tables} maxRowsPerFile {mrpf} delay {delay:g} ms: "
-                          f"{got['fragments']} fragments, write {got['write_s']:.2f} s "
-                          f"(commit {got['commit_s']:.2f} s, "
-                          f"{q['commit']['round_trips']} round trips; staging {q['stage']['round_trips']}), "
-                          f"read {got['read_s']:.2f} s ({q['read']['round_trips']} round trips)", flush=True)
+                    print(
+                        f"round {r + 1} tables {tables} maxRowsPerFile {mrpf} delay {delay:g} ms: "
+                        f"{got['fragments']} fragments, write {got['write_s']:.2f} s "
+                        f"(commit {got['commit_s']:.2f} s, "
+                        f"{q['commit']['round_trips']} round trips; staging {q['stage']['round_trips']}), "
+                        f"read {got['read_s']:.2f} s ({q['read']['round_trips']} round trips)",
+                        flush=True,
+                    )
     summary = []
     for tables in args.tables:
         for mrpf in args.max_rows_per_file:
             for delay in args.delays_ms:
-                mine = [c for c in cells
-                        if (c["tables"], c["max_rows_per_file"], c["delay_ms"]) == (tables, mrpf, delay)]
-                row = {"tables": tables, "max_rows_per_file": mrpf, "delay_ms": delay,
-                       "fragments": mine[0]["fragments"]}
+                mine = [
+                    c for c in cells if (c["tables"], c["max_rows_per_file"], c["delay_ms"]) == (tables, mrpf, delay)
+                ]
+                row = {
+                    "tables": tables,
+                    "max_rows_per_file": mrpf,
+                    "delay_ms": delay,
+                    "fragments": mine[0]["fragments"],
+                }
                 for k in ("write_s", "stage_s", "commit_s", "read_s"):
                     row[k] = statistics.median(c[k] for c in mine)
                 for k in ("stage", "commit", "read"):
@@ -403,12 +488,20 @@ def _latency(args, inp: str, client, so: dict[str, str], moto_url: str) -> dict:
                     row[f"{k}_round_trips"] = statistics.median(c["requests"][k]["round_trips"] for c in mine)
                 summary.append(row)
     for row in summary:  # how much each added millisecond costs, from the 0 ms cell of the same case
-        base = next((b for b in summary if (b["tables"], b["max_rows_per_file"], b["delay_ms"]) ==
-                     (row["tables"], row["max_rows_per_file"], min(args.delays_ms))), None)
+        base = next(
+            (
+                b
+                for b in summary
+                if (b["tables"], b["max_rows_per_file"], b["delay_ms"])
+                == (row["tables"], row["max_rows_per_file"], min(args.delays_ms))
+            ),
+            None,
+        )
         if base is not None and row["delay_ms"] > base["delay_ms"]:
             d = (row["delay_ms"] - base["delay_ms"]) / 1000.0
             row["commit_added_s_over_round_trips_x_delay"] = (row["commit_s"] - base["commit_s"]) / (
-                max(row["commit_round_trips"], 1) * d)
+                max(row["commit_round_trips"], 1) * d
+            )
     print(json.dumps(summary, indent=1))
     return {"mode": "latency", "cells": cells, "summary": summary}
 
@@ -430,8 +523,13 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the children's Python workers import this venv's lance
     proc, url = _moto()
     so = dict(CREDS, aws_endpoint=url)
-    client = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=CREDS["aws_access_key_id"],
-                          aws_secret_access_key=CREDS["aws_secret_access_key"])
+    client = boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id=CREDS["aws_access_key_id"],
+        aws_secret_access_key=CREDS["aws_secret_access_key"],
+    )
     load0 = list(os.getloadavg())
     started = time.time()
     try:
@@ -442,8 +540,15 @@ def main(argv=None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    result = {"rows": args.rows, "repeats": args.repeats, "cores": os.cpu_count(), "loadavg_start": load0,
-              "loadavg_end": list(os.getloadavg()), "wall_s": time.time() - started, **body}
+    result = {
+        "rows": args.rows,
+        "repeats": args.repeats,
+        "cores": os.cpu_count(),
+        "loadavg_start": load0,
+        "loadavg_end": list(os.getloadavg()),
+        "wall_s": time.time() - started,
+        **body,
+    }
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1))

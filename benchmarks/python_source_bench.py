@@ -31,6 +31,7 @@ under the same (shared machine's) load.
     git archive <commit> omnigraph_spark | tar -x -C /tmp/base   # then, against that commit:
     .venv/bin/python -m benchmarks.python_source_bench --rows 1000000 --repeats 3 --base-code /tmp/base
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,8 +96,13 @@ def phases(work: Path) -> dict[str, Any]:
     w.commit(msgs)
     t2 = time.perf_counter()
     shutil.rmtree(target, ignore_errors=True)
-    return {"package": omnigraph_spark.__file__, "tasks_s": round(t1 - t0, 3), "commit_s": round(t2 - t1, 3),
-            "write_s": round(t2 - t0, 3), "key_hashes": all(m.staged[0].key_hashes is not None for m in msgs)}
+    return {
+        "package": omnigraph_spark.__file__,
+        "tasks_s": round(t1 - t0, 3),
+        "commit_s": round(t2 - t1, 3),
+        "write_s": round(t2 - t0, 3),
+        "key_hashes": all(m.staged[0].key_hashes is not None for m in msgs),
+    }
 
 
 def step(name: str, work: Path, out: Path) -> dict[str, Any]:
@@ -154,8 +160,12 @@ def _spawn(args, work: Path, name: str) -> dict[str, Any]:
     out = work / f"{name}.json"
     out.unlink(missing_ok=True)
     path = [p for p in [code, str(ROOT)] if p] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join(path))
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join(path),
+    )
     # -m puts the working directory first on sys.path: the code's directory, or the checkout
     cmd = [sys.executable, "-m", "benchmarks.python_source_bench", "--step", name, "--work", str(work)]
     load0 = _load()
@@ -171,20 +181,26 @@ def _spawn(args, work: Path, name: str) -> dict[str, Any]:
 def ratios(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, float]:
     """Medians over repeats of per-repeat ratios: the baseline's seconds over the contender's
     (> 1: the contender is faster)."""
+
     def med(base: str, who: str) -> float:
         return round(statistics.median(r[base]["write_s"] / r[who]["write_s"] for r in runs), 3)
 
-    out = {"omnigraph_vs_parquet": med("parquet", "omnigraph"), "omnigraph_vs_floor": med("floor", "omnigraph"),
-           "floor_vs_parquet": med("parquet", "floor")}
+    out = {
+        "omnigraph_vs_parquet": med("parquet", "omnigraph"),
+        "omnigraph_vs_floor": med("floor", "omnigraph"),
+        "floor_vs_parquet": med("parquet", "floor"),
+    }
     if "phases" in runs[0]:
         for what in ("tasks_s", "commit_s"):
             out[f"phases_{what}"] = round(statistics.median(r["phases"][what] for r in runs), 3)
             if "phases_base" in runs[0]:
                 out[f"phases_base_{what}"] = round(statistics.median(r["phases_base"][what] for r in runs), 3)
     if "omnigraph_base" in runs[0]:
-        out.update(omnigraph_base_vs_parquet=med("parquet", "omnigraph_base"),
-                   omnigraph_base_vs_floor=med("floor", "omnigraph_base"),
-                   omnigraph_vs_omnigraph_base=med("omnigraph_base", "omnigraph"))
+        out.update(
+            omnigraph_base_vs_parquet=med("parquet", "omnigraph_base"),
+            omnigraph_base_vs_floor=med("floor", "omnigraph_base"),
+            omnigraph_vs_omnigraph_base=med("omnigraph_base", "omnigraph"),
+        )
     return out
 
 
@@ -195,8 +211,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--work", default=None, help="input and outputs (default: benchmarks/out/python-source-work-<rows>)")
     p.add_argument("--code", default=None, help="run the contenders on the omnigraph_spark package in this directory")
-    p.add_argument("--base-code", default=None, help="add contender omnigraph_base: the omnigraph write on the "
-                   "omnigraph_spark package in this directory")
+    p.add_argument(
+        "--base-code",
+        default=None,
+        help="add contender omnigraph_base: the omnigraph write on the omnigraph_spark package in this directory",
+    )
     p.add_argument("--phases", action="store_true", help="also time the writer's tasks and commit without Spark")
     p.add_argument("--out", default=None, help="results JSON")
     p.add_argument("--step", default=None, help=argparse.SUPPRESS)  # internal: one contender in this process
@@ -206,9 +225,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         step(args.step, work, work / f"{args.step}.json")
         return 0
     work.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"rows": args.rows, "repeats": args.repeats, "cores": os.cpu_count(),
-                              "code": args.code or str(ROOT), "base_code": args.base_code, "load_start": _load(),
-                              "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    result: dict[str, Any] = {
+        "rows": args.rows,
+        "repeats": args.repeats,
+        "cores": os.cpu_count(),
+        "code": args.code or str(ROOT),
+        "base_code": args.base_code,
+        "load_start": _load(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
     if not (work / "input").exists():
         result["generate_s"] = generate(work, args.rows, args.seed)
     names = list(CONTENDERS) + (["omnigraph_base"] if args.base_code else [])
@@ -218,8 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in range(args.repeats):
         order = names if r % 2 == 0 else names[::-1]
         runs.append({name: _spawn(args, work, name) for name in order})
-        print(f"repeat {r}: " + ", ".join(f"{n} {runs[-1][n]['write_s']:.2f}s (load {runs[-1][n]['load'][0][0]})"
-                                          for n in names), flush=True)
+        print(
+            f"repeat {r}: "
+            + ", ".join(f"{n} {runs[-1][n]['write_s']:.2f}s (load {runs[-1][n]['load'][0][0]})" for n in names),
+            flush=True,
+        )
     result.update(runs=runs, ratios=ratios(runs), load_end=_load())
     print(json.dumps(result["ratios"]), flush=True)
     if args.out:

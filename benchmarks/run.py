@@ -20,6 +20,7 @@ Every contender runs ``--repeats`` times, interleaved, in the same process; the 
 medians of per-repeat ratios, never absolute wall-clock claims (the machine may be shared).
 Outputs: ``results.json``, ``results.md`` and ``results.png`` under ``--out``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,12 +59,26 @@ edge Link: Item -> Item @card(0..1000) {
 
 #: every key results.json must carry (the smoke test checks them)
 REQUIRED_METRICS = (
-    "machine", "config", "input", "write", "write_graph", "read", "commit_vs_fragments", "commit_vs_rows",
-    "commit_vs_tables", "validation", "memory", "profile", "append", "edge_gap", "targets",
+    "machine",
+    "config",
+    "input",
+    "write",
+    "write_graph",
+    "read",
+    "commit_vs_fragments",
+    "commit_vs_rows",
+    "commit_vs_tables",
+    "validation",
+    "memory",
+    "profile",
+    "append",
+    "edge_gap",
+    "targets",
 )
 
 
 # -- small utilities -------------------------------------------------------------------------
+
 
 def median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
@@ -82,8 +97,6 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-
-
 def machine_info() -> dict[str, Any]:
     import lance
     import pyarrow
@@ -99,9 +112,14 @@ def machine_info() -> dict[str, Any]:
             cpu = line.split(":", 1)[1].strip()
             break
     return {
-        "cores": os.cpu_count(), "cpu": cpu, "ram_gib": round(mem_kb / 2 ** 20, 1),
-        "python": platform.python_version(), "platform": platform.platform(),
-        "spark": pyspark.__version__, "lance": lance.__version__, "pyarrow": pyarrow.__version__,
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gib": round(mem_kb / 2**20, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "spark": pyspark.__version__,
+        "lance": lance.__version__,
+        "pyarrow": pyarrow.__version__,
         "loadavg_start": list(os.getloadavg()),
     }
 
@@ -110,8 +128,9 @@ def other_load(self_pids: set) -> dict[str, Any]:
     """What else is running: load average and the busiest processes that are not ours."""
     procs = []
     try:
-        out = subprocess.run(["ps", "-eo", "pid,pcpu,rss,comm,args", "--sort=-pcpu"], capture_output=True,
-                             text=True, timeout=10).stdout.splitlines()[1:]
+        out = subprocess.run(
+            ["ps", "-eo", "pid,pcpu,rss,comm,args", "--sort=-pcpu"], capture_output=True, text=True, timeout=10
+        ).stdout.splitlines()[1:]
     except Exception:
         out = []
     for line in out:
@@ -121,12 +140,20 @@ def other_load(self_pids: set) -> dict[str, Any]:
         pid = int(parts[0])
         if pid in self_pids or float(parts[1]) < 5.0 or parts[3] == "ps":
             continue
-        procs.append({"pid": pid, "pcpu": float(parts[1]), "rss_mb": int(parts[2]) // 1024, "comm": parts[3],
-                      "args": parts[4][:120]})
+        procs.append(
+            {
+                "pid": pid,
+                "pcpu": float(parts[1]),
+                "rss_mb": int(parts[2]) // 1024,
+                "comm": parts[3],
+                "args": parts[4][:120],
+            }
+        )
     return {"loadavg": list(os.getloadavg()), "busy_processes": procs[:8]}
 
 
 # -- memory sampler --------------------------------------------------------------------------
+
 
 class MemorySampler:
     """Samples RSS of this process (the driver), the JVM and Spark's Python workers
@@ -150,8 +177,14 @@ class MemorySampler:
 
     @contextmanager
     def phase_of(self, name: str) -> Iterator[None]:
-        self.peaks[name] = {"driver_rss_mb": 0.0, "driver_arrow_mb": 0.0, "jvm_rss_mb": 0.0,
-                            "worker_max_rss_mb": 0.0, "workers_total_rss_mb": 0.0, "workers": 0}
+        self.peaks[name] = {
+            "driver_rss_mb": 0.0,
+            "driver_arrow_mb": 0.0,
+            "jvm_rss_mb": 0.0,
+            "worker_max_rss_mb": 0.0,
+            "workers_total_rss_mb": 0.0,
+            "workers": 0,
+        }
         self.phase = name
         self._sample()
         try:
@@ -173,7 +206,7 @@ class MemorySampler:
         pk = self.peaks.get(name)
         if pk is None:
             return
-        mb = 1 / 2 ** 20
+        mb = 1 / 2**20
         pk["driver_rss_mb"] = max(pk["driver_rss_mb"], table.get(me, (0, 0, ""))[1] * mb)
         import pyarrow as pa  # Arrow memory the driver holds right now (write_graph: validation)
 
@@ -193,6 +226,7 @@ class MemorySampler:
 
 # -- Spark and data ------------------------------------------------------------------------------
 
+
 def make_spark(arrow_batch: int | None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -207,16 +241,19 @@ def make_spark(arrow_batch: int | None):
 
     from omnigraph_spark.spark.jvm_read import shim_spark_conf
 
-    b = (SparkSession.builder.master(master).appName("omnigraph-spark-bench")
-         .config(map=shim_spark_conf())  # the JVM read path
-         .config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.default.parallelism", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.memory", "4g")
-         .config("spark.sql.python.filterPushdown.enabled", "true")
-         .config("spark.python.worker.reuse", "true"))
+    b = (
+        SparkSession.builder.master(master)
+        .appName("omnigraph-spark-bench")
+        .config(map=shim_spark_conf())  # the JVM read path
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+    )
     if arrow_batch:
         b = b.config("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_batch))
     spark = b.getOrCreate()
@@ -234,16 +271,18 @@ def node_frame(spark, rows: int, seed: int, partitions: int = 2, start: int = 0,
     from pyspark.sql import functions as F
 
     idx = F.col("id") if index is None else index
-    return (spark.range(start, start + rows, 1, partitions)
-            .select(F.format_string("item-%010d", idx).alias("name"),
-                    ((idx * 7919) % 1000).alias("qty"),
-                    F.rand(seed).alias("price"),
-                    F.date_add(F.lit("2000-01-01").cast("date"), (idx % 9000).cast("int")).alias("day"),
-                    F.element_at(F.array(*[F.lit(k) for k in ("alpha", "beta", "gamma", "delta")]),
-                                 (idx % 4 + 1).cast("int")).alias("kind"),
-                    F.when(idx % 5 == 0, F.lit(None).cast("array<string>"))
-                     .otherwise(F.array(F.format_string("t%d", idx % 97), F.format_string("u%d", idx % 13)))
-                     .alias("tags")))
+    return spark.range(start, start + rows, 1, partitions).select(
+        F.format_string("item-%010d", idx).alias("name"),
+        ((idx * 7919) % 1000).alias("qty"),
+        F.rand(seed).alias("price"),
+        F.date_add(F.lit("2000-01-01").cast("date"), (idx % 9000).cast("int")).alias("day"),
+        F.element_at(
+            F.array(*[F.lit(k) for k in ("alpha", "beta", "gamma", "delta")]), (idx % 4 + 1).cast("int")
+        ).alias("kind"),
+        F.when(idx % 5 == 0, F.lit(None).cast("array<string>"))
+        .otherwise(F.array(F.format_string("t%d", idx % 97), F.format_string("u%d", idx % 13)))
+        .alias("tags"),
+    )
 
 
 def edge_frame(spark, rows: int, nodes: int, seed: int, partitions: int = 2):
@@ -252,10 +291,11 @@ def edge_frame(spark, rows: int, nodes: int, seed: int, partitions: int = 2):
     from pyspark.sql import functions as F
 
     idx = F.col("id")
-    return (spark.range(0, rows, 1, partitions)
-            .select(F.format_string("item-%010d", idx % nodes).alias("src"),
-                    F.format_string("item-%010d", (idx * 7919 + 13) % nodes).alias("dst"),
-                    F.rand(seed + 1).alias("weight")))
+    return spark.range(0, rows, 1, partitions).select(
+        F.format_string("item-%010d", idx % nodes).alias("src"),
+        F.format_string("item-%010d", (idx * 7919 + 13) % nodes).alias("dst"),
+        F.rand(seed + 1).alias("weight"),
+    )
 
 
 def cached(df):
@@ -281,6 +321,7 @@ def dir_bytes(path: str) -> int:
 
 
 # -- benchmarks --------------------------------------------------------------------------------
+
 
 class Bench:
     def __init__(self, args, spark=None) -> None:
@@ -375,8 +416,9 @@ class Bench:
 
         from omnigraph_spark.store import tables as T
 
-        lance.write_dataset(tbl, uri, data_storage_version=T.DATA_STORAGE_VERSION,
-                            max_rows_per_file=T.DEFAULT_MAX_ROWS_PER_FILE)
+        lance.write_dataset(
+            tbl, uri, data_storage_version=T.DATA_STORAGE_VERSION, max_rows_per_file=T.DEFAULT_MAX_ROWS_PER_FILE
+        )
 
     def lance_write(self, node_tbl, edge_tbl) -> dict[str, float]:
         """Single-process pylance write_dataset of the same Arrow data (no conversion, no
@@ -393,9 +435,14 @@ class Bench:
         a = self.args
         from omnigraph_spark.spark.jvm_read import shim_loaded
 
-        runs: dict[str, list[dict[str, float]]] = {"omnigraph": [], "omnigraph_jvm": [], "omnigraph_jvm_graph": [],
-                                                   "parquet": [], "python_source_floor": [],
-                                                   "lance_single_process": []}
+        runs: dict[str, list[dict[str, float]]] = {
+            "omnigraph": [],
+            "omnigraph_jvm": [],
+            "omnigraph_jvm_graph": [],
+            "parquet": [],
+            "python_source_floor": [],
+            "lance_single_process": [],
+        }
         has_jvm = shim_loaded(self.spark)
         if not has_jvm:
             log("write: jvm-shim not on the class path (make jvm-shim): no JVM write path measured")
@@ -435,17 +482,22 @@ class Bench:
                 continue
             tot = [x["total"] for x in rs]
             res["contenders"][who] = {
-                "seconds_median": median(tot), "seconds_all": tot,
+                "seconds_median": median(tot),
+                "seconds_all": tot,
                 "nodes_seconds_median": median([x["nodes"] for x in rs]) if "nodes" in rs[0] else None,
                 "edges_seconds_median": median([x["edges"] for x in rs]) if "edges" in rs[0] else None,
-                "rows_per_s": rows / median(tot), "mb_per_s": nbytes / 2 ** 20 / median(tot)}
+                "rows_per_s": rows / median(tot),
+                "mb_per_s": nbytes / 2**20 / median(tot),
+            }
         og = [x["total"] for x in runs["omnigraph"]]
         pq = [x["total"] for x in runs["parquet"]]
         res["ratio_omnigraph_vs_parquet_throughput"] = median([p / o for p, o in zip(pq, og)])
         res["ratio_nodes_vs_parquet_throughput"] = median(
-            [p["nodes"] / o["nodes"] for p, o in zip(runs["parquet"], runs["omnigraph"])])
+            [p["nodes"] / o["nodes"] for p, o in zip(runs["parquet"], runs["omnigraph"])]
+        )
         res["ratio_edges_vs_parquet_throughput"] = median(
-            [p["edges"] / o["edges"] for p, o in zip(runs["parquet"], runs["omnigraph"])])
+            [p["edges"] / o["edges"] for p, o in zip(runs["parquet"], runs["omnigraph"])]
+        )
         fl = [x["total"] for x in runs["python_source_floor"]]
         res["ratio_omnigraph_vs_python_floor_throughput"] = median([f / o for f, o in zip(fl, og)])
         res["ratio_python_floor_vs_parquet_throughput"] = median([p / f for p, f in zip(pq, fl)])
@@ -457,17 +509,19 @@ class Bench:
             jv = runs["omnigraph_jvm"]
             res["ratio_omnigraph_jvm_vs_parquet_throughput"] = median([p / j["total"] for p, j in zip(pq, jv)])
             res["ratio_jvm_nodes_vs_parquet_throughput"] = median(
-                [p["nodes"] / j["nodes"] for p, j in zip(runs["parquet"], jv)])
+                [p["nodes"] / j["nodes"] for p, j in zip(runs["parquet"], jv)]
+            )
             res["ratio_jvm_edges_vs_parquet_throughput"] = median(
-                [p["edges"] / j["edges"] for p, j in zip(runs["parquet"], jv)])
+                [p["edges"] / j["edges"] for p, j in zip(runs["parquet"], jv)]
+            )
             res["ratio_omnigraph_jvm_vs_python_path_throughput"] = median([o / j["total"] for o, j in zip(og, jv)])
             jg = runs["omnigraph_jvm_graph"]
             res["ratio_omnigraph_jvm_graph_vs_parquet_throughput"] = median([p / j["total"] for p, j in zip(pq, jg)])
             if runs["lance_single_process"]:
                 res["ratio_omnigraph_jvm_vs_lance_single_process_throughput"] = median(
-                    [x / j["total"] for x, j in zip(ln, jv)])
-        res["on_disk_bytes"] = {"omnigraph": dir_bytes(self._last_graph),
-                                "parquet": dir_bytes(self._last_parquet)}
+                    [x / j["total"] for x, j in zip(ln, jv)]
+                )
+        res["on_disk_bytes"] = {"omnigraph": dir_bytes(self._last_graph), "parquet": dir_bytes(self._last_parquet)}
         self.results["write"] = res
 
     # -- write_graph with phases ----------------------------------------------------------------
@@ -488,7 +542,7 @@ class Bench:
         def to_table(ds, *a, **kw):
             t = orig_tt(ds, *a, **kw)
             if validating.is_set():
-                phase["validate_read_mb"] += t.nbytes / 2 ** 20
+                phase["validate_read_mb"] += t.nbytes / 2**20
             return t
 
         def make_validator(graph, *args, **kwargs):  # whatever else the writer passes (cascade) goes through
@@ -502,6 +556,7 @@ class Bench:
                 finally:
                     phase["validate"] += time.perf_counter() - t0
                     validating.clear()
+
             return timed
 
         def commit_load(*a, **kw):
@@ -530,11 +585,19 @@ class Bench:
                 res = write_graph(g.root, {"Item": nodes, "Link": edges})
                 total = time.perf_counter() - t0
             commit_only = phase["commit_load"] - phase["validate"]
-            runs.append({"total": total, "staging": total - phase["commit_load"], "validate": phase["validate"],
-                         "commit_publish": commit_only,
-                         "fragments": sum(t.fragments for t in res.tables)})
-            log(f"write_graph repeat {r}: total {total:.2f}s, validate {phase['validate']:.2f}s, "
-                f"commit {commit_only:.2f}s")
+            runs.append(
+                {
+                    "total": total,
+                    "staging": total - phase["commit_load"],
+                    "validate": phase["validate"],
+                    "commit_publish": commit_only,
+                    "fragments": sum(t.fragments for t in res.tables),
+                }
+            )
+            log(
+                f"write_graph repeat {r}: total {total:.2f}s, validate {phase['validate']:.2f}s, "
+                f"commit {commit_only:.2f}s"
+            )
         out = {k: median([x[k] for x in runs]) for k in runs[0]}
         from omnigraph_spark.spark.jvm_read import shim_loaded
 
@@ -566,7 +629,7 @@ class Bench:
             existing += a.edge_rows
             runs: dict[str, list[dict[str, float]]] = {"recorded": [], "counted": []}
             for r in range(a.repeats):
-                for how in (("recorded", "counted") if r % 2 == 0 else ("counted", "recorded")):
+                for how in ("recorded", "counted") if r % 2 == 0 else ("counted", "recorded"):
                     if how == "counted":  # the pinned version offers no bound
                         T.transaction_property = lambda *_a, **_k: None
                     try:
@@ -576,27 +639,42 @@ class Bench:
                             total = time.perf_counter() - t0
                     finally:
                         T.transaction_property = orig_prop
-                    runs[how].append({"existing_edges": existing, "total": total, "validate": phase["validate"],
-                                      "validate_read_mb": phase["validate_read_mb"]})
+                    runs[how].append(
+                        {
+                            "existing_edges": existing,
+                            "total": total,
+                            "validate": phase["validate"],
+                            "validate_read_mb": phase["validate_read_mb"],
+                        }
+                    )
                     existing += small_rows
-            row: dict[str, Any] = {"existing_edges_before": runs["recorded"][0]["existing_edges"],
-                                   "append_rows": small_rows}
+            row: dict[str, Any] = {
+                "existing_edges_before": runs["recorded"][0]["existing_edges"],
+                "append_rows": small_rows,
+            }
             for how, rs in runs.items():
-                row[how] = {"validate_seconds": median([x["validate"] for x in rs]),
-                            "write_seconds": median([x["total"] for x in rs]),
-                            "validate_share_of_write": median([x["validate"] / x["total"] for x in rs]),
-                            "validate_read_mb": median([x["validate_read_mb"] for x in rs]),
-                            "runs": rs}
+                row[how] = {
+                    "validate_seconds": median([x["validate"] for x in rs]),
+                    "write_seconds": median([x["total"] for x in rs]),
+                    "validate_share_of_write": median([x["validate"] / x["total"] for x in rs]),
+                    "validate_read_mb": median([x["validate_read_mb"] for x in rs]),
+                    "runs": rs,
+                }
             steps.append(row)
-            log(f"append {small_rows} edges onto ~{row['existing_edges_before']:,}: validate "
+            log(
+                f"append {small_rows} edges onto ~{row['existing_edges_before']:,}: validate "
                 f"{row['recorded']['validate_seconds']:.3f}s with the recorded bound, "
                 f"{row['counted']['validate_seconds']:.3f}s counted "
                 f"(read {row['recorded']['validate_read_mb']:.0f} vs "
-                f"{row['counted']['validate_read_mb']:.0f} MB)")
+                f"{row['counted']['validate_read_mb']:.0f} MB)"
+            )
         small.unpersist(), base.unpersist()
-        self.results["append"] = {"steps": steps, "note": "write_table of edge_rows/10 Link edges (@card(0..1000)) "
-                                  "onto a Link table grown by edge_rows per step; 'counted': the bound lookup "
-                                  "returns nothing, as on a version the engine wrote"}
+        self.results["append"] = {
+            "steps": steps,
+            "note": "write_table of edge_rows/10 Link edges (@card(0..1000)) "
+            "onto a Link table grown by edge_rows per step; 'counted': the bound lookup "
+            "returns nothing, as on a version the engine wrote",
+        }
 
     def bench_strict_append(self) -> dict[str, Any]:
         """The cost of append being a strict insert (I17): write_table (engine "auto": the JVM
@@ -622,7 +700,7 @@ class Bench:
             runs: dict[str, list[float]] = {"with": [], "without": []}
             saved = (jvm_write.fresh_source, writer._fresh_of)
             for r in range(a.repeats):
-                for how in (("with", "without") if r % 2 == 0 else ("without", "with")):
+                for how in ("with", "without") if r % 2 == 0 else ("without", "with"):
                     root = self.fresh("strict")
                     shutil.copytree(template.root, root)
                     if how == "without":
@@ -636,10 +714,15 @@ class Bench:
                         jvm_write.fresh_source, writer._fresh_of = saved
                     shutil.rmtree(root, ignore_errors=True)
             w, wo = median(runs["with"]), median(runs["without"])
-            out[str(n)] = {"committed_rows": n, "append_rows": n, "with_seconds": w, "without_seconds": wo,
-                           "ratio": w / wo, "runs": runs}
-            log(f"strict append of {n:,} onto {n:,}: {w:.2f}s with the check, {wo:.2f}s without "
-                f"(ratio {w / wo:.3f})")
+            out[str(n)] = {
+                "committed_rows": n,
+                "append_rows": n,
+                "with_seconds": w,
+                "without_seconds": wo,
+                "ratio": w / wo,
+                "runs": runs,
+            }
+            log(f"strict append of {n:,} onto {n:,}: {w:.2f}s with the check, {wo:.2f}s without (ratio {w / wo:.3f})")
         self.results["strict_append"] = out
         return out
 
@@ -701,10 +784,14 @@ class Bench:
         }
         runs: dict[str, list[dict[str, float]]] = {k: [] for k in cases}
         for r in range(a.repeats):
-            for k in (list(cases) if r % 2 == 0 else list(reversed(cases))):
+            for k in list(cases) if r % 2 == 0 else list(reversed(cases)):
                 runs[k].append(cases[k]())
-        res: dict[str, Any] = {"edge_rows": a.edge_rows, "format_columns": stored.column_names,
-                               "dataframe_columns": edge_tbl.column_names, "repeats": a.repeats}
+        res: dict[str, Any] = {
+            "edge_rows": a.edge_rows,
+            "format_columns": stored.column_names,
+            "dataframe_columns": edge_tbl.column_names,
+            "repeats": a.repeats,
+        }
         for k, rs in runs.items():
             res[k] = {"wall_seconds": median([x["wall"] for x in rs]), "runs": rs}
             if "cpu" in rs[0]:
@@ -715,18 +802,24 @@ class Bench:
 
         res["ratio_omnigraph_vs_parquet_throughput"] = ratio("spark_parquet", "omnigraph_write_table")
         res["ratio_lance_format_vs_dataframe_cpu"] = ratio("lance_encode_format_table", "lance_encode_dataframe", "cpu")
-        res["ratio_parquet_vs_lance_format_encode_cpu"] = ratio("parquet_encode_dataframe",
-                                                                "lance_encode_format_table", "cpu")
+        res["ratio_parquet_vs_lance_format_encode_cpu"] = ratio(
+            "parquet_encode_dataframe", "lance_encode_format_table", "cpu"
+        )
         cores = min(a.partitions, os.cpu_count() or 1)
         # the best any writer could do that pays Spark's iteration and Lance's encoding of the
         # format's table, perfectly parallel, and nothing else (no row -> Arrow copy, no ids, no checks)
         res["ceiling_vs_parquet_throughput"] = median(
-            [pq["wall"] / (noop["wall"] + enc["cpu"] / cores) for pq, noop, enc in
-             zip(runs["spark_parquet"], runs["spark_noop"], runs["lance_encode_format_table"])])
+            [
+                pq["wall"] / (noop["wall"] + enc["cpu"] / cores)
+                for pq, noop, enc in zip(runs["spark_parquet"], runs["spark_noop"], runs["lance_encode_format_table"])
+            ]
+        )
         res["cores_assumed"] = cores
-        log(f"edge gap: omnigraph {res['ratio_omnigraph_vs_parquet_throughput']:.2f}x Parquet; Lance encodes the "
+        log(
+            f"edge gap: omnigraph {res['ratio_omnigraph_vs_parquet_throughput']:.2f}x Parquet; Lance encodes the "
             f"format's table in {res['ratio_lance_format_vs_dataframe_cpu']:.2f}x the CPU of the DataFrame's columns; "
-            f"ceiling {res['ceiling_vs_parquet_throughput']:.2f}x")
+            f"ceiling {res['ceiling_vs_parquet_throughput']:.2f}x"
+        )
         self.results["edge_gap"] = res
 
     # -- read -----------------------------------------------------------------------------------
@@ -783,23 +876,35 @@ class Bench:
             o, p, f, j = [], [], [], []
             for r in range(a.read_repeats):
                 order = [(o, og), (p, parquet), (f, floor)] + ([(j, jvm)] if has_jvm else [])
-                for acc, fn in (reversed(order) if r % 2 else order):
+                for acc, fn in reversed(order) if r % 2 else order:
                     acc.append(fn(filtered))
-            res[kind] = {"omnigraph_seconds_median": median(o), "parquet_seconds_median": median(p),
-                         "python_floor_seconds_median": median(f),
-                         "omnigraph_rows_per_s": a.rows / median(o), "parquet_rows_per_s": a.rows / median(p),
-                         "ratio_omnigraph_vs_parquet_throughput": median([pp / oo for pp, oo in zip(p, o)]),
-                         "ratio_omnigraph_vs_python_floor_throughput": median([ff / oo for ff, oo in zip(f, o)]),
-                         "ratio_python_floor_vs_parquet_throughput": median([pp / ff for pp, ff in zip(p, f)]),
-                         "omnigraph_all": o, "parquet_all": p, "python_floor_all": f}
+            res[kind] = {
+                "omnigraph_seconds_median": median(o),
+                "parquet_seconds_median": median(p),
+                "python_floor_seconds_median": median(f),
+                "omnigraph_rows_per_s": a.rows / median(o),
+                "parquet_rows_per_s": a.rows / median(p),
+                "ratio_omnigraph_vs_parquet_throughput": median([pp / oo for pp, oo in zip(p, o)]),
+                "ratio_omnigraph_vs_python_floor_throughput": median([ff / oo for ff, oo in zip(f, o)]),
+                "ratio_python_floor_vs_parquet_throughput": median([pp / ff for pp, ff in zip(p, f)]),
+                "omnigraph_all": o,
+                "parquet_all": p,
+                "python_floor_all": f,
+            }
             if j:
-                res[kind].update({"omnigraph_jvm_seconds_median": median(j), "omnigraph_jvm_rows_per_s": a.rows / median(j),
-                                  "ratio_omnigraph_jvm_vs_parquet_throughput": median([pp / jj for pp, jj in zip(p, j)]),
-                                  "ratio_omnigraph_jvm_vs_python_source_throughput":
-                                      median([oo / jj for oo, jj in zip(o, j)]),
-                                  "omnigraph_jvm_all": j})
-            log(f"read {kind}: omnigraph {median(o):.2f}s parquet {median(p):.2f}s python floor {median(f):.2f}s"
-                + (f" omnigraph JVM path {median(j):.2f}s" if j else ""))
+                res[kind].update(
+                    {
+                        "omnigraph_jvm_seconds_median": median(j),
+                        "omnigraph_jvm_rows_per_s": a.rows / median(j),
+                        "ratio_omnigraph_jvm_vs_parquet_throughput": median([pp / jj for pp, jj in zip(p, j)]),
+                        "ratio_omnigraph_jvm_vs_python_source_throughput": median([oo / jj for oo, jj in zip(o, j)]),
+                        "omnigraph_jvm_all": j,
+                    }
+                )
+            log(
+                f"read {kind}: omnigraph {median(o):.2f}s parquet {median(p):.2f}s python floor {median(f):.2f}s"
+                + (f" omnigraph JVM path {median(j):.2f}s" if j else "")
+            )
         self.results["read"] = res
 
     # -- commit latency (store API, no Spark) ----------------------------------------------------
@@ -818,10 +923,17 @@ class Bench:
             for s in range(0, n, chunk):
                 k = min(chunk, n - s)
                 names = pa.array(np.char.add("item-", np.arange(s, s + k).astype(str)))
-                cols = {"id": names, "name": names, "qty": pa.array(np.arange(k), pa.int64()),
-                        "price": pa.nulls(k, pa.float64()), "day": pa.nulls(k, pa.date32()),
-                        "kind": pa.array(["alpha"] * k), "tags": pa.nulls(k, target.schema.field("tags").type)}
+                cols = {
+                    "id": names,
+                    "name": names,
+                    "qty": pa.array(np.arange(k), pa.int64()),
+                    "price": pa.nulls(k, pa.float64()),
+                    "day": pa.nulls(k, pa.date32()),
+                    "kind": pa.array(["alpha"] * k),
+                    "tags": pa.nulls(k, target.schema.field("tags").type),
+                }
                 yield pa.RecordBatch.from_arrays([cols[f.name] for f in target.schema], schema=target.schema)
+
         return writes.stage(target, batches())
 
     def _commit_timed(self, template_root: str, staged, validated: bool) -> float:
@@ -852,9 +964,16 @@ class Bench:
             stage_s = time.perf_counter() - t0
             plain = [self._commit_timed(g.root, [st], False) for _ in range(a.repeats)]
             val = [self._commit_timed(g.root, [st], True) for _ in range(max(1, a.repeats - 1))]
-            rows_out.append({"fragments": n, "rows": n * a.rows_per_fragment, "stage_seconds": stage_s,
-                             "commit_publish_seconds_median": median(plain), "commit_publish_all": plain,
-                             "commit_with_validation_seconds_median": median(val)})
+            rows_out.append(
+                {
+                    "fragments": n,
+                    "rows": n * a.rows_per_fragment,
+                    "stage_seconds": stage_s,
+                    "commit_publish_seconds_median": median(plain),
+                    "commit_publish_all": plain,
+                    "commit_with_validation_seconds_median": median(val),
+                }
+            )
             log(f"commit {n} fragments: {median(plain):.3f}s (with validation {median(val):.3f}s)")
             shutil.rmtree(g.root, ignore_errors=True)
         self.results["commit_vs_fragments"] = rows_out
@@ -867,14 +986,20 @@ class Bench:
             graphs[rpf] = (g, self._stage_fragments(g, a.commit_rows_fragments, rpf))
         times: dict[int, list[float]] = {rpf: [] for rpf in graphs}
         for r in range(a.repeats):
-            for rpf in (list(graphs) if r % 2 == 0 else list(reversed(graphs))):
+            for rpf in list(graphs) if r % 2 == 0 else list(reversed(graphs)):
                 g, st = graphs[rpf]
                 times[rpf].append(self._commit_timed(g.root, [st], False))
         by_rows = []
         for rpf, (g, _) in graphs.items():
             plain = times[rpf]
-            by_rows.append({"fragments": a.commit_rows_fragments, "rows": a.commit_rows_fragments * rpf,
-                            "commit_publish_seconds_median": median(plain), "commit_publish_all": plain})
+            by_rows.append(
+                {
+                    "fragments": a.commit_rows_fragments,
+                    "rows": a.commit_rows_fragments * rpf,
+                    "commit_publish_seconds_median": median(plain),
+                    "commit_publish_all": plain,
+                }
+            )
             log(f"commit {a.commit_rows_fragments} fragments x {rpf} rows: {median(plain):.3f}s")
             shutil.rmtree(g.root, ignore_errors=True)
         self.results["commit_vs_rows"] = by_rows
@@ -886,15 +1011,19 @@ class Bench:
             import pyarrow as pa
 
             from omnigraph_spark.store import writes
+
             staged = []
             for i in range(nt):
                 tg = writes.prepare_target(g, "main", f"node:T{i}", "append")
                 names = pa.array([f"k{j}" for j in range(10)])
                 cols = {"id": names, "name": names, "qty": pa.nulls(10, pa.int64())}
-                staged.append(writes.stage(tg, [pa.RecordBatch.from_arrays([cols[f.name] for f in tg.schema],
-                                                                           schema=tg.schema)]))
+                staged.append(
+                    writes.stage(tg, [pa.RecordBatch.from_arrays([cols[f.name] for f in tg.schema], schema=tg.schema)])
+                )
             plain = [self._commit_timed(g.root, staged, False) for _ in range(a.repeats)]
-            by_tables.append({"tables": nt, "commit_publish_seconds_median": median(plain), "commit_publish_all": plain})
+            by_tables.append(
+                {"tables": nt, "commit_publish_seconds_median": median(plain), "commit_publish_all": plain}
+            )
             log(f"commit {nt} tables: {median(plain):.3f}s")
             shutil.rmtree(g.root, ignore_errors=True)
         self.results["commit_vs_tables"] = by_tables
@@ -974,11 +1103,13 @@ class Bench:
             shutil.rmtree(g.root, ignore_errors=True)
         for k, v in phases.items():
             prof[f"{k}_seconds"] = median(v)
-        parts = {"jvm_to_python_hop (2 tasks, wall)": prof["jvm_to_python_hop_seconds"],
-                 "row_converter (1 process)": prof["convert_seconds"],
-                 "lance_encode (1 process)": prof["lance_encode_seconds"],
-                 "driver_validation": prof["validate_seconds"],
-                 "commit_publish": prof["commit_publish_seconds"]}
+        parts = {
+            "jvm_to_python_hop (2 tasks, wall)": prof["jvm_to_python_hop_seconds"],
+            "row_converter (1 process)": prof["convert_seconds"],
+            "lance_encode (1 process)": prof["lance_encode_seconds"],
+            "driver_validation": prof["validate_seconds"],
+            "commit_publish": prof["commit_publish_seconds"],
+        }
         tot = sum(parts.values())
         prof["breakdown_share"] = {k: v / tot for k, v in parts.items()}
         prof["breakdown_seconds"] = parts
@@ -990,8 +1121,8 @@ class Bench:
         self.results["validation"] = {
             "validate_seconds_single_process": prof["validate_seconds"],
             "stage_seconds_single_process": prof["convert_seconds"] + prof["lance_encode_seconds"],
-            "ratio_validate_vs_single_process_stage": prof["validate_seconds"] / (
-                prof["convert_seconds"] + prof["lance_encode_seconds"]),
+            "ratio_validate_vs_single_process_stage": prof["validate_seconds"]
+            / (prof["convert_seconds"] + prof["lance_encode_seconds"]),
             "ratio_validate_vs_spark_write_graph": self.results.get("write_graph", {}).get("validate_share_of_write"),
         }
         log("profile: " + ", ".join(f"{k} {v:.2f}s" for k, v in parts.items()))
@@ -1021,8 +1152,13 @@ class Bench:
             with self.mem.phase_of(name), timer(t):
                 write_graph(g.root, {"Item": nodes, "Link": edges}, engine="python")
             pk = dict(self.mem.peaks[name])
-            pk.update({"rows_per_type": n, "write_seconds": t[0],
-                       "validation_arrow_bytes_per_row": pk["driver_arrow_mb"] * 2 ** 20 / (2 * n)})
+            pk.update(
+                {
+                    "rows_per_type": n,
+                    "write_seconds": t[0],
+                    "validation_arrow_bytes_per_row": pk["driver_arrow_mb"] * 2**20 / (2 * n),
+                }
+            )
             if shim_loaded(self.spark):  # the JVM path stages in the JVM: its RSS is the staging memory
                 g = self.new_graph()
                 with self.mem.phase_of(name + "_jvm"):
@@ -1030,21 +1166,26 @@ class Bench:
                 pk["jvm_path_jvm_rss_mb"] = self.mem.peaks[name + "_jvm"]["jvm_rss_mb"]
             out.append(pk)
             nodes.unpersist(), edges.unpersist()
-            log(f"memory at {n} rows/type: staging worker max {pk['worker_max_rss_mb']:.0f} MB, driver "
+            log(
+                f"memory at {n} rows/type: staging worker max {pk['worker_max_rss_mb']:.0f} MB, driver "
                 f"{pk['driver_rss_mb']:.0f} MB (validation Arrow peak {pk['driver_arrow_mb']:.0f} MB), "
-                f"JVM {pk['jvm_rss_mb']:.0f} MB")
+                f"JVM {pk['jvm_rss_mb']:.0f} MB"
+            )
         ratio = (out[-1]["worker_max_rss_mb"] / out[0]["worker_max_rss_mb"]) if out[0]["worker_max_rss_mb"] else None
-        self.results["memory"] = {"sizes": out, "input_ratio": sizes[-1] / sizes[0],
-                                  "ratio_worker_peak_large_vs_small": ratio,
-                                  "ratio_validation_arrow_large_vs_small":
-                                      (out[-1]["driver_arrow_mb"] / out[0]["driver_arrow_mb"])
-                                      if out[0]["driver_arrow_mb"] else None,
-                                  "ratio_jvm_path_jvm_rss_large_vs_small":
-                                      (out[-1]["jvm_path_jvm_rss_mb"] / out[0]["jvm_path_jvm_rss_mb"])
-                                      if out[0].get("jvm_path_jvm_rss_mb") else None,
-                                  "note": "write_graph(engine='python'); peak RSS sampled from /proc every 0.1 s; workers = python "
-                                          "processes under the JVM (spark.python.worker.reuse=true), i.e. staging; "
-                                          "driver Arrow = pyarrow's allocation in this process, i.e. validation"}
+        self.results["memory"] = {
+            "sizes": out,
+            "input_ratio": sizes[-1] / sizes[0],
+            "ratio_worker_peak_large_vs_small": ratio,
+            "ratio_validation_arrow_large_vs_small": (out[-1]["driver_arrow_mb"] / out[0]["driver_arrow_mb"])
+            if out[0]["driver_arrow_mb"]
+            else None,
+            "ratio_jvm_path_jvm_rss_large_vs_small": (out[-1]["jvm_path_jvm_rss_mb"] / out[0]["jvm_path_jvm_rss_mb"])
+            if out[0].get("jvm_path_jvm_rss_mb")
+            else None,
+            "note": "write_graph(engine='python'); peak RSS sampled from /proc every 0.1 s; workers = python "
+            "processes under the JVM (spark.python.worker.reuse=true), i.e. staging; "
+            "driver Arrow = pyarrow's allocation in this process, i.e. validation",
+        }
 
     def warm_up(self) -> None:
         """One tiny write, read and Parquet round trip: starts Spark's Python workers (each one
@@ -1058,10 +1199,12 @@ class Bench:
             self.omnigraph_write(small_n, small_e)
             if shim_loaded(self.spark):
                 self.omnigraph_jvm_write(small_n, small_e)
-            self.spark.read.format("omnigraph").option("type", "Item").load(self._last_graph) \
-                .write.format("noop").mode("overwrite").save()
-            self.spark.read.format("omnigraph").option("type", "Item").option("pushdown", "true") \
-                .load(self._last_graph).filter("qty < 10").write.format("noop").mode("overwrite").save()
+            self.spark.read.format("omnigraph").option("type", "Item").load(self._last_graph).write.format("noop").mode(
+                "overwrite"
+            ).save()
+            self.spark.read.format("omnigraph").option("type", "Item").option("pushdown", "true").load(
+                self._last_graph
+            ).filter("qty < 10").write.format("noop").mode("overwrite").save()
         small_n.write.mode("overwrite").parquet(n)
         small_n.unpersist(), small_e.unpersist()
 
@@ -1079,21 +1222,28 @@ class Bench:
         edges = cached(edge_frame(self.spark, a.edge_rows, a.rows, a.seed, a.partitions))
         node_tbl, edge_tbl = nodes.toArrow(), edges.toArrow()
         in_bytes = {"nodes": int(node_tbl.nbytes), "edges": int(edge_tbl.nbytes)}
-        self.results["input"] = {"node_rows": a.rows, "edge_rows": a.edge_rows, "arrow_bytes": in_bytes,
-                                 "partitions": a.partitions, "node_schema": str(node_tbl.schema),
-                                 "edge_schema": str(edge_tbl.schema)}
+        self.results["input"] = {
+            "node_rows": a.rows,
+            "edge_rows": a.edge_rows,
+            "arrow_bytes": in_bytes,
+            "partitions": a.partitions,
+            "node_schema": str(node_tbl.schema),
+            "edge_schema": str(edge_tbl.schema),
+        }
         t0 = time.perf_counter()
         if not a.no_warm_up:
             log("warm-up (Python worker start-up and imports are per-process, not per-row)")
             self.warm_up()
         self.results["input"]["warm_up_seconds"] = time.perf_counter() - t0
-        steps: list[tuple] = [("write", lambda: self.bench_write(nodes, edges, node_tbl, edge_tbl, in_bytes)),
-                              ("write_graph", lambda: self.bench_write_graph(nodes, edges)),
-                              ("read", self.bench_read),
-                              ("profile", lambda: self.bench_profile(nodes, edges, node_tbl, edge_tbl)),
-                              ("append", lambda: self.bench_append(nodes)),
-                              ("edge_gap", lambda: self.bench_edge_gap(nodes, edges, edge_tbl)),
-                              ("commit", self.bench_commit)]
+        steps: list[tuple] = [
+            ("write", lambda: self.bench_write(nodes, edges, node_tbl, edge_tbl, in_bytes)),
+            ("write_graph", lambda: self.bench_write_graph(nodes, edges)),
+            ("read", self.bench_read),
+            ("profile", lambda: self.bench_profile(nodes, edges, node_tbl, edge_tbl)),
+            ("append", lambda: self.bench_append(nodes)),
+            ("edge_gap", lambda: self.bench_edge_gap(nodes, edges, edge_tbl)),
+            ("commit", self.bench_commit),
+        ]
         for name, fn in steps:
             if name in a.skip:
                 continue
@@ -1119,6 +1269,7 @@ class Bench:
 
 # -- targets, report, plot ----------------------------------------------------------------------
 
+
 def targets(r: dict[str, Any]) -> dict[str, Any]:
     def get(*path, default=None):
         cur: Any = r
@@ -1138,12 +1289,16 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
     # through the JVM sink; df.write.format("omnigraph") is bound to the Python API's hop) AND
     # that path is at least as fast for each type alone (an edge-only load counts too)
     met_w = None if best_w is None else (best_w >= 1.0 and all(x is None or x >= 1.0 for x in per_type))
-    out["write_ge_parquet"] = {"ratio": w, "jvm_ratio": wj, "jvm_write_graph_ratio": wg,
-                               "met": met_w,
-                               "jvm_nodes_ratio": get("write", "ratio_jvm_nodes_vs_parquet_throughput"),
-                               "jvm_edges_ratio": get("write", "ratio_jvm_edges_vs_parquet_throughput"),
-                               "python_floor_vs_parquet": get("write", "ratio_python_floor_vs_parquet_throughput"),
-                               "omnigraph_vs_python_floor": get("write", "ratio_omnigraph_vs_python_floor_throughput")}
+    out["write_ge_parquet"] = {
+        "ratio": w,
+        "jvm_ratio": wj,
+        "jvm_write_graph_ratio": wg,
+        "met": met_w,
+        "jvm_nodes_ratio": get("write", "ratio_jvm_nodes_vs_parquet_throughput"),
+        "jvm_edges_ratio": get("write", "ratio_jvm_edges_vs_parquet_throughput"),
+        "python_floor_vs_parquet": get("write", "ratio_python_floor_vs_parquet_throughput"),
+        "omnigraph_vs_python_floor": get("write", "ratio_omnigraph_vs_python_floor_throughput"),
+    }
     rd = get("read", "full_scan", "ratio_omnigraph_vs_parquet_throughput")
     rf = get("read", "selective_filter", "ratio_omnigraph_vs_parquet_throughput")
     jd = get("read", "full_scan", "ratio_omnigraph_jvm_vs_parquet_throughput")
@@ -1152,31 +1307,42 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
     # scan (read_table: JVM) and a selective filter (format("omnigraph") with pushdown, or JVM)
     best_d = max(x for x in (rd, jd) if x is not None) if rd is not None else None
     best_f = max(x for x in (rf, jf) if x is not None) if rf is not None else None
-    out["read_ge_parquet"] = {"full_scan_ratio": rd, "filter_ratio": rf,
-                              "jvm_full_scan_ratio": jd, "jvm_filter_ratio": jf,
-                              "met": None if best_d is None else (best_d >= 1.0 and (best_f is None or best_f >= 1.0)),
-                              "python_floor_vs_parquet": get("read", "full_scan",
-                                                             "ratio_python_floor_vs_parquet_throughput"),
-                              "omnigraph_vs_python_floor": get("read", "full_scan",
-                                                               "ratio_omnigraph_vs_python_floor_throughput")}
+    out["read_ge_parquet"] = {
+        "full_scan_ratio": rd,
+        "filter_ratio": rf,
+        "jvm_full_scan_ratio": jd,
+        "jvm_filter_ratio": jf,
+        "met": None if best_d is None else (best_d >= 1.0 and (best_f is None or best_f >= 1.0)),
+        "python_floor_vs_parquet": get("read", "full_scan", "ratio_python_floor_vs_parquet_throughput"),
+        "omnigraph_vs_python_floor": get("read", "full_scan", "ratio_omnigraph_vs_python_floor_throughput"),
+    }
     frag = {x["fragments"]: x["commit_publish_seconds_median"] for x in get("commit_vs_fragments", default=[])}
     c1k = frag.get(1000)
     out["commit_lt_1s_at_1000_fragments"] = {"seconds": c1k, "met": None if c1k is None else c1k < 1.0}
     rows = get("commit_vs_rows", default=[])
     if len(rows) >= 2:
         ratio = rows[-1]["commit_publish_seconds_median"] / rows[0]["commit_publish_seconds_median"]
-        out["commit_independent_of_rows"] = {"row_ratio": rows[-1]["rows"] / rows[0]["rows"],
-                                             "latency_ratio": ratio, "met": ratio < 1.5}
+        out["commit_independent_of_rows"] = {
+            "row_ratio": rows[-1]["rows"] / rows[0]["rows"],
+            "latency_ratio": ratio,
+            "met": ratio < 1.5,
+        }
     v = get("write_graph", "validate_share_of_write")
     # an incremental append onto a grown table counts too (the largest share over the sizes)
     ap = [x["recorded"]["validate_share_of_write"] for x in get("append", "steps", default=[])]
     va = max(ap) if ap else None
-    out["validation_lt_half_write"] = {"validate_share_of_write": v, "append_validate_share_of_write": va,
-                                       "met": None if v is None else (v < 0.5 and (va is None or va < 0.5))}
+    out["validation_lt_half_write"] = {
+        "validate_share_of_write": v,
+        "append_validate_share_of_write": va,
+        "met": None if v is None else (v < 0.5 and (va is None or va < 0.5)),
+    }
     m = get("memory", "ratio_worker_peak_large_vs_small")
-    out["memory_flat"] = {"input_ratio": get("memory", "input_ratio"), "worker_peak_ratio": m,
-                          "validation_arrow_ratio": get("memory", "ratio_validation_arrow_large_vs_small"),
-                          "met": None if m is None else m < 1.5}
+    out["memory_flat"] = {
+        "input_ratio": get("memory", "input_ratio"),
+        "worker_peak_ratio": m,
+        "validation_arrow_ratio": get("memory", "ratio_validation_arrow_large_vs_small"),
+        "met": None if m is None else m < 1.5,
+    }
     return out
 
 
@@ -1194,106 +1360,152 @@ def markdown(r: dict[str, Any]) -> str:
     L: list[str] = []
     m = r["machine"]
     L.append(f"# omnigraph-spark benchmark ({r['input']['node_rows']:,} nodes + {r['input']['edge_rows']:,} edges)\n")
-    L.append(f"Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
-             f"Spark {m['spark']}, Lance {m['lance']}, pyarrow {m['pyarrow']}. Load average at start "
-             f"{', '.join(f'{x:.1f}' for x in m['loadavg_start'])}; at end "
-             f"{', '.join(f'{x:.1f}' for x in r['other_load']['loadavg'])}.\n")
-    L.append("All ratios are medians of per-repeat ratios measured side by side in one SparkSession "
-             f"({r['config']['repeats']} repeats); > 1 means omnigraph is faster.\n")
+    L.append(
+        f"Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python {m['python']}, "
+        f"Spark {m['spark']}, Lance {m['lance']}, pyarrow {m['pyarrow']}. Load average at start "
+        f"{', '.join(f'{x:.1f}' for x in m['loadavg_start'])}; at end "
+        f"{', '.join(f'{x:.1f}' for x in r['other_load']['loadavg'])}.\n"
+    )
+    L.append(
+        "All ratios are medians of per-repeat ratios measured side by side in one SparkSession "
+        f"({r['config']['repeats']} repeats); > 1 means omnigraph is faster.\n"
+    )
     L.append("## Targets\n")
     L.append("| target | measured | met |\n|---|---|---|")
     t = r["targets"]
     tw, tr = t["write_ge_parquet"], t["read_ge_parquet"]
-    L.append(f"| write >= Parquet | JVM path: write_graph (one commit) {fmt(tw.get('jvm_write_graph_ratio'))}x; "
-             f"write_table per type {fmt(tw.get('jvm_ratio'))}x (nodes "
-             f"{fmt(tw.get('jvm_nodes_ratio'))}x, edges {fmt(tw.get('jvm_edges_ratio'))}x); df.write (Python API): "
-             f"{fmt(tw['ratio'])}x (Python API floor: {fmt(tw.get('python_floor_vs_parquet'))}x "
-             f"of Parquet; omnigraph at {fmt(tw.get('omnigraph_vs_python_floor'))}x of the floor) | {tw['met']} |")
-    L.append(f"| read >= Parquet | JVM path (read_table): full scan {fmt(tr.get('jvm_full_scan_ratio'))}x, filter "
-             f"{fmt(tr.get('jvm_filter_ratio'))}x; Python source: full scan {fmt(tr['full_scan_ratio'])}x, filter "
-             f"(pushdown) {fmt(tr['filter_ratio'])}x (Python API floor: {fmt(tr.get('python_floor_vs_parquet'))}x "
-             f"of Parquet; the Python source at {fmt(tr.get('omnigraph_vs_python_floor'))}x of the floor) | {tr['met']} |")
-    L.append(f"| commit < 1 s at 1,000 fragments | {fmt(t['commit_lt_1s_at_1000_fragments']['seconds'], 3)} s | "
-             f"{t['commit_lt_1s_at_1000_fragments']['met']} |")
+    L.append(
+        f"| write >= Parquet | JVM path: write_graph (one commit) {fmt(tw.get('jvm_write_graph_ratio'))}x; "
+        f"write_table per type {fmt(tw.get('jvm_ratio'))}x (nodes "
+        f"{fmt(tw.get('jvm_nodes_ratio'))}x, edges {fmt(tw.get('jvm_edges_ratio'))}x); df.write (Python API): "
+        f"{fmt(tw['ratio'])}x (Python API floor: {fmt(tw.get('python_floor_vs_parquet'))}x "
+        f"of Parquet; omnigraph at {fmt(tw.get('omnigraph_vs_python_floor'))}x of the floor) | {tw['met']} |"
+    )
+    L.append(
+        f"| read >= Parquet | JVM path (read_table): full scan {fmt(tr.get('jvm_full_scan_ratio'))}x, filter "
+        f"{fmt(tr.get('jvm_filter_ratio'))}x; Python source: full scan {fmt(tr['full_scan_ratio'])}x, filter "
+        f"(pushdown) {fmt(tr['filter_ratio'])}x (Python API floor: {fmt(tr.get('python_floor_vs_parquet'))}x "
+        f"of Parquet; the Python source at {fmt(tr.get('omnigraph_vs_python_floor'))}x of the floor) | {tr['met']} |"
+    )
+    L.append(
+        f"| commit < 1 s at 1,000 fragments | {fmt(t['commit_lt_1s_at_1000_fragments']['seconds'], 3)} s | "
+        f"{t['commit_lt_1s_at_1000_fragments']['met']} |"
+    )
     if "commit_independent_of_rows" in t:
         c = t["commit_independent_of_rows"]
-        L.append(f"| commit independent of rows | {fmt(c['row_ratio'], 0)}x rows -> {fmt(c['latency_ratio'])}x "
-                 f"latency | {c['met']} |")
-    L.append(f"| validation < half the write | {fmt(t['validation_lt_half_write']['validate_share_of_write'])} "
-             f"of write_graph; {fmt(t['validation_lt_half_write'].get('append_validate_share_of_write'))} of an "
-             f"incremental edge append (largest, recorded bound) | {t['validation_lt_half_write']['met']} |")
-    L.append(f"| memory flat in input size | {fmt(t['memory_flat']['input_ratio'], 0)}x input -> "
-             f"{fmt(t['memory_flat']['worker_peak_ratio'])}x staging worker peak RSS (driver validation Arrow: "
-             f"{fmt(t['memory_flat'].get('validation_arrow_ratio'))}x, linear by design) | {t['memory_flat']['met']} |")
+        L.append(
+            f"| commit independent of rows | {fmt(c['row_ratio'], 0)}x rows -> {fmt(c['latency_ratio'])}x "
+            f"latency | {c['met']} |"
+        )
+    L.append(
+        f"| validation < half the write | {fmt(t['validation_lt_half_write']['validate_share_of_write'])} "
+        f"of write_graph; {fmt(t['validation_lt_half_write'].get('append_validate_share_of_write'))} of an "
+        f"incremental edge append (largest, recorded bound) | {t['validation_lt_half_write']['met']} |"
+    )
+    L.append(
+        f"| memory flat in input size | {fmt(t['memory_flat']['input_ratio'], 0)}x input -> "
+        f"{fmt(t['memory_flat']['worker_peak_ratio'])}x staging worker peak RSS (driver validation Arrow: "
+        f"{fmt(t['memory_flat'].get('validation_arrow_ratio'))}x, linear by design) | {t['memory_flat']['met']} |"
+    )
     if "write" in r:
         w = r["write"]
         L.append("\n## Write (nodes then edges, same cached DataFrames)\n")
         L.append("| writer | median s | rows/s | MB/s (Arrow input) | throughput vs omnigraph |\n|---|---|---|---|---|")
         og = w["contenders"]["omnigraph"]["seconds_median"]
         for who, c in w["contenders"].items():
-            L.append(f"| {who} | {fmt(c['seconds_median'])} | {fmt(c['rows_per_s'], 0)} | {fmt(c['mb_per_s'], 1)} | "
-                     f"{fmt(og / c['seconds_median'])}x |")
-        L.append(f"\nomnigraph / Parquet throughput: total {fmt(w['ratio_omnigraph_vs_parquet_throughput'])}x, "
-                 f"nodes {fmt(w['ratio_nodes_vs_parquet_throughput'])}x, edges "
-                 f"{fmt(w['ratio_edges_vs_parquet_throughput'])}x; JVM path (write_table) / Parquet: total "
-                 f"{fmt(w.get('ratio_omnigraph_jvm_vs_parquet_throughput'))}x, nodes "
-                 f"{fmt(w.get('ratio_jvm_nodes_vs_parquet_throughput'))}x, edges "
-                 f"{fmt(w.get('ratio_jvm_edges_vs_parquet_throughput'))}x. On disk: omnigraph "
-                 f"{w['on_disk_bytes']['omnigraph'] / 2 ** 20:,.1f} MiB, Parquet "
-                 f"{w['on_disk_bytes']['parquet'] / 2 ** 20:,.1f} MiB.")
+            L.append(
+                f"| {who} | {fmt(c['seconds_median'])} | {fmt(c['rows_per_s'], 0)} | {fmt(c['mb_per_s'], 1)} | "
+                f"{fmt(og / c['seconds_median'])}x |"
+            )
+        L.append(
+            f"\nomnigraph / Parquet throughput: total {fmt(w['ratio_omnigraph_vs_parquet_throughput'])}x, "
+            f"nodes {fmt(w['ratio_nodes_vs_parquet_throughput'])}x, edges "
+            f"{fmt(w['ratio_edges_vs_parquet_throughput'])}x; JVM path (write_table) / Parquet: total "
+            f"{fmt(w.get('ratio_omnigraph_jvm_vs_parquet_throughput'))}x, nodes "
+            f"{fmt(w.get('ratio_jvm_nodes_vs_parquet_throughput'))}x, edges "
+            f"{fmt(w.get('ratio_jvm_edges_vs_parquet_throughput'))}x. On disk: omnigraph "
+            f"{w['on_disk_bytes']['omnigraph'] / 2**20:,.1f} MiB, Parquet "
+            f"{w['on_disk_bytes']['parquet'] / 2**20:,.1f} MiB."
+        )
     if "write_graph" in r:
         g = r["write_graph"]
         L.append("\n## write_graph (one commit) phases\n")
-        L.append("| total s | staging jobs s | validation s | commit+publish s | validation share |\n|---|---|---|---|---|")
-        L.append(f"| {fmt(g['total'])} | {fmt(g['staging'])} | {fmt(g['validate'])} | {fmt(g['commit_publish'])} | "
-                 f"{fmt(g['validate_share_of_write'])} |")
+        L.append(
+            "| total s | staging jobs s | validation s | commit+publish s | validation share |\n|---|---|---|---|---|"
+        )
+        L.append(
+            f"| {fmt(g['total'])} | {fmt(g['staging'])} | {fmt(g['validate'])} | {fmt(g['commit_publish'])} | "
+            f"{fmt(g['validate_share_of_write'])} |"
+        )
     if "append" in r:
         L.append("\n## Validation of an incremental edge append\n")
-        L.append("| existing edges | appended | validation s (recorded bound) | share of the write | committed MB read | "
-                 "validation s (counted) | share of the write | committed MB read |\n|---|---|---|---|---|---|---|---|")
+        L.append(
+            "| existing edges | appended | validation s (recorded bound) | share of the write | committed MB read | "
+            "validation s (counted) | share of the write | committed MB read |\n|---|---|---|---|---|---|---|---|"
+        )
         for x in r["append"]["steps"]:
             rec, cnt = x["recorded"], x["counted"]
-            L.append(f"| {fmt(x['existing_edges_before'])} | {fmt(x['append_rows'])} | {fmt(rec['validate_seconds'], 3)} | "
-                     f"{fmt(rec['validate_share_of_write'])} | {fmt(rec['validate_read_mb'], 0)} | "
-                     f"{fmt(cnt['validate_seconds'], 3)} | {fmt(cnt['validate_share_of_write'])} | "
-                     f"{fmt(cnt['validate_read_mb'], 0)} |")
-        L.append("\n'Counted': as on a table version without a recorded @card bound (written by the engine, "
-                 "compacted): the driver reads and counts every committed src (invariant I16).")
+            L.append(
+                f"| {fmt(x['existing_edges_before'])} | {fmt(x['append_rows'])} | {fmt(rec['validate_seconds'], 3)} | "
+                f"{fmt(rec['validate_share_of_write'])} | {fmt(rec['validate_read_mb'], 0)} | "
+                f"{fmt(cnt['validate_seconds'], 3)} | {fmt(cnt['validate_share_of_write'])} | "
+                f"{fmt(cnt['validate_read_mb'], 0)} |"
+            )
+        L.append(
+            "\n'Counted': as on a table version without a recorded @card bound (written by the engine, "
+            "compacted): the driver reads and counts every committed src (invariant I16)."
+        )
     if "edge_gap" in r:
         e = r["edge_gap"]
         L.append(f"\n## An edge-only load taken apart ({e['edge_rows']:,} edges onto committed nodes)\n")
         L.append("| step | wall s | CPU s (one process) |\n|---|---|---|")
-        for k in ("spark_noop", "spark_parquet", "omnigraph_write_table", "lance_encode_format_table",
-                  "lance_encode_dataframe", "parquet_encode_dataframe"):
+        for k in (
+            "spark_noop",
+            "spark_parquet",
+            "omnigraph_write_table",
+            "lance_encode_format_table",
+            "lance_encode_dataframe",
+            "parquet_encode_dataframe",
+        ):
             L.append(f"| {k} | {fmt(e[k]['wall_seconds'], 3)} | {fmt(e[k].get('cpu_seconds'), 3)} |")
-        L.append(f"\nomnigraph `write_table` {fmt(e['ratio_omnigraph_vs_parquet_throughput'])}x Spark's Parquet. "
-                 f"Lance spends {fmt(e['ratio_lance_format_vs_dataframe_cpu'])}x the CPU on the table the format "
-                 f"stores ({', '.join(e['format_columns'])}) as on the DataFrame's columns "
-                 f"({', '.join(e['dataframe_columns'])}); pyarrow's Parquet encodes the DataFrame in "
-                 f"{fmt(e['ratio_parquet_vs_lance_format_encode_cpu'])}x Lance's CPU for the format's table. "
-                 f"Ceiling: Spark's iteration plus Lance's encoding of the format's table on "
-                 f"{e['cores_assumed']} cores, and nothing else, would reach "
-                 f"{fmt(e['ceiling_vs_parquet_throughput'])}x Parquet.")
+        L.append(
+            f"\nomnigraph `write_table` {fmt(e['ratio_omnigraph_vs_parquet_throughput'])}x Spark's Parquet. "
+            f"Lance spends {fmt(e['ratio_lance_format_vs_dataframe_cpu'])}x the CPU on the table the format "
+            f"stores ({', '.join(e['format_columns'])}) as on the DataFrame's columns "
+            f"({', '.join(e['dataframe_columns'])}); pyarrow's Parquet encodes the DataFrame in "
+            f"{fmt(e['ratio_parquet_vs_lance_format_encode_cpu'])}x Lance's CPU for the format's table. "
+            f"Ceiling: Spark's iteration plus Lance's encoding of the format's table on "
+            f"{e['cores_assumed']} cores, and nothing else, would reach "
+            f"{fmt(e['ceiling_vs_parquet_throughput'])}x Parquet."
+        )
     if "read" in r:
         L.append("\n## Read (Item nodes)\n")
-        L.append("| scan | omnigraph JVM path s | omnigraph Python source s | Parquet s | Python floor s | "
-                 "JVM path vs Parquet | Python source vs Parquet | Python source vs floor |\n"
-                 "|---|---|---|---|---|---|---|---|")
+        L.append(
+            "| scan | omnigraph JVM path s | omnigraph Python source s | Parquet s | Python floor s | "
+            "JVM path vs Parquet | Python source vs Parquet | Python source vs floor |\n"
+            "|---|---|---|---|---|---|---|---|"
+        )
         for kind in ("full_scan", "selective_filter"):
             x = r["read"][kind]
-            L.append(f"| {kind} | {fmt(x.get('omnigraph_jvm_seconds_median'))} | {fmt(x['omnigraph_seconds_median'])} | "
-                     f"{fmt(x['parquet_seconds_median'])} | {fmt(x.get('python_floor_seconds_median'))} | "
-                     f"{fmt(x.get('ratio_omnigraph_jvm_vs_parquet_throughput'))}x | "
-                     f"{fmt(x['ratio_omnigraph_vs_parquet_throughput'])}x | "
-                     f"{fmt(x.get('ratio_omnigraph_vs_python_floor_throughput'))}x |")
-        L.append("\nBoth omnigraph paths push the filter down to Lance, "
-                 "which reads the other columns only for the rows that pass.")
+            L.append(
+                f"| {kind} | {fmt(x.get('omnigraph_jvm_seconds_median'))} | {fmt(x['omnigraph_seconds_median'])} | "
+                f"{fmt(x['parquet_seconds_median'])} | {fmt(x.get('python_floor_seconds_median'))} | "
+                f"{fmt(x.get('ratio_omnigraph_jvm_vs_parquet_throughput'))}x | "
+                f"{fmt(x['ratio_omnigraph_vs_parquet_throughput'])}x | "
+                f"{fmt(x.get('ratio_omnigraph_vs_python_floor_throughput'))}x |"
+            )
+        L.append(
+            "\nBoth omnigraph paths push the filter down to Lance, "
+            "which reads the other columns only for the rows that pass."
+        )
     if "commit_vs_fragments" in r:
         L.append("\n## Driver commit + publish latency (store API, no Spark)\n")
         L.append("| fragments | rows | commit+publish s | with validation s |\n|---|---|---|---|")
         for x in r["commit_vs_fragments"]:
-            L.append(f"| {x['fragments']:,} | {x['rows']:,} | {fmt(x['commit_publish_seconds_median'], 3)} | "
-                     f"{fmt(x['commit_with_validation_seconds_median'], 3)} |")
+            L.append(
+                f"| {x['fragments']:,} | {x['rows']:,} | {fmt(x['commit_publish_seconds_median'], 3)} | "
+                f"{fmt(x['commit_with_validation_seconds_median'], 3)} |"
+            )
         L.append("\n| fragments | rows | commit+publish s |\n|---|---|---|")
         for x in r["commit_vs_rows"]:
             L.append(f"| {x['fragments']:,} | {x['rows']:,} | {fmt(x['commit_publish_seconds_median'], 3)} |")
@@ -1306,16 +1518,22 @@ def markdown(r: dict[str, Any]) -> str:
         L.append("| phase | seconds | share |\n|---|---|---|")
         for k, v in p["breakdown_seconds"].items():
             L.append(f"| {k} | {fmt(v)} | {p['breakdown_share'][k]:.0%} |")
-        L.append(f"\nSpark-only noop write {fmt(p['spark_noop_seconds'])} s; the same rows handed to a Python "
-                 f"mapInArrow that only counts {fmt(p['spark_to_python_seconds'])} s.")
+        L.append(
+            f"\nSpark-only noop write {fmt(p['spark_noop_seconds'])} s; the same rows handed to a Python "
+            f"mapInArrow that only counts {fmt(p['spark_to_python_seconds'])} s."
+        )
     if "memory" in r:
         L.append("\n## Peak memory of one write_graph (nodes + edges, one commit)\n")
-        L.append("| rows per type | largest staging worker RSS MB | all workers MB | driver RSS MB | "
-                 "validation Arrow peak MB (bytes/row) | JVM MB |\n|---|---|---|---|---|---|")
+        L.append(
+            "| rows per type | largest staging worker RSS MB | all workers MB | driver RSS MB | "
+            "validation Arrow peak MB (bytes/row) | JVM MB |\n|---|---|---|---|---|---|"
+        )
         for x in r["memory"]["sizes"]:
-            L.append(f"| {x['rows_per_type']:,} | {fmt(x['worker_max_rss_mb'], 0)} | {fmt(x['workers_total_rss_mb'], 0)} | "
-                     f"{fmt(x['driver_rss_mb'], 0)} | {fmt(x.get('driver_arrow_mb'), 0)} "
-                     f"({fmt(x.get('validation_arrow_bytes_per_row'), 0)}) | {fmt(x['jvm_rss_mb'], 0)} |")
+            L.append(
+                f"| {x['rows_per_type']:,} | {fmt(x['worker_max_rss_mb'], 0)} | {fmt(x['workers_total_rss_mb'], 0)} | "
+                f"{fmt(x['driver_rss_mb'], 0)} | {fmt(x.get('driver_arrow_mb'), 0)} "
+                f"({fmt(x.get('validation_arrow_bytes_per_row'), 0)}) | {fmt(x['jvm_rss_mb'], 0)} |"
+            )
     ol = r["other_load"]["busy_processes"]
     if ol:
         L.append("\n## Other processes busy during the run (at its end)\n")
@@ -1333,9 +1551,11 @@ def plot(r: dict[str, Any], path: str) -> None:
     fig, ax = plt.subplots(1, 3, figsize=(20, 5), gridspec_kw={"width_ratios": [2.2, 1, 1]})
     labels, vals = [], []
     if "write" in r:
-        for key, label in (("ratio_omnigraph_jvm_graph_vs_parquet_throughput", "write_graph\n(JVM) vs Pq"),
-                           ("ratio_jvm_nodes_vs_parquet_throughput", "nodes (JVM)\nvs Parquet"),
-                           ("ratio_jvm_edges_vs_parquet_throughput", "edges (JVM)\nvs Parquet")):
+        for key, label in (
+            ("ratio_omnigraph_jvm_graph_vs_parquet_throughput", "write_graph\n(JVM) vs Pq"),
+            ("ratio_jvm_nodes_vs_parquet_throughput", "nodes (JVM)\nvs Parquet"),
+            ("ratio_jvm_edges_vs_parquet_throughput", "edges (JVM)\nvs Parquet"),
+        ):
             if key in r["write"]:
                 labels.append(label)
                 vals.append(r["write"][key])
@@ -1362,10 +1582,15 @@ def plot(r: dict[str, Any], path: str) -> None:
         ax[0].text(i, v, f"{v:.2f}x", ha="center", va="bottom")
     if "commit_vs_fragments" in r:
         xs = [x["fragments"] for x in r["commit_vs_fragments"]]
-        ax[1].plot(xs, [x["commit_publish_seconds_median"] for x in r["commit_vs_fragments"]], "o-",
-                   label="commit + publish")
-        ax[1].plot(xs, [x["commit_with_validation_seconds_median"] for x in r["commit_vs_fragments"]], "s--",
-                   label="with load-wide validation")
+        ax[1].plot(
+            xs, [x["commit_publish_seconds_median"] for x in r["commit_vs_fragments"]], "o-", label="commit + publish"
+        )
+        ax[1].plot(
+            xs,
+            [x["commit_with_validation_seconds_median"] for x in r["commit_vs_fragments"]],
+            "s--",
+            label="with load-wide validation",
+        )
         ax[1].axhline(1.0, color="k", lw=0.8, ls=":")
         ax[1].set_xscale("log")
         ax[1].set_yscale("log")
@@ -1390,30 +1615,51 @@ def parse_args(argv: Sequence[str] | None = None):
     p.add_argument("--edge-rows", type=int, default=None, help="edge rows (default: = --rows)")
     p.add_argument("--out", default="benchmarks/out")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--read-repeats", type=int, default=7,
-                   help="repeats of each read (reads take under a second: more repeats, steadier medians)")
+    p.add_argument(
+        "--read-repeats",
+        type=int,
+        default=7,
+        help="repeats of each read (reads take under a second: more repeats, steadier medians)",
+    )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--partitions", type=int, default=2, help="partitions of the input DataFrames")
-    p.add_argument("--arrow-batch", type=int, default=None,
-                   help="spark.sql.execution.arrow.maxRecordsPerBatch (default: Spark's, 10,000)")
+    p.add_argument(
+        "--arrow-batch",
+        type=int,
+        default=None,
+        help="spark.sql.execution.arrow.maxRecordsPerBatch (default: Spark's, 10,000)",
+    )
     p.add_argument("--fragments", type=ints, default=[10, 100, 1000, 10000])
     p.add_argument("--rows-per-fragment", type=int, default=10)
-    p.add_argument("--commit-rows-fragments", type=int, default=100,
-                   help="fragments of the commit-vs-rows sweep")
+    p.add_argument("--commit-rows-fragments", type=int, default=100, help="fragments of the commit-vs-rows sweep")
     p.add_argument("--commit-rows-per-fragment", type=ints, default=[10, 10000])
     p.add_argument("--tables", type=ints, default=[1, 2, 4, 8, 16])
-    p.add_argument("--memory-sizes", type=ints, default=None,
-                   help="rows per type of the memory runs (default: rows/4,rows)")
-    p.add_argument("--skip", type=lambda s: set(s.split(",")), default=set(),
-                   help="comma list of write,write_graph,read,profile,append,edge_gap,commit,memory")
-    p.add_argument("--append-steps", type=int, default=3,
-                   help="edge table sizes (x edge rows) the incremental-append validation is measured at")
+    p.add_argument(
+        "--memory-sizes", type=ints, default=None, help="rows per type of the memory runs (default: rows/4,rows)"
+    )
+    p.add_argument(
+        "--skip",
+        type=lambda s: set(s.split(",")),
+        default=set(),
+        help="comma list of write,write_graph,read,profile,append,edge_gap,commit,memory",
+    )
+    p.add_argument(
+        "--append-steps",
+        type=int,
+        default=3,
+        help="edge table sizes (x edge rows) the incremental-append validation is measured at",
+    )
     p.add_argument("--no-lance-baseline", action="store_true")
     p.add_argument("--no-warm-up", action="store_true", help="skip the warm-up round (smoke tests)")
     p.add_argument("--profile", action="store_true", help="also cProfile RowConverter (profile.txt)")
     p.add_argument("--keep-work", action="store_true", help="keep the graphs under <out>/work")
-    p.add_argument("--strict-append", type=ints, default=None, dest="strict_append_rows",
-                   help="run ONLY the strict-append cost section at these row counts (e.g. 1000000,10000000)")
+    p.add_argument(
+        "--strict-append",
+        type=ints,
+        default=None,
+        dest="strict_append_rows",
+        help="run ONLY the strict-append cost section at these row counts (e.g. 1000000,10000000)",
+    )
     a = p.parse_args(argv)
     if a.edge_rows is None:
         a.edge_rows = a.rows
@@ -1458,8 +1704,10 @@ def strict_append_main(a, spark=None) -> dict[str, Any]:
     with open(os.path.join(a.out, "strict_append.json"), "w") as f:
         json.dump(b.results, f, indent=2, default=str)
     L = ["| committed + appended rows | with the check (s) | without (s) | ratio |", "|---|---|---|---|"]
-    L += [f"| {int(k):,} + {int(k):,} | {v['with_seconds']:.2f} | {v['without_seconds']:.2f} | {v['ratio']:.3f} |"
-          for k, v in res.items()]
+    L += [
+        f"| {int(k):,} + {int(k):,} | {v['with_seconds']:.2f} | {v['without_seconds']:.2f} | {v['ratio']:.3f} |"
+        for k, v in res.items()
+    ]
     md = "\n".join(L) + "\n"
     with open(os.path.join(a.out, "strict_append.md"), "w") as f:
         f.write(md)

@@ -45,6 +45,7 @@ and ``parquet_append`` needs ``parquet`` earlier in the same run). ``--rounds N`
 times over the same input, mirroring the order every other round (:func:`round_order`), and
 reports each round's ratios and their median (:func:`ratio_summary`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,20 +67,43 @@ from benchmarks.common import with_delta as add_delta
 
 log = logging.getLogger("benchmarks.scale_bench")
 
-CONTENDERS = ("parquet", "delta", "write_graph", "append", "merge", "merge_in_memory", "parquet_append",
-              "parquet_merge", "format")
+CONTENDERS = (
+    "parquet",
+    "delta",
+    "write_graph",
+    "append",
+    "merge",
+    "merge_in_memory",
+    "parquet_append",
+    "parquet_merge",
+    "format",
+)
 DEFAULT_CONTENDERS = "parquet,delta,write_graph,append,merge,parquet_append,parquet_merge,format"
 #: what a contender needs from an earlier one in the same run
-NEEDS = {"append": "write_graph", "merge": "write_graph", "merge_in_memory": "write_graph",
-         "parquet_append": "parquet", "parquet_merge": "parquet"}
+NEEDS = {
+    "append": "write_graph",
+    "merge": "write_graph",
+    "merge_in_memory": "write_graph",
+    "parquet_append": "parquet",
+    "parquet_merge": "parquet",
+}
 #: the baseline each contender's ratio is taken against
-BASELINE = {"parquet": "parquet", "delta": "parquet", "write_graph": "parquet", "format": "parquet",
-            "append": "parquet_append", "parquet_append": "parquet_append", "merge": "parquet_merge",
-            "merge_in_memory": "parquet_merge", "parquet_merge": "parquet_merge"}
+BASELINE = {
+    "parquet": "parquet",
+    "delta": "parquet",
+    "write_graph": "parquet",
+    "format": "parquet",
+    "append": "parquet_append",
+    "parquet_append": "parquet_append",
+    "merge": "parquet_merge",
+    "merge_in_memory": "parquet_merge",
+    "parquet_merge": "parquet_merge",
+}
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- pure parts (tests/benchmarks/test_scale_bench.py) ----------------------------------------
+
 
 def split_rows(rows: int) -> dict[str, int]:
     """``rows`` in all -> node rows (a quarter), edge rows (the rest), append edge rows (a
@@ -133,8 +157,9 @@ def ratios(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
         base = results.get(BASELINE[name])
         if name == BASELINE[name]:
             continue
-        out[f"{name}_vs_{BASELINE[name]}"] = (round(base["write_s"] / r["write_s"], 3)
-                                              if base and r.get("write_s") else None)
+        out[f"{name}_vs_{BASELINE[name]}"] = (
+            round(base["write_s"] / r["write_s"], 3) if base and r.get("write_s") else None
+        )
     return out
 
 
@@ -173,6 +198,7 @@ def ratio_summary(rounds: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, An
 
 # -- /proc -------------------------------------------------------------------------------------
 
+
 def _is_python(comm: str) -> bool:
     return comm.startswith("python")
 
@@ -186,12 +212,16 @@ def tree_hwm(root: int) -> dict[str, Any]:
     workers = [p for p in under if _is_python(table[p][2])]
     hwm = {p: status_kb(read_text(f"/proc/{p}/status"), "VmHWM") for p in [root] + under}
     top = max(workers, key=lambda p: hwm[p], default=None)
-    return {"driver_python_hwm_mb": round(hwm[root] * mb), "driver_jvm_hwm_mb": round(sum(hwm[p] for p in jvms) * mb),
-            "worker_max_hwm_mb": round(max((hwm[p] for p in workers), default=0) * mb),
-            "workers_sum_hwm_mb": round(sum(hwm[p] for p in workers) * mb), "workers": len(workers),
-            # which worker: e.g. "pyspark.daemon pyspark.sql.worker.commit_data_source_write" (the driver's
-            # DataSource commit) vs the executors' task workers
-            "worker_max_cmd": " ".join(read_text(f"/proc/{top}/cmdline").split("\0")[1:4]).strip() if top else None}
+    return {
+        "driver_python_hwm_mb": round(hwm[root] * mb),
+        "driver_jvm_hwm_mb": round(sum(hwm[p] for p in jvms) * mb),
+        "worker_max_hwm_mb": round(max((hwm[p] for p in workers), default=0) * mb),
+        "workers_sum_hwm_mb": round(sum(hwm[p] for p in workers) * mb),
+        "workers": len(workers),
+        # which worker: e.g. "pyspark.daemon pyspark.sql.worker.commit_data_source_write" (the driver's
+        # DataSource commit) vs the executors' task workers
+        "worker_max_cmd": " ".join(read_text(f"/proc/{top}/cmdline").split("\0")[1:4]).strip() if top else None,
+    }
 
 
 class TreeSampler:
@@ -200,8 +230,12 @@ class TreeSampler:
 
     def __init__(self, pid: int, interval: float = 0.5) -> None:
         self.pid, self.interval = pid, interval
-        self.peak = {"driver_python_rss_mb": 0.0, "driver_jvm_rss_mb": 0.0, "worker_max_rss_mb": 0.0,
-                     "workers_sum_rss_mb": 0.0}
+        self.peak = {
+            "driver_python_rss_mb": 0.0,
+            "driver_jvm_rss_mb": 0.0,
+            "worker_max_rss_mb": 0.0,
+            "workers_sum_rss_mb": 0.0,
+        }
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -211,11 +245,14 @@ class TreeSampler:
             try:
                 t = proc_table()
                 under = descendants(t, self.pid)
-                mb = 1 / 2 ** 20
+                mb = 1 / 2**20
                 py = [t[p][1] for p in under if _is_python(t[p][2])]
-                now = {"driver_python_rss_mb": t.get(self.pid, (0, 0))[1] * mb,
-                       "driver_jvm_rss_mb": sum(t[p][1] for p in under if t[p][2] == "java") * mb,
-                       "worker_max_rss_mb": max(py, default=0) * mb, "workers_sum_rss_mb": sum(py) * mb}
+                now = {
+                    "driver_python_rss_mb": t.get(self.pid, (0, 0))[1] * mb,
+                    "driver_jvm_rss_mb": sum(t[p][1] for p in under if t[p][2] == "java") * mb,
+                    "worker_max_rss_mb": max(py, default=0) * mb,
+                    "workers_sum_rss_mb": sum(py) * mb,
+                }
                 for k, v in now.items():
                     self.peak[k] = max(self.peak[k], v)
             except (OSError, KeyError):  # a process ended between two reads: next sample
@@ -234,6 +271,7 @@ def dir_stats(path: str, suffix: str) -> dict[str, int]:
 
 # -- the contenders (each in its own process) ---------------------------------------------------
 
+
 def session(driver_memory: str, with_delta: bool, baseline: bool = False):
     """The contender's session; a ``baseline`` (Parquet, Delta) without the shim's driver plugin,
     which would start ``format("omnigraph")``'s planner beside a job that never uses it."""
@@ -249,7 +287,8 @@ def session(driver_memory: str, with_delta: bool, baseline: bool = False):
     if not baseline:  # the shim's own INFO lines (node-id index built or read, kept files) in <step>.stderr
         jvm = spark.sparkContext._jvm
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            "io.omnigraph", jvm.org.apache.logging.log4j.Level.INFO)
+            "io.omnigraph", jvm.org.apache.logging.log4j.Level.INFO
+        )
     from omnigraph_spark import register
 
     register(spark)
@@ -265,13 +304,19 @@ def generate(spark, work: Path, rows: int, seed: int, rows_per_file: int) -> dic
     n = split_rows(rows)
     inp = work / "input"
     node_frame(spark, n["nodes"], seed, input_files(n["nodes"], rows_per_file)).write.parquet(str(inp / "nodes"))
-    edge_frame(spark, n["edges"], n["nodes"], seed, input_files(n["edges"], rows_per_file)) \
-        .write.parquet(str(inp / "edges"))
+    edge_frame(spark, n["edges"], n["nodes"], seed, input_files(n["edges"], rows_per_file)).write.parquet(
+        str(inp / "edges")
+    )
     app = edge_frame(spark, n["append_edges"], n["nodes"], seed + 7, input_files(n["append_edges"], rows_per_file))
     app.select(F.col("dst").alias("src"), F.col("src").alias("dst"), "weight").write.parquet(str(inp / "append"))
     i = F.col("id")  # merge_index as a column
-    node_frame(spark, n["merge_nodes"], seed + 3, input_files(n["merge_nodes"], rows_per_file),
-               index=F.when(i % 2 == 0, i * 10).otherwise(i + n["nodes"])).write.parquet(str(inp / "merge"))
+    node_frame(
+        spark,
+        n["merge_nodes"],
+        seed + 3,
+        input_files(n["merge_nodes"], rows_per_file),
+        index=F.when(i % 2 == 0, i * 10).otherwise(i + n["nodes"]),
+    ).write.parquet(str(inp / "merge"))
     return {**n, **{f"{k}_input": dir_stats(str(inp / k), ".parquet") for k in ("nodes", "edges", "append", "merge")}}
 
 
@@ -320,8 +365,11 @@ def run_contender(name: str, work: Path, args) -> dict[str, Any]:
     from benchmarks.run import SCHEMA
 
     t_proc = time.perf_counter()
-    spark = session(args.driver_memory, with_delta=name == "delta",
-                    baseline=name in ("parquet", "delta", "parquet_append", "parquet_merge"))
+    spark = session(
+        args.driver_memory,
+        with_delta=name == "delta",
+        baseline=name in ("parquet", "delta", "parquet_append", "parquet_merge"),
+    )
     inp = work / "input"
 
     def read(kind: str):
@@ -330,8 +378,11 @@ def run_contender(name: str, work: Path, args) -> dict[str, Any]:
     res: dict[str, Any] = {"contender": name}
     if name == "parquet":
         out = str(work / "out-parquet")
-        _timed_tables(res, lambda: read("nodes").write.parquet(out + "/nodes"),
-                      lambda: read("edges").write.parquet(out + "/edges"))
+        _timed_tables(
+            res,
+            lambda: read("nodes").write.parquet(out + "/nodes"),
+            lambda: read("edges").write.parquet(out + "/edges"),
+        )
         st = dir_stats(out, ".parquet")
         res.update(rows=spark.read.parquet(out + "/nodes").count() + spark.read.parquet(out + "/edges").count(), **st)
     elif name == "parquet_append":
@@ -342,14 +393,23 @@ def run_contender(name: str, work: Path, args) -> dict[str, Any]:
     elif name == "parquet_merge":
         out = str(work / "out-parquet")
         new = read("merge")
-        res["write_s"] = _timed(lambda: spark.read.parquet(out + "/nodes").join(new.select("name"), "name", "left_anti")
-                                .unionByName(new).write.parquet(out + "/nodes-merged"))
+        res["write_s"] = _timed(
+            lambda: (
+                spark.read.parquet(out + "/nodes")
+                .join(new.select("name"), "name", "left_anti")
+                .unionByName(new)
+                .write.parquet(out + "/nodes-merged")
+            )
+        )
         res["rows"] = new.count()
         res.update(dir_stats(out + "/nodes-merged", ".parquet"))
     elif name == "delta":
         out = str(work / "out-delta")
-        _timed_tables(res, lambda: read("nodes").write.format("delta").save(out + "/nodes"),
-                      lambda: read("edges").write.format("delta").save(out + "/edges"))
+        _timed_tables(
+            res,
+            lambda: read("nodes").write.format("delta").save(out + "/nodes"),
+            lambda: read("edges").write.format("delta").save(out + "/edges"),
+        )
         st = dir_stats(out, ".parquet")
         res.update(rows=sum(spark.read.format("delta").load(out + f"/{k}").count() for k in ("nodes", "edges")), **st)
     elif name in ("write_graph", "format"):
@@ -360,10 +420,11 @@ def run_contender(name: str, work: Path, args) -> dict[str, Any]:
         if name == "write_graph":
             res["write_s"] = _timed(lambda: write_graph(uri, {"Item": read("nodes"), "Link": read("edges")}))
         else:
-            _timed_tables(res, lambda: read("nodes").write.format("omnigraph").option("type", "Item")
-                          .mode("append").save(uri),
-                          lambda: read("edges").write.format("omnigraph").option("type", "Link")
-                          .mode("append").save(uri))
+            _timed_tables(
+                res,
+                lambda: read("nodes").write.format("omnigraph").option("type", "Item").mode("append").save(uri),
+                lambda: read("edges").write.format("omnigraph").option("type", "Link").mode("append").save(uri),
+            )
         res.update(_graph_stats(uri))
     elif name == "append":
         from omnigraph_spark import write_table
@@ -373,8 +434,13 @@ def run_contender(name: str, work: Path, args) -> dict[str, Any]:
         res["kept_id_indexes"] = _kept_indexes(uri)  # what write_graph's executors kept for this load to read
         res["write_s"] = _timed(lambda: write_table(read("append"), uri, "Link"))
         after = _graph_stats(uri)
-        res.update(committed_rows_before=before["rows"], rows=after["rows"] - before["rows"],
-                   fragments_added=after["files"] - before["files"], files=after["files"], bytes=after["bytes"])
+        res.update(
+            committed_rows_before=before["rows"],
+            rows=after["rows"] - before["rows"],
+            fragments_added=after["files"] - before["files"],
+            files=after["files"],
+            bytes=after["bytes"],
+        )
     elif name in ("merge", "merge_in_memory"):
         from omnigraph_spark import write_table
 
@@ -383,9 +449,14 @@ def run_contender(name: str, work: Path, args) -> dict[str, Any]:
         opts = {"distributedCheckRows": "0"} if name == "merge_in_memory" else {}
         res["write_s"] = _timed(lambda: write_table(read("merge"), uri, "Item", mode="merge", options=opts))
         after = _graph_stats(uri)
-        res.update(committed_rows_before=before["rows"], rows=read("merge").count(),
-                   rows_added=after["rows"] - before["rows"], fragments_after=after["files"],
-                   files=after["files"], bytes=after["bytes"])
+        res.update(
+            committed_rows_before=before["rows"],
+            rows=read("merge").count(),
+            rows_added=after["rows"] - before["rows"],
+            fragments_after=after["files"],
+            files=after["files"],
+            bytes=after["bytes"],
+        )
     else:
         raise ValueError(name)
     res["rows_per_s"] = round(res["rows"] / res["write_s"]) if res["write_s"] else None
@@ -403,15 +474,20 @@ def run_contender(name: str, work: Path, args) -> dict[str, Any]:
 
 # -- the parent -------------------------------------------------------------------------------
 
+
 def _machine() -> dict[str, Any]:
     import platform
 
     import pyspark
 
-    info: dict[str, Any] = {"cores": os.cpu_count(), "python": platform.python_version(),
-                            "interpreter": sys.executable, "pyspark": pyspark.__version__,
-                            "platform": platform.platform(),
-                            "ram_gib": round(status_kb(read_text("/proc/meminfo"), "MemTotal") / 2 ** 20, 1)}
+    info: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "interpreter": sys.executable,
+        "pyspark": pyspark.__version__,
+        "platform": platform.platform(),
+        "ram_gib": round(status_kb(read_text("/proc/meminfo"), "MemTotal") / 2**20, 1),
+    }
     from importlib.metadata import version
 
     for dist in ("pylance", "delta-spark"):
@@ -421,8 +497,9 @@ def _machine() -> dict[str, Any]:
             info[dist] = None
     info["lance_cpu_threads_env"] = os.environ.get("LANCE_CPU_THREADS")
     git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
     info["commit"] = git.stdout.strip() or None
     info["tracked_files_changed"] = len(dirty.stdout.splitlines())
     return info
@@ -439,9 +516,23 @@ def _delta_available() -> bool:
 
 
 def _spawn(args, work: Path, step: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.scale_bench", "--step", step, "--work", str(work),
-           "--rows", str(args.rows), "--seed", str(args.seed), "--rows-per-file", str(args.rows_per_file),
-           "--driver-memory", args.driver_memory]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.scale_bench",
+        "--step",
+        step,
+        "--work",
+        str(work),
+        "--rows",
+        str(args.rows),
+        "--seed",
+        str(args.seed),
+        "--rows-per-file",
+        str(args.rows_per_file),
+        "--driver-memory",
+        args.driver_memory,
+    ]
     # the driver and Spark's Python workers import the package from the tree this script is in
     path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=path)
@@ -482,53 +573,82 @@ def _drop_outputs(work: Path, done: str, remaining: Sequence[str]) -> None:
 
 def markdown(r: Mapping[str, Any]) -> str:
     m = r["machine"]
-    lines = [f"# Scale: loads from Parquet files, {r['rows']:,} rows ({r['date']})", "",
-             f"`{r['command']}`", "",
-             (f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
-             f"pyspark {m['pyspark']}, pylance {m.get('pylance')}, delta-spark {m.get('delta-spark')}; "
-             f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
-             f"{r['load_end']} at end."), "",
-             (f"Input: {r['input']['nodes']:,} Item nodes + {r['input']['edges']:,} Link edges "
-             f"({r['input']['nodes_input']['files']} + {r['input']['edges_input']['files']} Parquet files, "
-             f"{(r['input']['nodes_input']['bytes'] + r['input']['edges_input']['bytes']) / 2 ** 20:,.0f} MB); "
-             f"append: {r['input']['append_edges']:,} Link edges. Generated in {r['generate_s']} s."), "",
-             ("| contender | rows | write (s) | rows/s | vs baseline | driver Python peak (MB) | driver JVM peak (MB) "
-             "| largest Python worker peak (MB) | Python workers, sum (MB) | output files | output MB |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Scale: loads from Parquet files, {r['rows']:,} rows ({r['date']})",
+        "",
+        f"`{r['command']}`",
+        "",
+        (
+            f"Machine: {m['cores']} cores (shared), {m.get('ram_gib')} GiB RAM, Python {m['python']}, "
+            f"pyspark {m['pyspark']}, pylance {m.get('pylance')}, delta-spark {m.get('delta-spark')}; "
+            f"spark.driver.memory {r['driver_memory']}, local[2]; load average {r['load_start']} at start, "
+            f"{r['load_end']} at end."
+        ),
+        "",
+        (
+            f"Input: {r['input']['nodes']:,} Item nodes + {r['input']['edges']:,} Link edges "
+            f"({r['input']['nodes_input']['files']} + {r['input']['edges_input']['files']} Parquet files, "
+            f"{(r['input']['nodes_input']['bytes'] + r['input']['edges_input']['bytes']) / 2**20:,.0f} MB); "
+            f"append: {r['input']['append_edges']:,} Link edges. Generated in {r['generate_s']} s."
+        ),
+        "",
+        (
+            "| contender | rows | write (s) | rows/s | vs baseline | driver Python peak (MB) | driver JVM peak (MB) "
+            "| largest Python worker peak (MB) | Python workers, sum (MB) | output files | output MB |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, c in r["contenders"].items():
         h = c["memory_hwm"]
         ratio = r["ratios"].get(f"{name}_vs_{BASELINE[name]}")
         vs = "baseline" if name == BASELINE[name] else (f"{ratio}x {BASELINE[name]}" if ratio else "")
-        lines.append(f"| {name} | {c['rows']:,} | {c['write_s']} | {c['rows_per_s']:,} | {vs} "
-                     f"| {h['driver_python_hwm_mb']:,} | {h['driver_jvm_hwm_mb']:,} | {h['worker_max_hwm_mb']:,} "
-                     f"| {h['workers_sum_hwm_mb']:,} | {c.get('files', '')} | {c.get('bytes', 0) / 2 ** 20:,.0f} |")
-    lines += ["", ("Peaks are VmHWM read from /proc by each contender before its session stops; the parent's "
-              "0.5 s RSS samples of the same processes are in the JSON (`memory_rss_sampled`). In local mode "
-              "the executors' JVM side runs inside the driver JVM. Ratios: the contender's rows/s over its "
-              "baseline's (parquet; append: parquet_append), same run, > 1 = faster.")]
+        lines.append(
+            f"| {name} | {c['rows']:,} | {c['write_s']} | {c['rows_per_s']:,} | {vs} "
+            f"| {h['driver_python_hwm_mb']:,} | {h['driver_jvm_hwm_mb']:,} | {h['worker_max_hwm_mb']:,} "
+            f"| {h['workers_sum_hwm_mb']:,} | {c.get('files', '')} | {c.get('bytes', 0) / 2**20:,.0f} |"
+        )
+    lines += [
+        "",
+        (
+            "Peaks are VmHWM read from /proc by each contender before its session stops; the parent's "
+            "0.5 s RSS samples of the same processes are in the JSON (`memory_rss_sampled`). In local mode "
+            "the executors' JVM side runs inside the driver JVM. Ratios: the contender's rows/s over its "
+            "baseline's (parquet; append: parquet_append), same run, > 1 = faster."
+        ),
+    ]
     shim = {c.get("shim_loaded") for n, c in r["contenders"].items() if n in ("write_graph", "append", "format")}
     if shim:
-        lines.append(f"- JVM shim loaded in the omnigraph contenders' sessions: {sorted(shim)} (write_graph and "
-                     "append use engine=\"auto\": the JVM sink when it is loaded)")
+        lines.append(
+            f"- JVM shim loaded in the omnigraph contenders' sessions: {sorted(shim)} (write_graph and "
+            'append use engine="auto": the JVM sink when it is loaded)'
+        )
     for name, c in r["contenders"].items():
         if c.get("tables_s"):
-            lines.append(f"- {name}: nodes {c['tables_s']['nodes']} s, then edges {c['tables_s']['edges']} s "
-                         "(each save timed; write_graph's one call logs its node and edge jobs instead)")
+            lines.append(
+                f"- {name}: nodes {c['tables_s']['nodes']} s, then edges {c['tables_s']['edges']} s "
+                "(each save timed; write_graph's one call logs its node and edge jobs instead)"
+            )
     for name, c in r["contenders"].items():
         if c["memory_hwm"].get("worker_max_cmd"):
             lines.append(f"- {name}: the largest Python worker ran `{c['memory_hwm']['worker_max_cmd']}`")
     a = r["contenders"].get("append")
     if a and "kept_id_indexes" in a:
-        lines.append(f"- append: {a['kept_id_indexes']} kept node-id index file(s) under the graph when it started "
-                     "(written by write_graph's executors; the append reads one instead of building it)")
+        lines.append(
+            f"- append: {a['kept_id_indexes']} kept node-id index file(s) under the graph when it started "
+            "(written by write_graph's executors; the append reads one instead of building it)"
+        )
     if a:
-        lines.append(f"- append: {a['rows']:,} edges onto a graph of {a['committed_rows_before']:,} rows, "
-                     f"{a['fragments_added']} fragments added")
+        lines.append(
+            f"- append: {a['rows']:,} edges onto a graph of {a['committed_rows_before']:,} rows, "
+            f"{a['fragments_added']} fragments added"
+        )
     for name in ("merge", "merge_in_memory"):
         c = r["contenders"].get(name)
         if c:
-            lines.append(f"- {name}: {c['rows']:,} Item rows merged onto a graph of {c['committed_rows_before']:,} "
-                         f"rows ({c['rows_added']:,} new)")
+            lines.append(
+                f"- {name}: {c['rows']:,} Item rows merged onto a graph of {c['committed_rows_before']:,} "
+                f"rows ({c['rows_added']:,} new)"
+            )
     lines += rounds_markdown(r)
     return "\n".join(lines) + "\n"
 
@@ -541,36 +661,57 @@ def rounds_markdown(r: Mapping[str, Any]) -> list[str]:
         return []
     names = list(rounds[0]["contenders"])
     keys = list(r["ratio_summary"])
-    lines = ["", f"## {len(rounds)} rounds over the same input", "",
-             ("The table above is round 1. Each round runs every contender again, each in a fresh process: "
-             "rounds 1, 3, ... in the order given, rounds 2, 4, ... mirrored (each contender runs before and after its "
-             "baseline)."), "",
-             "| round | order | " + " | ".join(f"{n} (s)" for n in names) + " | " + " | ".join(keys) + " |",
-             "|---|---|" + "---|" * (len(names) + len(keys))]
+    lines = [
+        "",
+        f"## {len(rounds)} rounds over the same input",
+        "",
+        (
+            "The table above is round 1. Each round runs every contender again, each in a fresh process: "
+            "rounds 1, 3, ... in the order given, rounds 2, 4, ... mirrored (each contender runs before and after its "
+            "baseline)."
+        ),
+        "",
+        "| round | order | " + " | ".join(f"{n} (s)" for n in names) + " | " + " | ".join(keys) + " |",
+        "|---|---|" + "---|" * (len(names) + len(keys)),
+    ]
     for i, rd in enumerate(rounds):
         secs = [str(rd["contenders"][n]["write_s"]) if n in rd["contenders"] else "" for n in names]
         rats = [f"{rd['ratios'][k]}x" if rd["ratios"].get(k) else "" for k in keys]
         lines.append(f"| {i + 1} | {', '.join(rd['order'])} | " + " | ".join(secs) + " | " + " | ".join(rats) + " |")
-    lines.append("| **median (min-max)** | | " + " | ".join("" for _ in names) + " | "
-                 + " | ".join(f"**{v['median']}x** ({v['min']}-{v['max']})" for v in r["ratio_summary"].values())
-                 + " |")
+    lines.append(
+        "| **median (min-max)** | | "
+        + " | ".join("" for _ in names)
+        + " | "
+        + " | ".join(f"**{v['median']}x** ({v['min']}-{v['max']})" for v in r["ratio_summary"].values())
+        + " |"
+    )
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="input rows in all (a quarter nodes, the rest edges)")
-    p.add_argument("--contenders", default=DEFAULT_CONTENDERS,
-                   help=f"comma-separated, in run order, of: {', '.join(CONTENDERS)} (delta is skipped without "
-                        "delta-spark)")
+    p.add_argument(
+        "--contenders",
+        default=DEFAULT_CONTENDERS,
+        help=f"comma-separated, in run order, of: {', '.join(CONTENDERS)} (delta is skipped without delta-spark)",
+    )
     p.add_argument("--driver-memory", default="8g", help="spark.driver.memory of every contender's session")
     p.add_argument("--rows-per-file", type=int, default=2_000_000, help="rows per generated Parquet file")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run the contenders this many times over the same input, in the given order and "
-                        "mirrored in turn; the report gives each round's ratios and their median")
-    p.add_argument("--work", default=None, help="where the input and outputs go (default: a fresh directory "
-                   "under benchmarks/out/); deleted at the end unless --keep-work")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the contenders this many times over the same input, in the given order and "
+        "mirrored in turn; the report gives each round's ratios and their median",
+    )
+    p.add_argument(
+        "--work",
+        default=None,
+        help="where the input and outputs go (default: a fresh directory "
+        "under benchmarks/out/); deleted at the end unless --keep-work",
+    )
     p.add_argument("--keep-work", action="store_true")
     p.add_argument("--out", default=None, help="results JSON (and a .md beside it)")
     p.add_argument("--log", default=None, help="progress log file (also on stderr)")
@@ -604,15 +745,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     command = " ".join(["scale_bench"] + list(argv if argv is not None else sys.argv[1:]))
-    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command, "machine": _machine(),
-                               "rows": args.rows, "driver_memory": args.driver_memory, "load_start": _load(),
-                               "contenders": {}, "ratios": {}, "ratio_summary": {}}
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command,
+        "machine": _machine(),
+        "rows": args.rows,
+        "driver_memory": args.driver_memory,
+        "load_start": _load(),
+        "contenders": {},
+        "ratios": {},
+        "ratio_summary": {},
+    }
     try:
         log.info("generating %s rows of Parquet input under %s", f"{args.rows:,}", work)
         gen = _spawn(args, work, "generate")
-        results["input"] = {k: v for k, v in gen.items() if k in ("nodes", "edges", "append_edges", "merge_nodes",
-                                                                 "nodes_input", "edges_input", "append_input",
-                                                                 "merge_input")}
+        results["input"] = {
+            k: v
+            for k, v in gen.items()
+            if k
+            in (
+                "nodes",
+                "edges",
+                "append_edges",
+                "merge_nodes",
+                "nodes_input",
+                "edges_input",
+                "append_input",
+                "merge_input",
+            )
+        }
         results["generate_s"] = gen["write_s"]
         log.info("input: %s (%s s)", results["input"], gen["write_s"])
         results["rounds"] = []
@@ -627,9 +788,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log.info("round %d, contender %s: start (load %s)", rnd + 1, name, _load())
                 res = _spawn(args, work, name)
                 this["contenders"][name] = res
-                log.info("contender %s: %s rows in %s s (%s rows/s), peaks %s", name, f"{res['rows']:,}",
-                         res["write_s"], f"{res['rows_per_s']:,}", res["memory_hwm"])
-                _drop_outputs(work, name, order[i + 1:])
+                log.info(
+                    "contender %s: %s rows in %s s (%s rows/s), peaks %s",
+                    name,
+                    f"{res['rows']:,}",
+                    res["write_s"],
+                    f"{res['rows_per_s']:,}",
+                    res["memory_hwm"],
+                )
+                _drop_outputs(work, name, order[i + 1 :])
                 this["ratios"] = ratios(this["contenders"])
                 results["ratios"] = results["rounds"][0]["ratios"]
                 results["ratio_summary"] = ratio_summary(results["rounds"])

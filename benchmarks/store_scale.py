@@ -27,6 +27,7 @@ Sections (``--sections``, default all):
 Results go to ``--out`` as JSON and a ``.md`` beside it; the machine may be shared, so the
 load average is recorded at each section's start and end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,6 +48,7 @@ log = logging.getLogger("benchmarks.store_scale")
 
 
 # -- pure parts (tests/benchmarks/test_scale_bench.py) ----------------------------------------
+
 
 def spread(total: int, parts: int) -> list[int]:
     """``total`` split over ``parts`` as evenly as possible (the first ones get the remainder)."""
@@ -78,6 +80,7 @@ def tables_touched(commit: int, tables: int) -> list[int]:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> float:
     xs = []
@@ -125,8 +128,11 @@ class Phases:
     def timing(self) -> Iterator[Phases]:
         from omnigraph_spark.store import commits, manifest, tables
 
-        wrapped = [(tables, "commit_operation", "lance_commits"), (manifest, "publish", "manifest_publish"),
-                   (commits, "append", "commit_graph_append")]
+        wrapped = [
+            (tables, "commit_operation", "lance_commits"),
+            (manifest, "publish", "manifest_publish"),
+            (commits, "append", "commit_graph_append"),
+        ]
         saved = [(mod, name, getattr(mod, name)) for mod, name, _ in wrapped]
         for mod, name, label in wrapped:
             setattr(mod, name, self._wrap(getattr(mod, name), label))
@@ -143,6 +149,7 @@ class Phases:
                 return fn(*a, **kw)
             finally:
                 self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - t0
+
         return timed
 
 
@@ -153,10 +160,16 @@ def _manifest_stats(root: Path) -> dict[str, Any]:
     commits = lance.dataset(str(root / "_graph_commits.lance"))
     m_bytes = _dir_bytes(root / "__manifest")
     data_bytes = _dir_bytes(root / "__manifest" / "data") if (root / "__manifest" / "data").exists() else 0
-    return {"manifest_rows": ds.count_rows(), "manifest_fragments": len(ds.get_fragments()),
-            "manifest_versions": len(ds.versions()), "manifest_bytes": m_bytes, "manifest_data_bytes": data_bytes,
-            "commit_rows": commits.count_rows(), "commit_fragments": len(commits.get_fragments()),
-            "commit_bytes": _dir_bytes(root / "_graph_commits.lance")}
+    return {
+        "manifest_rows": ds.count_rows(),
+        "manifest_fragments": len(ds.get_fragments()),
+        "manifest_versions": len(ds.versions()),
+        "manifest_bytes": m_bytes,
+        "manifest_data_bytes": data_bytes,
+        "commit_rows": commits.count_rows(),
+        "commit_fragments": len(commits.get_fragments()),
+        "commit_bytes": _dir_bytes(root / "_graph_commits.lance"),
+    }
 
 
 def _latest_lance_manifest_bytes(table_dir: Path) -> int:
@@ -175,14 +188,18 @@ def _open_cost(root: str, repeats: int) -> dict[str, float]:
         s = g.snapshot()
         return sum(len(g.open_table(k, s).get_fragments()) for k in s.tables)
 
-    return {"open_snapshot_s": round(_median_time(snap, repeats), 4),
-            "open_snapshot_and_list_fragments_s": round(_median_time(plan, repeats), 4)}
+    return {
+        "open_snapshot_s": round(_median_time(snap, repeats), 4),
+        "open_snapshot_and_list_fragments_s": round(_median_time(plan, repeats), 4),
+    }
 
 
 # -- sections --------------------------------------------------------------------------------------
 
-def bench_publish(work: Path, fragments: Sequence[int], tables: int, rows_per_fragment: int,
-                  repeats: int) -> list[dict[str, Any]]:
+
+def bench_publish(
+    work: Path, fragments: Sequence[int], tables: int, rows_per_fragment: int, repeats: int
+) -> list[dict[str, Any]]:
     from omnigraph_spark import Graph
     from omnigraph_spark.store import writes
 
@@ -208,18 +225,33 @@ def bench_publish(work: Path, fragments: Sequence[int], tables: int, rows_per_fr
             if r < repeats - 1:
                 shutil.rmtree(dst)
         snap = Graph.open(str(dst)).snapshot()
-        lance_manifest = [_latest_lance_manifest_bytes(dst / snap.table(f"node:T{i}").table_path)
-                          for i in range(tables)]
-        row = {"fragments": total, "tables": tables, "rows": total * rows_per_fragment, "stage_s": round(stage_s, 1),
-               "commit_load_s_median": round(statistics.median(runs), 3), "commit_load_s": [round(x, 3) for x in runs],
-               "phases_s_median": {k: round(statistics.median(p.get(k, 0.0) for p in phases), 3)
-                                   for k in ("lance_commits", "manifest_publish", "commit_graph_append")},
-               "lance_manifest_bytes_per_table": lance_manifest,
-               "lance_manifest_bytes_per_fragment": round(sum(lance_manifest) / total, 1),
-               **_manifest_stats(dst), **_open_cost(str(dst), repeats)}
+        lance_manifest = [
+            _latest_lance_manifest_bytes(dst / snap.table(f"node:T{i}").table_path) for i in range(tables)
+        ]
+        row = {
+            "fragments": total,
+            "tables": tables,
+            "rows": total * rows_per_fragment,
+            "stage_s": round(stage_s, 1),
+            "commit_load_s_median": round(statistics.median(runs), 3),
+            "commit_load_s": [round(x, 3) for x in runs],
+            "phases_s_median": {
+                k: round(statistics.median(p.get(k, 0.0) for p in phases), 3)
+                for k in ("lance_commits", "manifest_publish", "commit_graph_append")
+            },
+            "lance_manifest_bytes_per_table": lance_manifest,
+            "lance_manifest_bytes_per_fragment": round(sum(lance_manifest) / total, 1),
+            **_manifest_stats(dst),
+            **_open_cost(str(dst), repeats),
+        }
         out.append(row)
-        log.info("publish %d fragments over %d tables: commit_load %.3f s %s", total, tables,
-                 row["commit_load_s_median"], row["phases_s_median"])
+        log.info(
+            "publish %d fragments over %d tables: commit_load %.3f s %s",
+            total,
+            tables,
+            row["commit_load_s_median"],
+            row["phases_s_median"],
+        )
         shutil.rmtree(dst, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
     return out
@@ -239,18 +271,26 @@ def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: 
         writes.commit_load(g, "main", staged)
         recent = (recent + [time.perf_counter() - t0])[-10:]
         if c in marks:
-            p = {"commits": c, "commit_s_median_last_10": round(statistics.median(recent), 4),
-                 **_manifest_stats(root), **_open_cost(str(root), repeats),
-                 "log_s": round(_median_time(lambda: Graph.open(str(root)).log(), repeats), 4)}
+            p = {
+                "commits": c,
+                "commit_s_median_last_10": round(statistics.median(recent), 4),
+                **_manifest_stats(root),
+                **_open_cost(str(root), repeats),
+                "log_s": round(_median_time(lambda: Graph.open(str(root)).log(), repeats), 4),
+            }
             points.append(p)
             log.info("history at %d commits: %s", c, p)
     t0 = time.perf_counter()
     Graph.open(str(root)).optimize()
     opt_s = time.perf_counter() - t0
-    after = {"commits": commits, "optimize_s": round(opt_s, 2), **_manifest_stats(root),
-             **_open_cost(str(root), repeats),
-             "log_s": round(_median_time(lambda: Graph.open(str(root)).log(), repeats), 4)}
-    staged = [_stage(g, f"node:T{i}", 10 ** 9, 1, 10) for i in tables_touched(0, tables)]
+    after = {
+        "commits": commits,
+        "optimize_s": round(opt_s, 2),
+        **_manifest_stats(root),
+        **_open_cost(str(root), repeats),
+        "log_s": round(_median_time(lambda: Graph.open(str(root)).log(), repeats), 4),
+    }
+    staged = [_stage(g, f"node:T{i}", 10**9, 1, 10) for i in tables_touched(0, tables)]
     t0 = time.perf_counter()
     writes.commit_load(Graph.open(str(root)), "main", staged)
     after["commit_s_after_optimize"] = round(time.perf_counter() - t0, 4)
@@ -260,8 +300,9 @@ def bench_history(work: Path, commits: int, checkpoints: Sequence[int], tables: 
         xs = [p["manifest_rows"] for p in points]
         for k in ("open_snapshot_s", "commit_s_median_last_10", "manifest_bytes", "manifest_data_bytes"):
             fits[f"{k}_per_manifest_row"] = fit_line(xs, [p[k] for p in points])
-        fits["commit_bytes_per_commit"] = fit_line([p["commit_rows"] for p in points],
-                                                   [p["commit_bytes"] for p in points])
+        fits["commit_bytes_per_commit"] = fit_line(
+            [p["commit_rows"] for p in points], [p["commit_bytes"] for p in points]
+        )
         fits["log_s_per_commit"] = fit_line([p["commit_rows"] for p in points], [p["log_s"] for p in points])
     shutil.rmtree(root, ignore_errors=True)
     return {"tables": tables, "tables_per_commit": 2, "points": points, "after_optimize": after, "fits": fits}
@@ -276,8 +317,12 @@ def bench_tables(work: Path, counts: Sequence[int], repeats: int) -> list[dict[s
         t0 = time.perf_counter()
         Graph.init(str(root), schema_of(n))
         init_s = time.perf_counter() - t0
-        row = {"tables": n, "init_s": round(init_s, 2), **_open_cost(str(root), repeats),
-               "manifest_rows": _manifest_stats(root)["manifest_rows"]}
+        row = {
+            "tables": n,
+            "init_s": round(init_s, 2),
+            **_open_cost(str(root), repeats),
+            "manifest_rows": _manifest_stats(root)["manifest_rows"],
+        }
         out.append(row)
         log.info("tables %d: %s", n, row)
         shutil.rmtree(root, ignore_errors=True)
@@ -297,16 +342,22 @@ def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> 
         rows = lance.dataset(str(root / "__manifest")).to_table().to_pylist()
         meta = {r["table_key"]: r["metadata"] for r in rows if r["object_type"] == manifest.OBJ_VERSION}
         have = len(rows)
-        updates = [manifest.TableUpdate(f"node:T{i % tables}", 2 + i // tables, None, 10, meta[f"node:T{i % tables}"])
-                   for i in range(max(0, n - have))]
+        updates = [
+            manifest.TableUpdate(f"node:T{i % tables}", 2 + i // tables, None, 10, meta[f"node:T{i % tables}"])
+            for i in range(max(0, n - have))
+        ]
         t0 = time.perf_counter()
         manifest.publish(str(root), "main", updates, {})
         pub_s = time.perf_counter() - t0
         st = _manifest_stats(root)
-        row = {"manifest_rows": st["manifest_rows"], "manifest_fragments": st["manifest_fragments"],
-               "publish_s": round(pub_s, 3), "manifest_data_bytes": st["manifest_data_bytes"],
-               "data_bytes_per_row": round(st["manifest_data_bytes"] / st["manifest_rows"], 1),
-               "open_snapshot_s": round(_median_time(lambda root=root: Graph.open(str(root)).snapshot(), repeats), 4)}
+        row = {
+            "manifest_rows": st["manifest_rows"],
+            "manifest_fragments": st["manifest_fragments"],
+            "publish_s": round(pub_s, 3),
+            "manifest_data_bytes": st["manifest_data_bytes"],
+            "data_bytes_per_row": round(st["manifest_data_bytes"] / st["manifest_rows"], 1),
+            "open_snapshot_s": round(_median_time(lambda root=root: Graph.open(str(root)).snapshot(), repeats), 4),
+        }
         out.append(row)
         log.info("rows %d: %s", n, row)
         shutil.rmtree(root, ignore_errors=True)
@@ -314,44 +365,89 @@ def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> 
 
 
 def markdown(r: dict[str, Any]) -> str:
-    lines = [f"# Store scale constants ({r['date']})", "", f"`{r['command']}`", "",
-             f"Machine: {r['machine']}; load average {r['load_start']} at start, {r['load_end']} at end.", ""]
+    lines = [
+        f"# Store scale constants ({r['date']})",
+        "",
+        f"`{r['command']}`",
+        "",
+        f"Machine: {r['machine']}; load average {r['load_start']} at start, {r['load_end']} at end.",
+        "",
+    ]
     if r.get("publish"):
-        lines += ["## One commit of many fragments", "",
-                  ("| fragments | tables | commit_load (s) | Lance commits (s) | manifest publish (s) | commit-graph "
-                  "append (s) | __manifest rows | __manifest bytes | Lance manifest bytes/fragment | open snapshot (s) "
-                  "| open + list fragments (s) |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## One commit of many fragments",
+            "",
+            (
+                "| fragments | tables | commit_load (s) | Lance commits (s) | manifest publish (s) | commit-graph "
+                "append (s) | __manifest rows | __manifest bytes | Lance manifest bytes/fragment | open snapshot (s) "
+                "| open + list fragments (s) |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for p in r["publish"]:
             ph = p["phases_s_median"]
-            lines.append(f"| {p['fragments']:,} | {p['tables']} | {p['commit_load_s_median']} | {ph['lance_commits']} "
-                         f"| {ph['manifest_publish']} | {ph['commit_graph_append']} | {p['manifest_rows']} "
-                         f"| {p['manifest_bytes']:,} | {p['lance_manifest_bytes_per_fragment']} "
-                         f"| {p['open_snapshot_s']} | {p['open_snapshot_and_list_fragments_s']} |")
+            lines.append(
+                f"| {p['fragments']:,} | {p['tables']} | {p['commit_load_s_median']} | {ph['lance_commits']} "
+                f"| {ph['manifest_publish']} | {ph['commit_graph_append']} | {p['manifest_rows']} "
+                f"| {p['manifest_bytes']:,} | {p['lance_manifest_bytes_per_fragment']} "
+                f"| {p['open_snapshot_s']} | {p['open_snapshot_and_list_fragments_s']} |"
+            )
     h = r.get("history")
     if h:
-        lines += ["", f"## History: commits of 2 of {h['tables']} tables each", "",
-                  ("| commits | commit (s, median of last 10) | open snapshot (s) | open + list fragments (s) | log (s) "
-                  "| __manifest rows | fragments | versions | bytes | _graph_commits rows | bytes |"),
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for p in h["points"] + [dict(h["after_optimize"], commits=f"{h['after_optimize']['commits']} + optimize",
-                                     commit_s_median_last_10=h["after_optimize"]["commit_s_after_optimize"])]:
-            lines.append(f"| {p['commits']} | {p['commit_s_median_last_10']} | {p['open_snapshot_s']} "
-                         f"| {p['open_snapshot_and_list_fragments_s']} | {p['log_s']} | {p['manifest_rows']:,} "
-                         f"| {p['manifest_fragments']} | {p['manifest_versions']} | {p['manifest_bytes']:,} "
-                         f"| {p['commit_rows']:,} | {p['commit_bytes']:,} |")
-        lines += ["", f"optimize: {h['after_optimize']['optimize_s']} s. Fits (y = intercept + slope x):", "", "```",
-                  json.dumps(h["fits"], indent=1), "```"]
+        lines += [
+            "",
+            f"## History: commits of 2 of {h['tables']} tables each",
+            "",
+            (
+                "| commits | commit (s, median of last 10) | open snapshot (s) | open + list fragments (s) | log (s) "
+                "| __manifest rows | fragments | versions | bytes | _graph_commits rows | bytes |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for p in h["points"] + [
+            dict(
+                h["after_optimize"],
+                commits=f"{h['after_optimize']['commits']} + optimize",
+                commit_s_median_last_10=h["after_optimize"]["commit_s_after_optimize"],
+            )
+        ]:
+            lines.append(
+                f"| {p['commits']} | {p['commit_s_median_last_10']} | {p['open_snapshot_s']} "
+                f"| {p['open_snapshot_and_list_fragments_s']} | {p['log_s']} | {p['manifest_rows']:,} "
+                f"| {p['manifest_fragments']} | {p['manifest_versions']} | {p['manifest_bytes']:,} "
+                f"| {p['commit_rows']:,} | {p['commit_bytes']:,} |"
+            )
+        lines += [
+            "",
+            f"optimize: {h['after_optimize']['optimize_s']} s. Fits (y = intercept + slope x):",
+            "",
+            "```",
+            json.dumps(h["fits"], indent=1),
+            "```",
+        ]
     if r.get("tables"):
-        lines += ["", "## Snapshot open vs tables", "", "| tables | open snapshot (s) | open + every table (s) |",
-                  "|---|---|---|"]
+        lines += [
+            "",
+            "## Snapshot open vs tables",
+            "",
+            "| tables | open snapshot (s) | open + every table (s) |",
+            "|---|---|---|",
+        ]
         for p in r["tables"]:
             lines.append(f"| {p['tables']} | {p['open_snapshot_s']} | {p['open_snapshot_and_list_fragments_s']} |")
     if r.get("rows"):
-        lines += ["", "## Snapshot open vs rows of a compacted __manifest", "",
-                  "| __manifest rows | fragments | data bytes per row | open snapshot (s) |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Snapshot open vs rows of a compacted __manifest",
+            "",
+            "| __manifest rows | fragments | data bytes per row | open snapshot (s) |",
+            "|---|---|---|---|",
+        ]
         for p in r["rows"]:
-            lines.append(f"| {p['manifest_rows']:,} | {p['manifest_fragments']} | {p['data_bytes_per_row']} "
-                         f"| {p['open_snapshot_s']} |")
+            lines.append(
+                f"| {p['manifest_rows']:,} | {p['manifest_fragments']} | {p['data_bytes_per_row']} "
+                f"| {p['open_snapshot_s']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -377,10 +473,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     sections = [s.strip() for s in a.sections.split(",") if s.strip()]
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
-    res: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"),
-                           "command": " ".join(["store_scale"] + list(argv if argv is not None else os.sys.argv[1:])),
-                           "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                                       "pylance": lance.__version__}, "load_start": _load(), "load_per_section": {}}
+    res: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": " ".join(["store_scale"] + list(argv if argv is not None else os.sys.argv[1:])),
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "pylance": lance.__version__},
+        "load_start": _load(),
+        "load_per_section": {},
+    }
     with tempfile.TemporaryDirectory(prefix="store-scale-", dir=a.work) as d:
         work = Path(d)
         for s in sections:

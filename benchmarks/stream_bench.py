@@ -27,6 +27,7 @@ Each stream contender runs in a fresh process (``local[2]``), one after the othe
     PYSPARK_PYTHON=$PWD/.venv-spark40/bin/python .venv-spark40/bin/python -m benchmarks.stream_bench \
         --rows 5000 --batches 20 --out benchmarks/out/stream.json      # with the Delta contenders
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,10 @@ def _drop(folder: Path, batches: int, rows: int, edges: bool) -> None:
     for b in range(batches):
         recs = [{"kind": "person", "name": f"b{b:03d}-{i:06d}", "age": i % 90} for i in range(rows)]
         if edges:
-            recs += [{"kind": "knows", "src": f"b{b:03d}-{i:06d}", "dst": f"b{b:03d}-{(i + 1) % rows:06d}"}
-                     for i in range(rows)]
+            recs += [
+                {"kind": "knows", "src": f"b{b:03d}-{i:06d}", "dst": f"b{b:03d}-{(i + 1) % rows:06d}"}
+                for i in range(rows)
+            ]
         p = folder / f"e{b:04d}.json"
         p.write_text("".join(json.dumps(r) + "\n" for r in recs))
         os.utime(p, (t + b, t + b))
@@ -61,8 +64,10 @@ def _drop(folder: Path, batches: int, rows: int, edges: bool) -> None:
 def _split(batch_df):
     from pyspark.sql import functions as F
 
-    return {"Person": batch_df.where(F.col("kind") == "person").select("name", "age"),
-            "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst")}
+    return {
+        "Person": batch_df.where(F.col("kind") == "person").select("name", "age"),
+        "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst"),
+    }
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -95,8 +100,13 @@ def run_stream(spark, api: str, work: Path, schema_text: str, batches: int, rows
 
         w = ev.writeStream.foreachBatch(GraphBatchWriter(uri, _split, engine="python"))
     elif api == "sink":
-        w = (ev.where(F.col("kind") == "person").select("name", "age").writeStream.format("omnigraph")
-             .option("type", "Person").option("path", uri))
+        w = (
+            ev.where(F.col("kind") == "person")
+            .select("name", "age")
+            .writeStream.format("omnigraph")
+            .option("type", "Person")
+            .option("path", uri)
+        )
     elif api == "delta":
         w = ev.where(F.col("kind") == "person").select("name", "age").writeStream.format("delta").option("path", uri)
     else:  # delta_events: the graph stream's events, one Delta table
@@ -111,13 +121,21 @@ def run_stream(spark, api: str, work: Path, schema_text: str, batches: int, rows
     per_batch = _graph_rows_per_batch(api, rows)
     steady_t, steady_a = trig[1:] or trig, add[1:] or add  # the first micro-batch pays the cold start
     out: dict[str, object] = {
-        "api": api, "micro_batches": len(prog), "input_rows": sum(p["numInputRows"] for p in prog),
-        "rows_per_batch": per_batch, "wall_s": round(wall, 1),
+        "api": api,
+        "micro_batches": len(prog),
+        "input_rows": sum(p["numInputRows"] for p in prog),
+        "rows_per_batch": per_batch,
+        "wall_s": round(wall, 1),
         "rows_per_s_sustained": round(per_batch * len(steady_t) / sum(steady_t), 0),
-        "trigger_s_p50": round(statistics.median(steady_t), 3), "trigger_s_p90": round(_pct(steady_t, 0.9), 3),
-        "add_batch_s_p50": round(statistics.median(steady_a), 3), "add_batch_s_p90": round(_pct(steady_a, 0.9), 3),
-        "add_batch_s_max": round(max(steady_a), 3), "first_trigger_s": round(trig[0], 2),
-        "trigger_s": [round(x, 3) for x in trig], "add_batch_s": [round(x, 3) for x in add]}
+        "trigger_s_p50": round(statistics.median(steady_t), 3),
+        "trigger_s_p90": round(_pct(steady_t, 0.9), 3),
+        "add_batch_s_p50": round(statistics.median(steady_a), 3),
+        "add_batch_s_p90": round(_pct(steady_a, 0.9), 3),
+        "add_batch_s_max": round(max(steady_a), 3),
+        "first_trigger_s": round(trig[0], 2),
+        "trigger_s": [round(x, 3) for x in trig],
+        "add_batch_s": [round(x, 3) for x in add],
+    }
     if api in ("sink", "graph"):
         from omnigraph_spark import Graph
 
@@ -144,22 +162,33 @@ def _graph_counts(uri: str, key: str) -> dict[str, int]:
     snap = g.snapshot()
     ds = g.open_table(key, snap)
     root = Path(uri)
-    return {"graph_version": snap.version, "graph_commits": len(g.log()) - 1,
-            "table_version": snap.table(key).version, "lance_versions": len(ds.versions()),
-            "fragments": len(ds.get_fragments()), "rows": ds.count_rows(),
-            "files": sum(1 for _ in root.rglob("*") if _.is_file()),
-            "bytes": sum(f.stat().st_size for f in root.rglob("*") if f.is_file())}
+    return {
+        "graph_version": snap.version,
+        "graph_commits": len(g.log()) - 1,
+        "table_version": snap.table(key).version,
+        "lance_versions": len(ds.versions()),
+        "fragments": len(ds.get_fragments()),
+        "rows": ds.count_rows(),
+        "files": sum(1 for _ in root.rglob("*") if _.is_file()),
+        "bytes": sum(f.stat().st_size for f in root.rglob("*") if f.is_file()),
+    }
 
 
 def _scan_reads(spark, uri: str, key: str, repeats: int) -> dict[str, float]:
     from omnigraph_spark import Graph
 
-    spark_s = _timed(lambda: spark.read.format("omnigraph").option("type", key).load(uri)
-                     .write.format("noop").mode("overwrite").save(), repeats)
+    spark_s = _timed(
+        lambda: (
+            spark.read.format("omnigraph").option("type", key).load(uri).write.format("noop").mode("overwrite").save()
+        ),
+        repeats,
+    )
     g = Graph.open(uri)
     lance_s = _timed(lambda: g.read_table(f"node:{key}"), repeats)  # the pinned version, every column
-    return {"spark_full_scan_s": round(statistics.median(spark_s), 3),
-            "pylance_full_scan_s": round(statistics.median(lance_s), 4)}
+    return {
+        "spark_full_scan_s": round(statistics.median(spark_s), 3),
+        "pylance_full_scan_s": round(statistics.median(lance_s), 4),
+    }
 
 
 def run_maintenance(spark, uri: str, batches: int, repeats: int, initial: dict[str, int]) -> dict[str, object]:
@@ -180,14 +209,22 @@ def run_maintenance(spark, uri: str, batches: int, repeats: int, initial: dict[s
     after = _graph_counts(uri, key)
     read_after = _scan_reads(spark, uri, "Person", repeats)
     t = opt.table(key)
-    return {"micro_batches": batches, "before": before, "after": after,
-            "read_before": read_before, "read_after": read_after,
-            "optimize_s": round(opt_s, 3), "cleanup_s": round(cln_s, 3),
-            "optimize_fragments": [t.fragments_before, t.fragments_after],
-            "cleanup_versions_removed": sum(x.versions_removed for x in cln.tables),
-            "cleanup_bytes_removed": sum(x.bytes_removed for x in cln.tables),
-            "per_micro_batch": {k: round((before[k] - initial[k]) / batches, 3)
-                                for k in ("graph_version", "graph_commits", "table_version", "fragments")}}
+    return {
+        "micro_batches": batches,
+        "before": before,
+        "after": after,
+        "read_before": read_before,
+        "read_after": read_after,
+        "optimize_s": round(opt_s, 3),
+        "cleanup_s": round(cln_s, 3),
+        "optimize_fragments": [t.fragments_before, t.fragments_after],
+        "cleanup_versions_removed": sum(x.versions_removed for x in cln.tables),
+        "cleanup_bytes_removed": sum(x.bytes_removed for x in cln.tables),
+        "per_micro_batch": {
+            k: round((before[k] - initial[k]) / batches, 3)
+            for k in ("graph_version", "graph_commits", "table_version", "fragments")
+        },
+    }
 
 
 def run_delta_maintenance(spark, uri: str, batches: int, repeats: int) -> dict[str, object]:
@@ -195,33 +232,45 @@ def run_delta_maintenance(spark, uri: str, batches: int, repeats: int) -> dict[s
 
     def counts():
         root = Path(uri)
-        return {"log_versions": len(list((root / "_delta_log").glob("*.json"))),
-                "active_files": spark.read.format("delta").load(uri).inputFiles().__len__(),
-                "parquet_files_on_disk": len(list(root.glob("*.parquet"))),
-                "rows": spark.read.format("delta").load(uri).count()}
+        return {
+            "log_versions": len(list((root / "_delta_log").glob("*.json"))),
+            "active_files": spark.read.format("delta").load(uri).inputFiles().__len__(),
+            "parquet_files_on_disk": len(list(root.glob("*.parquet"))),
+            "rows": spark.read.format("delta").load(uri).count(),
+        }
 
     def read():
-        return _timed(lambda: spark.read.format("delta").load(uri).write.format("noop").mode("overwrite").save(),
-                      repeats)
+        return _timed(
+            lambda: spark.read.format("delta").load(uri).write.format("noop").mode("overwrite").save(), repeats
+        )
 
     before, rb = counts(), read()
     t0 = time.monotonic()
     DeltaTable.forPath(spark, uri).optimize().executeCompaction()
     opt_s = time.monotonic() - t0
     after, ra = counts(), read()
-    return {"micro_batches": batches, "before": before, "after": after,
-            "read_before": {"spark_full_scan_s": round(statistics.median(rb), 3)},
-            "read_after": {"spark_full_scan_s": round(statistics.median(ra), 3)},
-            "optimize_s": round(opt_s, 3)}
+    return {
+        "micro_batches": batches,
+        "before": before,
+        "after": after,
+        "read_before": {"spark_full_scan_s": round(statistics.median(rb), 3)},
+        "read_after": {"spark_full_scan_s": round(statistics.median(ra), 3)},
+        "optimize_s": round(opt_s, 3),
+    }
 
 
 def session(with_delta: bool):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    b = (SparkSession.builder.master("local[2]").appName("omnigraph-stream-bench")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.python.worker.reuse", "true").config("spark.ui.showConsoleProgress", "false"))
+    b = (
+        SparkSession.builder.master("local[2]")
+        .appName("omnigraph-stream-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
     if with_delta:  # every contender gets the same session, Delta's jars included
         b = add_delta(b)
     spark = b.getOrCreate()
@@ -244,8 +293,9 @@ def run_contender(api: str, work: Path, schema_text: str, args) -> dict[str, obj
     try:
         res = run_stream(spark, api, work, schema_text, args.batches, args.rows)
         if args.maintenance and api == "sink":
-            res["maintenance"] = run_maintenance(spark, res["path"], res["micro_batches"], args.read_repeats,
-                                                 res["initial_counts"])
+            res["maintenance"] = run_maintenance(
+                spark, res["path"], res["micro_batches"], args.read_repeats, res["initial_counts"]
+            )
         if args.maintenance and api == "delta":
             res["maintenance"] = run_delta_maintenance(spark, res["path"], res["micro_batches"], args.read_repeats)
         return res
@@ -262,8 +312,12 @@ def _machine() -> dict[str, object]:
 
     import pyspark
 
-    info: dict[str, object] = {"cores": os.cpu_count(), "python": platform.python_version(),
-                               "pyspark": pyspark.__version__, "platform": platform.platform()}
+    info: dict[str, object] = {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "platform": platform.platform(),
+    }
     try:
         import lance
 
@@ -278,7 +332,7 @@ def _machine() -> dict[str, object]:
         info["delta_spark"] = None
     try:
         mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
-        info["ram_gib"] = round(int(mem) / 2 ** 20, 1)
+        info["ram_gib"] = round(int(mem) / 2**20, 1)
     except OSError:
         pass
     return info
@@ -319,10 +373,12 @@ def derive(res: dict[str, object]) -> None:
     for r in res["streams"].values():
         trig, add = r["trigger_s"], r["add_batch_s"]
         h = len(trig) // 2
-        r["second_half"] = {"rows_per_s": round(r["rows_per_batch"] * (len(trig) - h) / sum(trig[h:]), 0),
-                            "trigger_s_p50": round(statistics.median(trig[h:]), 3),
-                            "trigger_s_p90": round(_pct(trig[h:], 0.9), 3),
-                            "add_batch_s_p50": round(statistics.median(add[h:]), 3)}
+        r["second_half"] = {
+            "rows_per_s": round(r["rows_per_batch"] * (len(trig) - h) / sum(trig[h:]), 0),
+            "trigger_s_p50": round(statistics.median(trig[h:]), 3),
+            "trigger_s_p90": round(_pct(trig[h:], 0.9), 3),
+            "add_batch_s_p50": round(statistics.median(add[h:]), 3),
+        }
     res["ratios"] = _ratios(res["streams"])
     res["per_hour"] = _hourly(res["streams"])
 
@@ -339,57 +395,103 @@ def _ratios(res: dict[str, dict[str, object]]) -> dict[str, object]:
             "trigger_s_p90": round(a["trigger_s_p90"] / b["trigger_s_p90"], 2),
             "add_batch_s_p50": round(a["add_batch_s_p50"] / b["add_batch_s_p50"], 2),
             "second_half_rows_per_s": round(a["second_half"]["rows_per_s"] / b["second_half"]["rows_per_s"], 2),
-            "second_half_trigger_s_p50": round(a["second_half"]["trigger_s_p50"] / b["second_half"]["trigger_s_p50"],
-                                               2)}
+            "second_half_trigger_s_p50": round(
+                a["second_half"]["trigger_s_p50"] / b["second_half"]["trigger_s_p50"], 2
+            ),
+        }
     return out
 
 
 def markdown(results: dict[str, object]) -> str:
     s = results["streams"]
-    lines = [f"# Streaming: omnigraph vs Delta ({results['date']})", "",
-             f"`{results['command']}`", "",
-             (f"Machine: {results['machine']}; load average {results['load_start']} at start, "
-             f"{results['load_end']} at end."), "",
-             ("| contender | rows per micro-batch | micro-batches | rows/s sustained | micro-batch p50 / p90 (s) "
-             "| addBatch p50 / p90 (s) | first micro-batch (s) | second half: rows/s, micro-batch p50 (s) |"),
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Streaming: omnigraph vs Delta ({results['date']})",
+        "",
+        f"`{results['command']}`",
+        "",
+        (
+            f"Machine: {results['machine']}; load average {results['load_start']} at start, "
+            f"{results['load_end']} at end."
+        ),
+        "",
+        (
+            "| contender | rows per micro-batch | micro-batches | rows/s sustained | micro-batch p50 / p90 (s) "
+            "| addBatch p50 / p90 (s) | first micro-batch (s) | second half: rows/s, micro-batch p50 (s) |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for api in STREAM_APIS:
         r = s.get(api)
         if r:
-            lines.append(f"| {api} | {r['rows_per_batch']:,} | {r['micro_batches']} | {r['rows_per_s_sustained']:,.0f} "
-                         f"| {r['trigger_s_p50']} / {r['trigger_s_p90']} | {r['add_batch_s_p50']} / "
-                         f"{r['add_batch_s_p90']} | {r['first_trigger_s']} | {r['second_half']['rows_per_s']:,.0f}, "
-                         f"{r['second_half']['trigger_s_p50']} |")
+            lines.append(
+                f"| {api} | {r['rows_per_batch']:,} | {r['micro_batches']} | {r['rows_per_s_sustained']:,.0f} "
+                f"| {r['trigger_s_p50']} / {r['trigger_s_p90']} | {r['add_batch_s_p50']} / "
+                f"{r['add_batch_s_p90']} | {r['first_trigger_s']} | {r['second_half']['rows_per_s']:,.0f}, "
+                f"{r['second_half']['trigger_s_p50']} |"
+            )
     if results.get("ratios"):
-        lines += ["", ("Ratios (omnigraph / Delta, same run; rows/s > 1 = omnigraph faster, latency > 1 = "
-                  "omnigraph slower):"), "", ("| pair | rows/s | micro-batch p50 | micro-batch p90 | addBatch p50 "
-                  "| second half: rows/s, micro-batch p50 |"), "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            ("Ratios (omnigraph / Delta, same run; rows/s > 1 = omnigraph faster, latency > 1 = omnigraph slower):"),
+            "",
+            (
+                "| pair | rows/s | micro-batch p50 | micro-batch p90 | addBatch p50 "
+                "| second half: rows/s, micro-batch p50 |"
+            ),
+            "|---|---|---|---|---|---|",
+        ]
         for k, v in results["ratios"].items():
-            lines.append(f"| {k} | {v['rows_per_s']} | {v['trigger_s_p50']} | {v['trigger_s_p90']} "
-                         f"| {v['add_batch_s_p50']} | {v['second_half_rows_per_s']}, "
-                         f"{v['second_half_trigger_s_p50']} |")
+            lines.append(
+                f"| {k} | {v['rows_per_s']} | {v['trigger_s_p50']} | {v['trigger_s_p90']} "
+                f"| {v['add_batch_s_p50']} | {v['second_half_rows_per_s']}, "
+                f"{v['second_half_trigger_s_p50']} |"
+            )
     m = s.get("sink", {}).get("maintenance")
     if m:
-        lines += ["", f"Maintenance after {m['micro_batches']} sink micro-batches:", "",
-                  ("| | graph version | commits | table version | fragments | files | full scan, Spark (s) "
-                  "| full scan, pylance (s) |"), "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"Maintenance after {m['micro_batches']} sink micro-batches:",
+            "",
+            (
+                "| | graph version | commits | table version | fragments | files | full scan, Spark (s) "
+                "| full scan, pylance (s) |"
+            ),
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for when in ("before", "after"):
             c, r = m[when], m[f"read_{when}"]
-            lines.append(f"| {when} optimize + cleanup | {c['graph_version']} | {c['graph_commits']} "
-                         f"| {c['table_version']} | {c['fragments']} | {c['files']} | {r['spark_full_scan_s']} "
-                         f"| {r['pylance_full_scan_s']} |")
-        lines += ["", (f"optimize {m['optimize_s']} s, cleanup {m['cleanup_s']} s "
-                  f"({m['cleanup_versions_removed']} table versions removed); per micro-batch: {m['per_micro_batch']}")]
+            lines.append(
+                f"| {when} optimize + cleanup | {c['graph_version']} | {c['graph_commits']} "
+                f"| {c['table_version']} | {c['fragments']} | {c['files']} | {r['spark_full_scan_s']} "
+                f"| {r['pylance_full_scan_s']} |"
+            )
+        lines += [
+            "",
+            (
+                f"optimize {m['optimize_s']} s, cleanup {m['cleanup_s']} s "
+                f"({m['cleanup_versions_removed']} table versions removed); per micro-batch: {m['per_micro_batch']}"
+            ),
+        ]
     dm = s.get("delta", {}).get("maintenance")
     if dm:
-        lines += ["", (f"Delta after {dm['micro_batches']} micro-batches: {dm['before']} -> OPTIMIZE "
-                  f"({dm['optimize_s']} s) -> {dm['after']}; full scan {dm['read_before']['spark_full_scan_s']} s "
-                  f"-> {dm['read_after']['spark_full_scan_s']} s")]
+        lines += [
+            "",
+            (
+                f"Delta after {dm['micro_batches']} micro-batches: {dm['before']} -> OPTIMIZE "
+                f"({dm['optimize_s']} s) -> {dm['after']}; full scan {dm['read_before']['spark_full_scan_s']} s "
+                f"-> {dm['read_after']['spark_full_scan_s']} s"
+            ),
+        ]
     c = results.get("commit")
     if c:
-        lines += ["", (f"Commit step alone ({c['batches']} appends of {c['rows_per_batch']:,} rows): median "
-                  f"{c['commit_s_p50']} s, p95 {c['commit_s_p95']} s, first {c['commit_s_first']} s, "
-                  f"last {c['commit_s_last']} s")]
+        lines += [
+            "",
+            (
+                f"Commit step alone ({c['batches']} appends of {c['rows_per_batch']:,} rows): median "
+                f"{c['commit_s_p50']} s, p95 {c['commit_s_p95']} s, first {c['commit_s_first']} s, "
+                f"last {c['commit_s_last']} s"
+            ),
+        ]
     if results.get("per_hour"):
         lines += ["", "Per hour (linear extrapolation):", "", "```", json.dumps(results["per_hour"], indent=2), "```"]
     return "\n".join(lines) + "\n"
@@ -413,19 +515,27 @@ def run_commit_latency(spark, work: Path, schema_text: str, batches: int, rows: 
         t0 = time.monotonic()
         OmnigraphStreamWriter(opts, schema, False).commit(msgs, b)  # and another for the commit
         lat.append(time.monotonic() - t0)
-    return {"rows_per_batch": rows, "batches": batches, "commit_s": [round(x, 3) for x in lat],
-            "commit_s_p50": round(statistics.median(lat), 3),
-            "commit_s_p95": round(_pct(lat, 0.95), 3), "commit_s_first": round(lat[0], 3),
-            "commit_s_last": round(lat[-1], 3)}
+    return {
+        "rows_per_batch": rows,
+        "batches": batches,
+        "commit_s": [round(x, 3) for x in lat],
+        "commit_s_p50": round(statistics.median(lat), 3),
+        "commit_s_p95": round(_pct(lat, 0.95), 3),
+        "commit_s_first": round(lat[0], 3),
+        "commit_s_last": round(lat[-1], 3),
+    }
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=5000, help="events (nodes; graph: + as many edges) per micro-batch")
     p.add_argument("--batches", type=int, default=8)
-    p.add_argument("--sections", default="sink,graph,delta,delta_events,maintenance",
-                   help="comma-separated: sink, graph, delta, delta_events, maintenance, commit "
-                        "(the delta ones are skipped when delta-spark is not installed)")
+    p.add_argument(
+        "--sections",
+        default="sink,graph,delta,delta_events,maintenance",
+        help="comma-separated: sink, graph, delta, delta_events, maintenance, commit "
+        "(the delta ones are skipped when delta-spark is not installed)",
+    )
     p.add_argument("--read-repeats", type=int, default=5, help="timed full scans before and after maintenance")
     p.add_argument("--out", default=None, help="write the results as JSON here (and a .md beside it)")
     p.add_argument("--contender", default=None, help=argparse.SUPPRESS)  # internal: one contender, this process
@@ -434,8 +544,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
-    schema_text = Path(__file__).resolve().parents[1].joinpath("tests", "fixtures", "omnigraph-0.7.2",
-                                                               "test.pg").read_text()
+    schema_text = (
+        Path(__file__).resolve().parents[1].joinpath("tests", "fixtures", "omnigraph-0.7.2", "test.pg").read_text()
+    )
     if args.contender:
         res = run_contender(args.contender, Path(args.work), schema_text, args)
         Path(args.work, f"{args.contender}.json").write_text(json.dumps(res))
@@ -443,16 +554,36 @@ def main(argv=None) -> int:
     sections = [x.strip() for x in args.sections.split(",") if x.strip()]
     has_delta = _delta_available()
     command = " ".join(["stream_bench"] + (argv or sys.argv[1:]))
-    results: dict[str, object] = {"date": time.strftime("%Y-%m-%d"), "command": command,
-                                  "machine": _machine(), "load_start": _load(), "rows": args.rows,
-                                  "batches": args.batches, "streams": {}, "load_per_contender": {}}
+    results: dict[str, object] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command,
+        "machine": _machine(),
+        "load_start": _load(),
+        "rows": args.rows,
+        "batches": args.batches,
+        "streams": {},
+        "load_per_contender": {},
+    }
     with tempfile.TemporaryDirectory(prefix="stream-bench-") as d:
         work = Path(d)
         for api in STREAM_APIS:
             if api not in sections or (api.startswith("delta") and not has_delta):
                 continue
-            cmd = [sys.executable, "-m", "benchmarks.stream_bench", "--contender", api, "--work", d,
-                   "--rows", str(args.rows), "--batches", str(args.batches), "--read-repeats", str(args.read_repeats)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "benchmarks.stream_bench",
+                "--contender",
+                api,
+                "--work",
+                d,
+                "--rows",
+                str(args.rows),
+                "--batches",
+                str(args.batches),
+                "--read-repeats",
+                str(args.read_repeats),
+            ]
             if "maintenance" in sections:
                 cmd.append("--maintenance")
             load0 = _load()

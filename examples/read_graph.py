@@ -8,6 +8,7 @@ runs on a fresh clone). Shows: ``read_graph`` (all types at one pinned snapshot)
 across node and edge tables (Person -[WorksAt]-> Company, a two-hop Knows pattern), and the
 ``vertices()`` / ``edges_df()`` views (the shape GraphFrames expects).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,28 +53,37 @@ def main(argv=None) -> int:
         works, knows = g.edges["WorksAt"], g.edges["Knows"]
 
         # 2. node -> edge -> node join: employees per industry
-        per_industry = (works.join(person, works.src == person.id)
-                        .join(company, works.dst == company.id)
-                        .groupBy(company.industry.alias("industry"))
-                        .agg(F.count("*").alias("employees"), F.round(F.avg(person.age), 1).alias("avg_age"))
-                        .orderBy(F.desc("employees"), "industry"))
+        per_industry = (
+            works.join(person, works.src == person.id)
+            .join(company, works.dst == company.id)
+            .groupBy(company.industry.alias("industry"))
+            .agg(F.count("*").alias("employees"), F.round(F.avg(person.age), 1).alias("avg_age"))
+            .orderBy(F.desc("employees"), "industry")
+        )
         print("employees per industry (Person -[WorksAt]-> Company):")
         per_industry.show(truncate=False)
 
         # 3. two hops: who can introduce whom (a -> b -> c, a does not know c yet)
         k1, k2 = knows.alias("k1"), knows.alias("k2")
-        intros = (k1.join(k2, F.col("k1.dst") == F.col("k2.src"))
-                  .filter(F.col("k1.src") != F.col("k2.dst"))
-                  .select(F.col("k1.src").alias("a"), F.col("k1.dst").alias("via"), F.col("k2.dst").alias("c"))
-                  .join(knows.select(F.col("src").alias("a"), F.col("dst").alias("c")), ["a", "c"], "left_anti"))
+        intros = (
+            k1.join(k2, F.col("k1.dst") == F.col("k2.src"))
+            .filter(F.col("k1.src") != F.col("k2.dst"))
+            .select(F.col("k1.src").alias("a"), F.col("k1.dst").alias("via"), F.col("k2.dst").alias("c"))
+            .join(knows.select(F.col("src").alias("a"), F.col("dst").alias("c")), ["a", "c"], "left_anti")
+        )
         print(f"possible introductions (two Knows hops, not yet connected): {intros.count()}")
         top = intros.groupBy("via").count().orderBy(F.desc("count"), "via").limit(3)
         print("best connectors:", ", ".join(f"{r['via']} ({r['count']})" for r in top.collect()))
 
         # 4. one type through the data source: column selection and a filter pushed to Lance
-        seniors = (spark.read.format("omnigraph").option("type", "Person").option("branch", args.branch)
-                   .option("columns", "id,age,city,role").load(args.graph)
-                   .filter((F.col("age") >= 55) & (F.col("role") == "engineer")))
+        seniors = (
+            spark.read.format("omnigraph")
+            .option("type", "Person")
+            .option("branch", args.branch)
+            .option("columns", "id,age,city,role")
+            .load(args.graph)
+            .filter((F.col("age") >= 55) & (F.col("role") == "engineer"))
+        )
         print(f"engineers aged 55+: {seniors.count()}")
 
         # 5. the GraphFrames-shaped views

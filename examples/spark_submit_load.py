@@ -16,6 +16,7 @@ idempotent: a re-run with the same (app id, N) commits nothing.
 
 Exit status: 0 on success, 1 with ``error[CODE]: message`` on stderr when the load is refused.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,15 +49,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mode", default="append", choices=("append", "merge", "overwrite"))
     p.add_argument("--branch", default="main")
     p.add_argument("--actor", default="spark-submit-example")
-    p.add_argument("--txn-version", type=int, default=None,
-                   help="idempotency token version (with app id 'spark_submit_load')")
+    p.add_argument(
+        "--txn-version", type=int, default=None, help="idempotency token version (with app id 'spark_submit_load')"
+    )
     return p.parse_args(argv)
 
 
 def configure_logging() -> None:
     """conf/logging.ini (or $OMNIGRAPH_SPARK_LOG_CONFIG): the connector at INFO, the rest at WARNING."""
-    path = os.environ.get("OMNIGRAPH_SPARK_LOG_CONFIG") or os.path.join(os.path.dirname(__file__), "..", "conf",
-                                                                        "logging.ini")
+    path = os.environ.get("OMNIGRAPH_SPARK_LOG_CONFIG") or os.path.join(
+        os.path.dirname(__file__), "..", "conf", "logging.ini"
+    )
     if os.path.exists(path):
         logging.config.fileConfig(path, disable_existing_loggers=False)
     else:
@@ -81,16 +84,21 @@ def main(argv=None) -> int:
         options = {}
         if args.txn_version is not None:
             options = {"txnAppId": "spark_submit_load", "txnVersion": args.txn_version}
-        res = omnigraph_spark.load_jsonl(spark, args.graph, inputs, mode=args.mode, branch=args.branch,
-                                         actor=args.actor, options=options)
+        res = omnigraph_spark.load_jsonl(
+            spark, args.graph, inputs, mode=args.mode, branch=args.branch, actor=args.actor, options=options
+        )
         if res.skipped:
             print(f"already applied (txnVersion {args.txn_version}): nothing committed")
         else:
-            print(f"committed {res.graph_commit_id} on {res.branch} (graph v{res.manifest_version}) "
-                  f"in {time.monotonic() - t0:.1f}s")
+            print(
+                f"committed {res.graph_commit_id} on {res.branch} (graph v{res.manifest_version}) "
+                f"in {time.monotonic() - t0:.1f}s"
+            )
         for t in res.tables:
-            print(f"  {t.table_key:<14} +{t.rows_written:<6} rows now {t.row_count:<6} "
-                  f"v{t.from_version} -> v{t.to_version}")
+            print(
+                f"  {t.table_key:<14} +{t.rows_written:<6} rows now {t.row_count:<6} "
+                f"v{t.from_version} -> v{t.to_version}"
+            )
         # a read back through the data source, as a sanity check of the job's result
         people = spark.read.format("omnigraph").option("type", "Person").option("branch", args.branch).load(args.graph)
         print(f"Person rows on {args.branch}: {people.count()}")

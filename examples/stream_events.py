@@ -17,6 +17,7 @@ Event types (field ``event``): ``person`` (name, age, city, role), ``company`` (
 ``knows`` (from, to, strength), ``works_at`` (person, company, title). Without
 ``--available-now`` the job runs until interrupted (Ctrl-C) or for ``--seconds``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,10 @@ from omnigraph_spark.errors import GraphNotFoundError  # noqa: E402
 log = logging.getLogger("examples.stream_events")
 
 #: the JSON document in each record's value
-EVENT_SCHEMA = ("event string, name string, age int, city string, role string, industry string, "
-                "`from` string, `to` string, strength int, person string, company string, title string")
+EVENT_SCHEMA = (
+    "event string, name string, age int, city string, role string, industry string, "
+    "`from` string, `to` string, strength int, person string, company string, title string"
+)
 ROLES = ("engineer", "designer", "manager", "analyst", "founder", "researcher")
 INDUSTRIES = ("software", "finance", "health", "retail", "energy", "media")
 
@@ -71,8 +74,15 @@ def generate(folder: str, files: int, per_file: int) -> None:
         company = f"company-{k:04d}"
         rows.append({"event": "company", "name": company, "industry": INDUSTRIES[k % len(INDUSTRIES)]})
         for i, name in enumerate(people):
-            rows.append({"event": "person", "name": name, "age": 20 + (i * 7 + k) % 50, "city": f"city-{i % 9}",
-                         "role": ROLES[(i + k) % len(ROLES)]})
+            rows.append(
+                {
+                    "event": "person",
+                    "name": name,
+                    "age": 20 + (i * 7 + k) % 50,
+                    "city": f"city-{i % 9}",
+                    "role": ROLES[(i + k) % len(ROLES)],
+                }
+            )
             rows.append({"event": "works_at", "person": name, "company": company, "title": "staff"})
         for i, name in enumerate(people):
             rows.append({"event": "knows", "from": name, "to": people[(i + 1) % len(people)], "strength": i % 5})
@@ -94,8 +104,9 @@ def split_events(batch_df):
         "Company": batch_df.where(ev == "company").select("name", "industry"),
         "Person": batch_df.where(ev == "person").select("name", "age", "city", "role"),
         "Knows": batch_df.where(ev == "knows").select("from", "to", "strength"),
-        "WorksAt": batch_df.where(ev == "works_at").select(F.col("person").alias("from"),
-                                                          F.col("company").alias("to"), "title"),
+        "WorksAt": batch_df.where(ev == "works_at").select(
+            F.col("person").alias("from"), F.col("company").alias("to"), "title"
+        ),
     }
 
 
@@ -116,8 +127,15 @@ def main(argv=None) -> int:
         records = spark.readStream.schema("key string, value string").option("maxFilesPerTrigger", 1).json(args.events)
         events = records.select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*")
         trigger = {"availableNow": True} if args.available_now else {"processingTime": "2 seconds"}
-        query = omnigraph_spark.stream_graph(events, args.graph, split_events, args.checkpoint, actor=args.actor,
-                                             trigger=trigger, query_name="stream_events")
+        query = omnigraph_spark.stream_graph(
+            events,
+            args.graph,
+            split_events,
+            args.checkpoint,
+            actor=args.actor,
+            trigger=trigger,
+            query_name="stream_events",
+        )
         print(f"streaming query {query.id} (checkpoint {args.checkpoint})", flush=True)
         query.awaitTermination(args.seconds)
         if query.isActive:

@@ -5,13 +5,29 @@ layer works without pyspark installed, and the graph (lance, pyarrow) so that im
 package is cheap. Spark imports ``pyspark_omnigraph`` (this package's data source) in a Python
 worker of every session to look up data sources, before any of them is used.
 """
+
 from . import errors
 from ._lance_import import defer_rest_client
 
 defer_rest_client()  # before this package imports lance: its REST client's APIs load on first use
 
-__all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "write_table", "load_jsonl", "read_graph", "read_table",
-           "shim_jars", "configure_spark", "unwrap_error", "stream_graph", "GraphBatchWriter"]
+__all__ = [
+    "Graph",
+    "Snapshot",
+    "TableInfo",
+    "errors",
+    "register",
+    "write_graph",
+    "write_table",
+    "load_jsonl",
+    "read_graph",
+    "read_table",
+    "shim_jars",
+    "configure_spark",
+    "unwrap_error",
+    "stream_graph",
+    "GraphBatchWriter",
+]
 __version__ = "0.1.0"
 
 

@@ -15,6 +15,7 @@ was imported already, or when the package is absent or not a regular package. Ne
 lines make this import lazy themselves (lance-format/lance#9273); the 7.0 line that Omnigraph 0.7
 needs does not.
 """
+
 from __future__ import annotations
 
 import importlib.util

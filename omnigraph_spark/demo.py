@@ -18,6 +18,7 @@ What it does, in order:
 
 Exit status 0 when every check passed, 1 otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -150,30 +151,46 @@ def run(graph_uri: str = DEFAULT_GRAPH, spark=None, quiet: bool = False) -> int:
         # -- 2. JSONL through Spark: one commit for all four types -----------------------------
         res = load_jsonl(spark, graph_uri, sample_path("social.jsonl"), actor="demo")
         first_load = res
-        print(f"load_jsonl social.jsonl -> commit {res.graph_commit_id} (graph v{res.manifest_version}): "
-              + ", ".join(f"{t.table_key}+{t.rows_written}" for t in res.tables))
+        print(
+            f"load_jsonl social.jsonl -> commit {res.graph_commit_id} (graph v{res.manifest_version}): "
+            + ", ".join(f"{t.table_key}+{t.rows_written}" for t in res.tables)
+        )
 
         # -- 3. DataFrame writes ------------------------------------------------------------------
         newcomers = spark.createDataFrame(
-            [("Uma Petrov", 31, "Berlin", "engineer", ["python", "spark"]),
-             ("Victor Ade", 45, "Lisbon", "manager", ["ops"]),
-             ("Wen Zhou", 27, "Osaka", "researcher", ["graphs", "ml"])],
-            "name string, age int, city string, role string, skills array<string>")
-        (newcomers.write.format("omnigraph").option("type", "Person").option("actor", "demo")
-         .mode("append").save(graph_uri))
+            [
+                ("Uma Petrov", 31, "Berlin", "engineer", ["python", "spark"]),
+                ("Victor Ade", 45, "Lisbon", "manager", ["ops"]),
+                ("Wen Zhou", 27, "Osaka", "researcher", ["graphs", "ml"]),
+            ],
+            "name string, age int, city string, role string, skills array<string>",
+        )
+        (
+            newcomers.write.format("omnigraph")
+            .option("type", "Person")
+            .option("actor", "demo")
+            .mode("append")
+            .save(graph_uri)
+        )
         print("df.write.format('omnigraph') Person: +3 people (append)")
         jobs = spark.createDataFrame(
-            [("Uma Petrov", "Acme Analytics", "Data Engineer"), ("Victor Ade", "Acme Analytics", "VP Engineering"),
-             ("Wen Zhou", "Granite Labs", "Research Scientist")],
-            "`from` string, `to` string, title string")
+            [
+                ("Uma Petrov", "Acme Analytics", "Data Engineer"),
+                ("Victor Ade", "Acme Analytics", "VP Engineering"),
+                ("Wen Zhou", "Granite Labs", "Research Scientist"),
+            ],
+            "`from` string, `to` string, title string",
+        )
         intro = spark.createDataFrame([("Uma Petrov", "Wen Zhou", 3)], "src string, dst string, strength int")
         res = write_graph(graph_uri, {"WorksAt": jobs, "Knows": intro}, actor="demo")
         print(f"write_graph WorksAt+Knows -> commit {res.graph_commit_id} (graph v{res.manifest_version})")
 
         # -- 4. a branch: change a row there, main keeps its value ------------------------------
         g.create_branch("what-if")
-        moved = spark.createDataFrame([("Uma Petrov", 31, "Toronto", "manager", ["python", "spark"])],
-                                      "name string, age int, city string, role string, skills array<string>")
+        moved = spark.createDataFrame(
+            [("Uma Petrov", 31, "Toronto", "manager", ["python", "spark"])],
+            "name string, age int, city string, role string, skills array<string>",
+        )
         write_graph(graph_uri, {"Person": moved}, mode="merge", branch="what-if", actor="demo")
         print("branch what-if: Uma Petrov moved to Toronto (merge on branch what-if)")
 
@@ -185,18 +202,26 @@ def run(graph_uri: str = DEFAULT_GRAPH, spark=None, quiet: bool = False) -> int:
             return r.load(graph_uri)
 
         people, companies, works, knows = table("Person"), table("Company"), table("WorksAt"), table("Knows")
-        counts = {"Person": people.count(), "Company": companies.count(), "WorksAt": works.count(),
-                  "Knows": knows.count()}
-        checks.expect(counts == {"Person": 83, "Company": 12, "WorksAt": 75, "Knows": 241},
-                      f"row counts after the loads: {counts}")
+        counts = {
+            "Person": people.count(),
+            "Company": companies.count(),
+            "WorksAt": works.count(),
+            "Knows": knows.count(),
+        }
+        checks.expect(
+            counts == {"Person": 83, "Company": 12, "WorksAt": 75, "Knows": 241},
+            f"row counts after the loads: {counts}",
+        )
 
         # a join across node and edge tables: people -> WorksAt -> companies
-        staff = (works.alias("w")
-                 .join(people.alias("p"), F.col("w.src") == F.col("p.id"))
-                 .join(companies.alias("c"), F.col("w.dst") == F.col("c.id"))
-                 .groupBy(F.col("c.name").alias("company"), F.col("c.industry").alias("industry"))
-                 .agg(F.count("*").alias("people"), F.round(F.avg("p.age"), 1).alias("avg_age"))
-                 .orderBy(F.desc("people"), "company"))
+        staff = (
+            works.alias("w")
+            .join(people.alias("p"), F.col("w.src") == F.col("p.id"))
+            .join(companies.alias("c"), F.col("w.dst") == F.col("c.id"))
+            .groupBy(F.col("c.name").alias("company"), F.col("c.industry").alias("industry"))
+            .agg(F.count("*").alias("people"), F.round(F.avg("p.age"), 1).alias("avg_age"))
+            .orderBy(F.desc("people"), "company")
+        )
         _rule("people per company (Person -[WorksAt]-> Company)")
         rows = staff.collect()
         if not quiet:
@@ -206,16 +231,20 @@ def run(graph_uri: str = DEFAULT_GRAPH, spark=None, quiet: bool = False) -> int:
         # a filter pushed down to Lance, and a two-hop pattern
         berliners = people.filter(F.col("city") == "Berlin").select("name", "role", "skills").orderBy("name")
         print(f"people in Berlin: {berliners.count()} (filter pushed down to Lance)")
-        colleagues = (knows.alias("k")
-                      .join(works.alias("a"), F.col("k.src") == F.col("a.src"))
-                      .join(works.alias("b"), F.col("k.dst") == F.col("b.src"))
-                      .filter(F.col("a.dst") == F.col("b.dst")).count())
+        colleagues = (
+            knows.alias("k")
+            .join(works.alias("a"), F.col("k.src") == F.col("a.src"))
+            .join(works.alias("b"), F.col("k.dst") == F.col("b.src"))
+            .filter(F.col("a.dst") == F.col("b.dst"))
+            .count()
+        )
         print(f"Knows edges between colleagues (same employer): {colleagues}")
 
         # the branch and time travel
         uma_main = people.filter(F.col("name") == "Uma Petrov").select("city").first()["city"]
-        uma_branch = (table("Person", branch="what-if").filter(F.col("name") == "Uma Petrov")
-                      .select("city").first()["city"])
+        uma_branch = (
+            table("Person", branch="what-if").filter(F.col("name") == "Uma Petrov").select("city").first()["city"]
+        )
         print(f"Uma Petrov's city: main={uma_main}, what-if={uma_branch}")
         checks.expect((uma_main, uma_branch) == ("Berlin", "Toronto"), "branch isolation")
         then = table("Person", commit=first_load.graph_commit_id).count()
@@ -272,7 +301,9 @@ def cli_command() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m omnigraph_spark.demo", description=__doc__.splitlines()[0])
-    p.add_argument("--graph", default=DEFAULT_GRAPH, help="graph directory, deleted and recreated (default: %(default)s)")
+    p.add_argument(
+        "--graph", default=DEFAULT_GRAPH, help="graph directory, deleted and recreated (default: %(default)s)"
+    )
     p.add_argument("--quiet", action="store_true", help="skip the table printouts")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

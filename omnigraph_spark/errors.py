@@ -12,6 +12,7 @@ option). Errors from lance, pyarrow and pyspark are translated once per boundary
 This module imports nothing else from the package (layer rule: errors -> schema -> store ->
 ingest -> graph -> spark/cli).
 """
+
 from __future__ import annotations
 
 import re
@@ -51,13 +52,13 @@ def _rebuild(cls, message, context):
 
 # --- schema language -------------------------------------------------------------------
 
+
 class SchemaError(OmnigraphError, ValueError):
     """A .pg schema is invalid. ``line``/``column`` are 1-based when known."""
 
     code = "SCHEMA_INVALID"
 
-    def __init__(self, message: str, line: int | None = None, column: int | None = None,
-                 **context: Any) -> None:
+    def __init__(self, message: str, line: int | None = None, column: int | None = None, **context: Any) -> None:
         where = f" at line {line}, column {column}" if line is not None else ""
         super().__init__(f"{message}{where}", line=line, column=column, **context)
         self.line = line
@@ -86,6 +87,7 @@ class SchemaContractError(OmnigraphError, RuntimeError):
 
 
 # --- options and input data ------------------------------------------------------------
+
 
 class OptionError(OmnigraphError, ValueError):
     """A connector option is unknown, malformed or contradicts another."""
@@ -171,6 +173,7 @@ class EmptyInputError(DataError):
 
 # --- graph root and storage ------------------------------------------------------------
 
+
 class GraphError(OmnigraphError, RuntimeError):
     code = "GRAPH_ERROR"
 
@@ -227,6 +230,7 @@ class AutoCleanupConfigError(GraphError):
 
 
 # --- concurrency and protocol ----------------------------------------------------------
+
 
 class ConflictError(GraphError):
     """Another writer moved the graph. ``retryable`` says whether re-running the commit
@@ -293,6 +297,7 @@ class FailpointError(OmnigraphError, RuntimeError):
 
 
 # --- ingest (appended by the ingest layer) ---------------------------------------------
+
 
 class DuplicateColumnError(DataError):
     """The input names one column twice, or gives two spellings of one edge endpoint

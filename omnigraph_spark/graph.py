@@ -6,6 +6,7 @@ Example::
     snap = g.snapshot()                  # branch main, latest
     snap.tables["node:Person"].version   # 1
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -79,15 +80,25 @@ class Snapshot:
         try:
             return self.tables[key]
         except KeyError:
-            raise GraphNotFoundError(f"table '{key}' is not in the snapshot of branch '{self.branch}' "
-                                     f"v{self.version} (tables: {sorted(self.tables)})", table=key) from None
+            raise GraphNotFoundError(
+                f"table '{key}' is not in the snapshot of branch '{self.branch}' "
+                f"v{self.version} (tables: {sorted(self.tables)})",
+                table=key,
+            ) from None
 
 
 def _snapshot_from_state(root: str, state: _manifest.ManifestState, commit_id: str | None = None) -> Snapshot:
     infos = {}
     for k, e in state.entries.items():
-        infos[k] = TableInfo(k, table_uri(root, e.table_path, e.table_branch), f"{root}/{e.table_path}",
-                             e.table_path, e.version, e.branch, e.row_count)
+        infos[k] = TableInfo(
+            k,
+            table_uri(root, e.table_path, e.table_branch),
+            f"{root}/{e.table_path}",
+            e.table_path,
+            e.version,
+            e.branch,
+            e.row_count,
+        )
     return Snapshot(root, state.branch, state.version, infos, commit_id)
 
 
@@ -114,8 +125,7 @@ class Graph:
             return cls._init(root, st, schema_text, storage_options)
 
     @classmethod
-    def _init(cls, root: str, st: RootStorage, schema_text: str,
-              storage_options: dict[str, str] | None) -> Graph:
+    def _init(cls, root: str, st: RootStorage, schema_text: str, storage_options: dict[str, str] | None) -> Graph:
         from .schema import compile_schema
 
         paths = RootPaths(root)
@@ -134,8 +144,11 @@ class Graph:
             uri_t = f"{root}/{rel}"
             _tables.create_empty(uri_t, t.arrow_schema(), storage_options)
             locations[t.table_key] = rel
-            updates.append(_manifest.TableUpdate(t.table_key, 1, None, 0,
-                                                 _tables.version_metadata_json(uri_t, 1, rel, storage_options)))
+            updates.append(
+                _manifest.TableUpdate(
+                    t.table_key, 1, None, 0, _tables.version_metadata_json(uri_t, 1, rel, storage_options)
+                )
+            )
         mds = _manifest.create(root, locations, updates, storage_options)
         _commits.init(root, mds.version, storage_options)
         log.info("initialised graph %s (%d tables, manifest v%d)", root, len(locations), mds.version)
@@ -153,8 +166,11 @@ class Graph:
             ir_text = st.read_text(paths.file(SCHEMA_IR))
             state_text = st.read_text(paths.file(SCHEMA_STATE))
         except FileNotFoundError as e:
-            raise SchemaContractError(f"graph '{root}' lacks {SCHEMA_IR} or {SCHEMA_STATE}; open it once with "
-                                      "Omnigraph 0.7.x to bootstrap the schema contract", root=root) from e
+            raise SchemaContractError(
+                f"graph '{root}' lacks {SCHEMA_IR} or {SCHEMA_STATE}; open it once with "
+                "Omnigraph 0.7.x to bootstrap the schema contract",
+                root=root,
+            ) from e
         from .schema import ir_hash_of_text
 
         ir = json.loads(ir_text)
@@ -163,12 +179,20 @@ class Graph:
         if state.get("schema_ir_hash") != actual:
             raise SchemaContractError(
                 f"schema contract broken at '{root}': {SCHEMA_STATE} says {state.get('schema_ir_hash')} but "
-                f"{SCHEMA_IR} hashes to {actual}", root=root)
+                f"{SCHEMA_IR} hashes to {actual}",
+                root=root,
+            )
         return cls(root, Catalog.from_ir(ir), ir, storage_options)
 
     # -- reading ------------------------------------------------------------------------
-    def snapshot(self, branch: str = MAIN, version: int | None = None, *, commit: str | None = None,
-                 timestamp: None | str | dt.datetime = None) -> Snapshot:
+    def snapshot(
+        self,
+        branch: str = MAIN,
+        version: int | None = None,
+        *,
+        commit: str | None = None,
+        timestamp: None | str | dt.datetime = None,
+    ) -> Snapshot:
         """The snapshot of ``branch`` at its head, at a manifest ``version``, at a graph ``commit``
         id, or at the latest commit at or before ``timestamp``."""
         branch = normalize_branch(branch)
@@ -180,8 +204,9 @@ class Graph:
             ts = _to_us(timestamp)
             cands = [c for c in self.log(branch) if c.created_at_us <= ts]
             if not cands:
-                raise CommitNotFoundError(f"no commit on branch '{branch}' at or before {timestamp}",
-                                          branch=branch, timestamp=str(timestamp))
+                raise CommitNotFoundError(
+                    f"no commit on branch '{branch}' at or before {timestamp}", branch=branch, timestamp=str(timestamp)
+                )
             c = cands[-1]
             branch, version, commit_id = c.branch, c.manifest_version, c.graph_commit_id
         ds = _manifest.open_manifest(self.root, branch, version, storage_options=self.storage_options)
@@ -191,8 +216,9 @@ class Graph:
         """The Lance dataset of ``key`` at the snapshot's pinned version."""
         snap = snapshot or self.snapshot()
         t = snap.table(key)
-        return _tables.open_dataset(t.base_path, branch=t.lance_branch, version=t.version,
-                                    storage_options=self.storage_options)
+        return _tables.open_dataset(
+            t.base_path, branch=t.lance_branch, version=t.version, storage_options=self.storage_options
+        )
 
     def read_table(self, key: str, snapshot: Snapshot | None = None, **scanner_kw):
         return self.open_table(key, snapshot).to_table(**scanner_kw)
@@ -222,9 +248,11 @@ class Graph:
     def require_clean(self, what: str) -> None:
         pending = self.pending_sidecars()
         if pending:
-            raise RecoveryPendingError(f"{what} requires a clean recovery state; pending sidecars: {pending}. "
-                                       "Run graph.recover() (or `omnigraph-spark recover`) first.",
-                                       sidecars=pending)
+            raise RecoveryPendingError(
+                f"{what} requires a clean recovery state; pending sidecars: {pending}. "
+                "Run graph.recover() (or `omnigraph-spark recover`) first.",
+                sidecars=pending,
+            )
 
     # -- maintenance --------------------------------------------------------------------
     def optimize(self, branch: str = MAIN, **kwargs):
@@ -243,10 +271,17 @@ class Graph:
 
     def status(self, branch: str = MAIN) -> dict:
         snap = self.snapshot(branch)
-        return {"root": self.root, "branch": snap.branch, "version": snap.version,
-                "tables": {k: {"version": t.version, "branch": t.branch, "row_count": t.row_count,
-                               "path": t.table_path} for k, t in snap.tables.items()},
-                "branches": self.branches(), "pending_sidecars": self.pending_sidecars()}
+        return {
+            "root": self.root,
+            "branch": snap.branch,
+            "version": snap.version,
+            "tables": {
+                k: {"version": t.version, "branch": t.branch, "row_count": t.row_count, "path": t.table_path}
+                for k, t in snap.tables.items()
+            },
+            "branches": self.branches(),
+            "pending_sidecars": self.pending_sidecars(),
+        }
 
 
 def _to_us(ts: str | dt.datetime | int | float) -> int:
@@ -257,4 +292,3 @@ def _to_us(ts: str | dt.datetime | int | float) -> int:
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.timezone.utc)
     return int(ts.timestamp() * 1_000_000)
-

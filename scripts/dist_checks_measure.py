@@ -10,6 +10,7 @@ fresh graph and prints one JSON line each: wall time of write_graph, peak RSS (V
 driver's Python process and of the driver JVM (local mode: the executors' tasks run in that JVM
 too; the Python workers are separate processes, not counted), load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,15 @@ def gen(d: str, nodes: int, edges: int, files: int = 8) -> None:
         n = min(edges, (i + 1) * per) - i * per
         src = rng.integers(0, nodes, n)
         dst = rng.integers(0, nodes, n)
-        pq.write_table(pa.table({"src": pa.array([f"person-{j:09d}" for j in src], pa.string()),
-                                 "dst": pa.array([f"person-{j:09d}" for j in dst], pa.string())}),
-                       f"{d}/edges/part-{i}.parquet")
+        pq.write_table(
+            pa.table(
+                {
+                    "src": pa.array([f"person-{j:09d}" for j in src], pa.string()),
+                    "dst": pa.array([f"person-{j:09d}" for j in dst], pa.string()),
+                }
+            ),
+            f"{d}/edges/part-{i}.parquet",
+        )
 
 
 def one(d: str, threshold: int, engine: str) -> dict:
@@ -76,10 +83,15 @@ def one(d: str, threshold: int, engine: str) -> dict:
     t0 = time.perf_counter()
     res = write_graph(root, frames, engine=engine, options={"distributedCheckRows": str(threshold)})
     wall = time.perf_counter() - t0
-    out = {"threshold": threshold, "engine": engine, "wall_s": round(wall, 1),
-           "rows": sum(t.rows_written for t in res.tables),
-           "driver_python_hwm_mb": vm_hwm_kb(os.getpid()) // 1024, "driver_jvm_hwm_mb": vm_hwm_kb(jvm_pid) // 1024,
-           "loadavg": os.getloadavg()}
+    out = {
+        "threshold": threshold,
+        "engine": engine,
+        "wall_s": round(wall, 1),
+        "rows": sum(t.rows_written for t in res.tables),
+        "driver_python_hwm_mb": vm_hwm_kb(os.getpid()) // 1024,
+        "driver_jvm_hwm_mb": vm_hwm_kb(jvm_pid) // 1024,
+        "loadavg": os.getloadavg(),
+    }
     spark.stop()
     shutil.rmtree(root, ignore_errors=True)
     return out
@@ -100,8 +112,9 @@ def main() -> None:
         print(json.dumps(one(a.dir, a.threshold, a.engine)), flush=True)
     else:
         for t in (0, a.threshold):  # a fresh process each
-            subprocess.run([sys.executable, __file__, "one", a.dir, "--threshold", str(t), "--engine", a.engine],
-                           check=True)
+            subprocess.run(
+                [sys.executable, __file__, "one", a.dir, "--threshold", str(t), "--engine", a.engine], check=True
+            )
 
 
 if __name__ == "__main__":

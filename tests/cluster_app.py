@@ -19,6 +19,7 @@ The spec's ``kind`` picks the job:
 Protocol: the last stdout line is ``RESULT <json>`` (with the ``omnigraph_spark`` log lines the
 job produced); a failure prints a traceback and exits 4.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,19 +52,22 @@ def session(master: str, conf: dict):
 
     import omnigraph_spark
 
-    b = (SparkSession.builder.master(master).appName(f"omnigraph-cluster-{SPEC['kind']}")
-         .config("spark.ui.enabled", "false")
-         .config("spark.driver.host", "127.0.0.1")
-         .config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.driver.memory", "768m")
-         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m")
-         .config("spark.executor.memory", "512m")
-         .config("spark.executor.cores", "1")
-         .config("spark.executor.extraJavaOptions", "-XX:+UseSerialGC")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.python.worker.reuse", "true")
-         .config("spark.ui.showConsoleProgress", "false"))
+    b = (
+        SparkSession.builder.master(master)
+        .appName(f"omnigraph-cluster-{SPEC['kind']}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "768m")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m")
+        .config("spark.executor.memory", "512m")
+        .config("spark.executor.cores", "1")
+        .config("spark.executor.extraJavaOptions", "-XX:+UseSerialGC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
     for k, v in conf.items():
         b = b.config(k, v)
     if SPEC.get("configure", True):  # else spark-submit was given the shim's settings
@@ -74,8 +78,9 @@ def session(master: str, conf: dict):
 
 
 def people(spark, prefix: str, start: int, n: int, parts: int):
-    return spark.range(start, start + n, 1, parts).selectExpr(f"format_string('{prefix}%06d', id) AS name",
-                                                              "CAST(id AS INT) AS age")
+    return spark.range(start, start + n, 1, parts).selectExpr(
+        f"format_string('{prefix}%06d', id) AS name", "CAST(id AS INT) AS age"
+    )
 
 
 def job_roundtrip(spark) -> dict:
@@ -96,14 +101,26 @@ def job_roundtrip(spark) -> dict:
     jvm = read_table(spark, root, "Person", engine="jvm")
     jvm_rows = sorted(tuple(r) for r in jvm.select("name", "age").collect())
     step("read_table")
-    (people(spark, "d", 0, n, 4).write.format("omnigraph").option("type", "Person").option("engine", "jvm")
-     .mode("append").save(root))
+    (
+        people(spark, "d", 0, n, 4)
+        .write.format("omnigraph")
+        .option("type", "Person")
+        .option("engine", "jvm")
+        .mode("append")
+        .save(root)
+    )
     step("format_write")
     fmt = spark.read.format("omnigraph").option("type", "Person").option("engine", "jvm").load(root)
     fmt_rows = sorted(tuple(r) for r in fmt.select("name", "age").collect())
     step("format_read")
-    filtered = (spark.read.format("omnigraph").option("type", "Person").load(root)
-                .where(F.col("name") >= "j").agg(F.count("*")).first()[0])
+    filtered = (
+        spark.read.format("omnigraph")
+        .option("type", "Person")
+        .load(root)
+        .where(F.col("name") >= "j")
+        .agg(F.count("*"))
+        .first()[0]
+    )
     step("format_read_filtered")
     return {"jvm_rows": jvm_rows, "format_rows": fmt_rows, "format_filtered": filtered, "steps": steps}
 
@@ -150,8 +167,9 @@ def main() -> int:
         print(f"STARTED {time.monotonic() - t0:.1f}s", flush=True)
         result = JOBS[SPEC["kind"]](spark)
         # how the shim reached the executors: shipped (spark.jars) or found at the same path
-        result["conf"] = {k: spark.conf.get(k, None) for k in ("spark.jars", "spark.jars.packages",
-                                                               "spark.executor.extraClassPath")}
+        result["conf"] = {
+            k: spark.conf.get(k, None) for k in ("spark.jars", "spark.jars.packages", "spark.executor.extraClassPath")
+        }
         result["log"] = collect.lines
         result["app_id"] = spark.sparkContext.applicationId
         result["seconds"] = round(time.monotonic() - t0, 1)

@@ -5,6 +5,7 @@ uses a shared session-scoped service (the SparkSession, an S3 server) joins that
 so the whole run still starts one SparkSession, on one worker, while tests that start Spark
 applications of their own run on the other. The reliability summary adds up the workers'
 counters."""
+
 from __future__ import annotations
 
 import os
@@ -71,20 +72,23 @@ def spark():
 
     master = "local[2]"
     set_local_lance_threads(master)  # as the embedded default session does (demo.local_builder)
-    s = (SparkSession.builder.master(master).appName("omnigraph-spark-tests")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "4")
-         .config("spark.default.parallelism", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.memory", "2g")
-         .config("spark.sql.python.filterPushdown.enabled", "true")
-         .config("spark.python.worker.reuse", "true")
-         # C1 only: the session runs many small plans, each different, where C2 does not pay back
-         # its compile time (a fifth off test_dist_checks.py's wall time on 2 cores, A/B)
-         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-         # the JVM read path when built (make test builds it; tests of it skip without it)
-         .config(map=shim_spark_conf())
-         .getOrCreate())
+    s = (
+        SparkSession.builder.master(master)
+        .appName("omnigraph-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        # C1 only: the session runs many small plans, each different, where C2 does not pay back
+        # its compile time (a fifth off test_dist_checks.py's wall time on 2 cores, A/B)
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # the JVM read path when built (make test builds it; tests of it skip without it)
+        .config(map=shim_spark_conf())
+        .getOrCreate()
+    )
     s.sparkContext.setLogLevel("ERROR")
     from omnigraph_spark.spark import register
 

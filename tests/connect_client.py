@@ -5,6 +5,7 @@ both paths do exactly the same loads and reads.
 
 Usage: python tests/connect_client.py sc://127.0.0.1:<port> <scenario> '<json params>'
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -51,20 +52,37 @@ def load_and_read(spark, root: str, jsonl: str) -> dict[str, Any]:
     load_jsonl(spark, root, jsonl)
     people = spark.createDataFrame([("Eve", 41), ("Frank", None)], "name string, age int")
     write_table(people, root, "Person")
-    write_graph(root, {
-        "Person": spark.createDataFrame([("Gina", 22)], "name string, age int"),
-        "Knows": spark.createDataFrame([("Eve", "Gina", dt.date(2024, 5, 1))], "src string, dst string, since date"),
-        "WorksAt": spark.createDataFrame([("Gina", "Acme")], "`from` string, `to` string"),
-    })
+    write_graph(
+        root,
+        {
+            "Person": spark.createDataFrame([("Gina", 22)], "name string, age int"),
+            "Knows": spark.createDataFrame(
+                [("Eve", "Gina", dt.date(2024, 5, 1))], "src string, dst string, since date"
+            ),
+            "WorksAt": spark.createDataFrame([("Gina", "Acme")], "`from` string, `to` string"),
+        },
+    )
     # engine=jvm: the shim's provider or an error (the Python source refuses it), no py4j involved
-    (spark.createDataFrame([("Initech",)], "name string").write.format("omnigraph").option("type", "Company")
-     .option("engine", "jvm").mode("append").save(root))
+    (
+        spark.createDataFrame([("Initech",)], "name string")
+        .write.format("omnigraph")
+        .option("type", "Company")
+        .option("engine", "jvm")
+        .mode("append")
+        .save(root)
+    )
     # a key repeated in one load, above distributedCheckRows=1: the provider's commit checks it
     # as Spark jobs of the write's session (SparkGateway), and refuses the load
     try:
-        (spark.createDataFrame([("Hooli",), ("Pied Piper",), ("Hooli",)], "name string").write.format("omnigraph")
-         .option("type", "Company").option("engine", "jvm").option("distributedCheckRows", "1").mode("append")
-         .save(root))
+        (
+            spark.createDataFrame([("Hooli",), ("Pied Piper",), ("Hooli",)], "name string")
+            .write.format("omnigraph")
+            .option("type", "Company")
+            .option("engine", "jvm")
+            .option("distributedCheckRows", "1")
+            .mode("append")
+            .save(root)
+        )
         repeated = None
     except Exception as e:  # the typed error it carries is the result
         err = unwrap_error(e)
@@ -73,11 +91,16 @@ def load_and_read(spark, root: str, jsonl: str) -> dict[str, Any]:
     return {
         "repeated_key": repeated,
         "read_table": _rows(read_table(spark, root, "Person")),
-        "read_graph": {name: _rows(df, drop=("id",) if name in g.edges else ())
-                       for name, df in {**g.nodes, **g.edges}.items()},
-        "format": {t: _rows(spark.read.format("omnigraph").option("type", t).option("engine", "jvm").load(root),
-                            drop=("id",) if t in ("Knows", "WorksAt") else ())
-                   for t in ("Person", "Company", "Knows", "WorksAt")},
+        "read_graph": {
+            name: _rows(df, drop=("id",) if name in g.edges else ()) for name, df in {**g.nodes, **g.edges}.items()
+        },
+        "format": {
+            t: _rows(
+                spark.read.format("omnigraph").option("type", t).option("engine", "jvm").load(root),
+                drop=("id",) if t in ("Knows", "WorksAt") else (),
+            )
+            for t in ("Person", "Company", "Knows", "WorksAt")
+        },
     }
 
 
@@ -95,8 +118,10 @@ def _split_events(batch_df):
     from pyspark.sql import functions as F
 
     ev = F.col("event")
-    return {"Person": batch_df.where(ev == "person").select("name", "age"),
-            "Knows": batch_df.where(ev == "knows").select(F.col("from").alias("src"), F.col("to").alias("dst"))}
+    return {
+        "Person": batch_df.where(ev == "person").select("name", "age"),
+        "Knows": batch_df.where(ev == "knows").select(F.col("from").alias("src"), F.col("to").alias("dst")),
+    }
 
 
 def stream_and_read(spark, root: str, work: str, query_id: str) -> dict[str, Any]:
@@ -108,24 +133,44 @@ def stream_and_read(spark, root: str, work: str, query_id: str) -> dict[str, Any
     companies, events = os.path.join(work, "companies"), os.path.join(work, "events")
 
     def run_companies() -> None:
-        q = (spark.readStream.schema("name string").json(companies).writeStream.format("omnigraph")
-             .option("type", "Company").option("checkpointLocation", os.path.join(work, "chk-companies"))
-             .trigger(availableNow=True).start(root))
+        q = (
+            spark.readStream.schema("name string")
+            .json(companies)
+            .writeStream.format("omnigraph")
+            .option("type", "Company")
+            .option("checkpointLocation", os.path.join(work, "chk-companies"))
+            .trigger(availableNow=True)
+            .start(root)
+        )
         q.awaitTermination()
 
     def run_events() -> None:
-        q = (spark.readStream.schema("event string, name string, age int, `from` string, `to` string").json(events)
-             .writeStream.foreachBatch(GraphBatchWriter(root, _split_events, query_id=query_id))
-             .option("checkpointLocation", os.path.join(work, "chk-events")).trigger(availableNow=True).start())
+        q = (
+            spark.readStream.schema("event string, name string, age int, `from` string, `to` string")
+            .json(events)
+            .writeStream.foreachBatch(GraphBatchWriter(root, _split_events, query_id=query_id))
+            .option("checkpointLocation", os.path.join(work, "chk-events"))
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination()
 
     _drop(companies, "c1.json", [{"name": "Acme"}, {"name": "Globex"}])
-    _drop(events, "e1.json", [{"event": "person", "name": "Ann", "age": 30}, {"event": "person", "name": "Bo", "age": 41},
-                              {"event": "knows", "from": "Ann", "to": "Bo"}])
+    _drop(
+        events,
+        "e1.json",
+        [
+            {"event": "person", "name": "Ann", "age": 30},
+            {"event": "person", "name": "Bo", "age": 41},
+            {"event": "knows", "from": "Ann", "to": "Bo"},
+        ],
+    )
     run_companies()
     run_events()
     _drop(companies, "c2.json", [{"name": "Initech"}])
-    _drop(events, "e2.json", [{"event": "person", "name": "Cy", "age": 25}, {"event": "knows", "from": "Cy", "to": "Ann"}])
+    _drop(
+        events, "e2.json", [{"event": "person", "name": "Cy", "age": 25}, {"event": "knows", "from": "Cy", "to": "Ann"}]
+    )
     run_companies()  # restarted from its checkpoint: only the new file
     run_events()
     return {

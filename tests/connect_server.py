@@ -8,6 +8,7 @@ A Connect client cannot share a Python process with the test session's classic S
 (pyspark switches the whole process to Connect mode, ``SPARK_CONNECT_MODE_ENABLED``), so the
 tests drive the server from a subprocess: :func:`run_client` runs ``tests/connect_client.py``.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,25 +57,39 @@ def serve(workdir: Path, class_path: Sequence[str], conf: dict[str, str] | None 
     }
     if class_path:
         settings["spark.driver.extraClassPath"] = os.pathsep.join(class_path)
-    cmd = [os.path.join(spark_home, "bin", "spark-submit"), "--class", SERVER_CLASS, "--master", "local[2]",
-           "--driver-memory", "1g", "--name", "omnigraph-spark-connect-tests"]
+    cmd = [
+        os.path.join(spark_home, "bin", "spark-submit"),
+        "--class",
+        SERVER_CLASS,
+        "--master",
+        "local[2]",
+        "--driver-memory",
+        "1g",
+        "--name",
+        "omnigraph-spark-connect-tests",
+    ]
     for k, v in settings.items():
         cmd += ["--conf", f"{k}={v}"]
     # the provider's planners log at INFO into the server's log (the distributed checks they run)
-    env = {**os.environ, "SPARK_HOME": spark_home, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "OMNIGRAPH_SPARK_BRIDGE_LOG": "INFO"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": spark_home,
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "OMNIGRAPH_SPARK_BRIDGE_LOG": "INFO",
+    }
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     log_path = workdir / "connect-server.log"
     workdir.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not listening(port):
             if proc.poll() is not None:
-                raise RuntimeError(f"the Spark Connect server exited ({proc.returncode}): "
-                                   f"{log_path.read_text(errors='replace')[-3000:]}")
+                raise RuntimeError(
+                    f"the Spark Connect server exited ({proc.returncode}): "
+                    f"{log_path.read_text(errors='replace')[-3000:]}"
+                )
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Spark Connect server did not listen on {port} in {START_TIMEOUT_S} s")
             time.sleep(0.5)
@@ -106,5 +121,7 @@ def run_client(url: str, scenario: str, workdir: Path, timeout_s: int = 300, **p
     args = [sys.executable, str(CLIENT_SCRIPT), url, scenario, json.dumps(params)]
     p = subprocess.run(args, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s)
     if p.returncode != 0:
-        raise AssertionError(f"Connect client {scenario} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}")
+        raise AssertionError(
+            f"Connect client {scenario} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
+        )
     return json.loads(p.stdout.strip().splitlines()[-1])

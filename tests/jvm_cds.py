@@ -11,6 +11,7 @@ removes them with the environment). ``OMNIGRAPH_TEST_CDS=0`` turns it off.
 
 Only time changes: the JVM validates an archive against its class path and JDK and ignores it,
 silently, on any mismatch."""
+
 from __future__ import annotations
 
 import hashlib
@@ -65,8 +66,11 @@ def _build(real: Path, home: Path) -> None:
     for tool in (real / "bin").iterdir():
         if tool.name != "java":
             (tmp / "bin" / tool.name).symlink_to(tool)
-    text = (WRAPPER.read_text().replace("@REAL_JAVA@", _sh_quote(str(real / "bin" / "java")))
-            .replace("@ARCHIVES@", _sh_quote(str(home.parent / (home.name + "-archives")))))
+    text = (
+        WRAPPER.read_text()
+        .replace("@REAL_JAVA@", _sh_quote(str(real / "bin" / "java")))
+        .replace("@ARCHIVES@", _sh_quote(str(home.parent / (home.name + "-archives"))))
+    )
     (tmp / "bin" / "java").write_text(text)
     (tmp / "bin" / "java").chmod(0o755)
     (tmp / MARKER).write_text(str(real) + "\n")

@@ -8,6 +8,7 @@ Lance (Rust object_store), pyarrow's S3 filesystem, Spark's Python workers and t
 JVMs all reach it over HTTP, like a real bucket; nothing is mocked inside our code, and a
 test that kills its own process (a crash test) does not take the bucket with it.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,20 +53,36 @@ class S3Endpoint:
 
     def storage_options(self) -> dict[str, str]:
         """What a user passes as ``storage.*`` options / ``storage_options``."""
-        return {"aws_endpoint": self.url, "allow_http": "true", "aws_region": REGION,
-                "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET_KEY}
+        return {
+            "aws_endpoint": self.url,
+            "allow_http": "true",
+            "aws_region": REGION,
+            "aws_access_key_id": ACCESS_KEY,
+            "aws_secret_access_key": SECRET_KEY,
+        }
 
     def env(self) -> dict[str, str]:
         """The same, as the environment variables a user sets instead of options."""
-        return {"AWS_ENDPOINT": self.url, "AWS_ENDPOINT_URL": self.url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": REGION,
-                "AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+        return {
+            "AWS_ENDPOINT": self.url,
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        }
 
     def client(self):
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.url, region_name=REGION,
-                            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            region_name=REGION,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
 
     def new_bucket(self) -> str:
         name = f"graphs-{uuid.uuid4().hex[:12]}"
@@ -106,9 +123,13 @@ def _serve_moto() -> Iterator[S3Endpoint]:
     for _ in range(3):
         port = free_port()
         log = tempfile.TemporaryFile()  # one line per request: a pipe nobody reads would fill and block it
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                env=dict(os.environ, MOTO_PORT=str(port)))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, MOTO_PORT=str(port)),
+        )
         deadline = time.monotonic() + START_TIMEOUT_S
         while proc.poll() is None and not _answers(host, port) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -171,19 +192,30 @@ def seaweedfs_missing() -> str:
     named = os.environ.get("OMNIGRAPH_SEAWEEDFS_BIN")
     pending = os.environ.get("OMNIGRAPH_SEAWEEDFS_PENDING")
     if pending:
-        return (f"SeaweedFS S3 server not available: the build beside the tests did not produce a binary "
-                f"({pending}: {Path(pending).read_text().strip() if os.path.exists(pending) else 'not written'})")
-    where = (f"OMNIGRAPH_SEAWEEDFS_BIN={named} is not an executable" if named else
-             f"no weed binary in the cache (seaweedfs-{SEAWEEDFS_VERSION}) and OMNIGRAPH_SEAWEEDFS_BIN unset")
+        return (
+            f"SeaweedFS S3 server not available: the build beside the tests did not produce a binary "
+            f"({pending}: {Path(pending).read_text().strip() if os.path.exists(pending) else 'not written'})"
+        )
+    where = (
+        f"OMNIGRAPH_SEAWEEDFS_BIN={named} is not an executable"
+        if named
+        else f"no weed binary in the cache (seaweedfs-{SEAWEEDFS_VERSION}) and OMNIGRAPH_SEAWEEDFS_BIN unset"
+    )
     return f"SeaweedFS S3 server not available: {where}; build it with scripts/install-seaweedfs.sh"
 
 
 def _identities() -> dict:
     """SeaweedFS's S3 identities config: one admin identity with the tests' key pair (anonymous
     requests are refused once an identity exists)."""
-    return {"identities": [{"name": "tests",
-                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-                            "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
+    return {
+        "identities": [
+            {
+                "name": "tests",
+                "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+            }
+        ]
+    }
 
 
 def _s3_ready(url: str) -> bool:
@@ -192,9 +224,14 @@ def _s3_ready(url: str) -> bool:
     import boto3
     from botocore.config import Config
 
-    c = boto3.client("s3", endpoint_url=url, region_name=REGION, aws_access_key_id=ACCESS_KEY,
-                     aws_secret_access_key=SECRET_KEY,
-                     config=Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 1}))
+    c = boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        config=Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 1}),
+    )
     try:
         c.create_bucket(Bucket="readiness-probe")
         c.put_object(Bucket="readiness-probe", Key="probe", Body=b"probe")
@@ -241,20 +278,47 @@ def _serve_seaweedfs(weed: str) -> Iterator[S3Endpoint]:
         data = Path(tempfile.mkdtemp(prefix="seaweedfs-tests-"))
         (data / "s3.json").write_text(json.dumps(_identities()))
         (data / "store").mkdir()
-        ports = {name: free_port() for name in ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-                                                "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc")}
+        ports = {
+            name: free_port()
+            for name in (
+                "master.port",
+                "master.port.grpc",
+                "volume.port",
+                "volume.port.grpc",
+                "filer.port",
+                "filer.port.grpc",
+                "s3.port",
+                "s3.port.grpc",
+            )
+        }
         if len(set(ports.values())) < len(ports):
             shutil.rmtree(data, ignore_errors=True)
             continue
-        args = [weed, "-logtostderr", "server", f"-ip={host}", f"-ip.bind={host}", f"-dir={data / 'store'}",
-                "-master.telemetry=false", "-master.volumeSizeLimitMB=64", "-volume.max=0",
-                "-filer", "-s3", f"-s3.config={data / 's3.json'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                "-s3.iam=false", "-webdav=false",
-                f"-filer.localSocket={data / 'filer.sock'}", f"-s3.localSocket={data / 's3.sock'}",
-                *(f"-{name}={port}" for name, port in ports.items())]
+        args = [
+            weed,
+            "-logtostderr",
+            "server",
+            f"-ip={host}",
+            f"-ip.bind={host}",
+            f"-dir={data / 'store'}",
+            "-master.telemetry=false",
+            "-master.volumeSizeLimitMB=64",
+            "-volume.max=0",
+            "-filer",
+            "-s3",
+            f"-s3.config={data / 's3.json'}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            "-s3.iam=false",
+            "-webdav=false",
+            f"-filer.localSocket={data / 'filer.sock'}",
+            f"-s3.localSocket={data / 's3.sock'}",
+            *(f"-{name}={port}" for name, port in ports.items()),
+        ]
         log = tempfile.TemporaryFile()
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=data,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=data, start_new_session=True
+        )
         url = f"http://{host}:{ports['s3.port']}"
         deadline = time.monotonic() + START_TIMEOUT_S
         ready = False

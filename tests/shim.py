@@ -1,5 +1,6 @@
 """The JVM shim in tests: skipped with its reason where it is not built, a failure where
 ``OMNIGRAPH_SPARK_REQUIRE_SHIM`` is set (CI builds it and requires every JVM test to run)."""
+
 from __future__ import annotations
 
 import os

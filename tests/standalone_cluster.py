@@ -11,6 +11,7 @@ machine that dies would.
 when the test failed. Workers find their Python through ``PYSPARK_PYTHON`` (this interpreter,
 the package installed).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,12 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 START_TIMEOUT_S = 120
 #: the daemons' own heaps are small (they only schedule); a quick-starting JVM
-DAEMON_JAVA_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                    "-Dspark.master.rest.enabled=false"]  # no submission server (a fixed port, 6066)
+DAEMON_JAVA_OPTS = [
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Dspark.master.rest.enabled=false",
+]  # no submission server (a fixed port, 6066)
 
 
 #: the master's log lines that say where it listens (it picks its own free ports: --port 0)
@@ -112,9 +117,21 @@ class Cluster:
         """One more worker (``--cores``/``--memory`` of the cluster), registering with the master."""
         work = self.workdir / name
         work.mkdir(parents=True, exist_ok=True)
-        cmd = self._java(WORKER_CLASS) + [self.url, "--host", "127.0.0.1", "--port", "0",
-                                          "--webui-port", "0", "--cores", str(self.cores),
-                                          "--memory", self.memory, "--work-dir", str(work)]
+        cmd = self._java(WORKER_CLASS) + [
+            self.url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--webui-port",
+            "0",
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--work-dir",
+            str(work),
+        ]
         self.workers[name] = self._spawn(name, cmd)
         return self.workers[name]
 
@@ -139,13 +156,19 @@ class Cluster:
     def _java(self, main: str) -> list[str]:
         home = self.env["SPARK_HOME"]
         java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
-        return [java, *DAEMON_JAVA_OPTS, "-cp", os.pathsep.join([os.path.join(home, "conf"),
-                                                                  os.path.join(home, "jars", "*")]), main]
+        return [
+            java,
+            *DAEMON_JAVA_OPTS,
+            "-cp",
+            os.pathsep.join([os.path.join(home, "conf"), os.path.join(home, "jars", "*")]),
+            main,
+        ]
 
     def _spawn(self, name: str, cmd: Sequence[str]) -> subprocess.Popen:
         with open(self.workdir / f"{name}.log", "wb") as out:
-            return subprocess.Popen(list(cmd), cwd=self.workdir, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            return subprocess.Popen(
+                list(cmd), cwd=self.workdir, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
 
 @contextmanager
@@ -157,12 +180,18 @@ def cluster(workdir: Path, workers: int = 2, cores: int = 1, memory: str = "1g")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
     # SPARK_SCALA_VERSION: a worker builds its executors' class path with Spark's launcher, which
     # asks for it when SPARK_HOME is a pip install (no RELEASE file); bin/load-spark-env.sh sets it
-    env.update(SPARK_HOME=home, SPARK_SCALA_VERSION="2.13", SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOCAL_HOSTNAME="127.0.0.1", PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable))
+    env.update(
+        SPARK_HOME=home,
+        SPARK_SCALA_VERSION="2.13",
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOCAL_HOSTNAME="127.0.0.1",
+        PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
+    )
     c = Cluster("", workdir, "", env, cores, memory)
     try:
-        c.master = c._spawn("master", c._java(MASTER_CLASS) + ["--host", "127.0.0.1", "--port", "0",
-                                                                "--webui-port", "0"])
+        c.master = c._spawn(
+            "master", c._java(MASTER_CLASS) + ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0"]
+        )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (c.url and c.webui):  # the ports it bound, from its log
             text = c.log("master")

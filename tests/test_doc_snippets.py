@@ -19,6 +19,7 @@ same directory when the tests run as ``make test`` does). Nothing else in a snip
 
 A snippet that raises, or a command that exits non-zero, fails the test.
 """
+
 from __future__ import annotations
 
 import os
@@ -75,10 +76,12 @@ def run_bash(text: str, where: str) -> list[str]:
         if line.startswith(SKIPPED):
             skipped.append(line)
             continue
-        p = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=COMMAND_TIMEOUT)
-        assert p.returncode == 0, (f"{where}: `{line}` exited {p.returncode}\n"
-                                   f"stdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}")
+        p = subprocess.run(
+            ["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT
+        )
+        assert p.returncode == 0, (
+            f"{where}: `{line}` exited {p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
+        )
     return skipped
 
 
@@ -100,8 +103,12 @@ def test_substitution_covers_every_graph_path(tmp_path):
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_the_documents_snippets_run_in_order(document, spark, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # relative paths in the snippets (omnigraph_spark/data/...) are the clone's
-    if any("./demo-graph" in line and not line.startswith(SKIPPED)
-           for lang, text in blocks(document) if lang == "bash" for line in command_lines(text)):
+    if any(
+        "./demo-graph" in line and not line.startswith(SKIPPED)
+        for lang, text in blocks(document)
+        if lang == "bash"
+        for line in command_lines(text)
+    ):
         from omnigraph_spark import demo
 
         assert demo.run(str(tmp_path / "demo-graph"), spark=spark, quiet=True) == 0  # what `make demo` leaves

@@ -1,5 +1,6 @@
 """The user docs stay in step with the code: every error code is in troubleshooting.md, every
 connector option in options.md, every CLI command and exit code in cli.md, and links resolve."""
+
 from __future__ import annotations
 
 import re
@@ -11,8 +12,15 @@ from omnigraph_spark import errors
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-USER_DOCS = ["README.md", "docs/quickstart.md", "docs/cli.md", "docs/databricks.md", "docs/troubleshooting.md",
-             "docs/options.md", "docs/object_storage.md"]
+USER_DOCS = [
+    "README.md",
+    "docs/quickstart.md",
+    "docs/cli.md",
+    "docs/databricks.md",
+    "docs/troubleshooting.md",
+    "docs/options.md",
+    "docs/object_storage.md",
+]
 
 
 def _all_error_classes():

@@ -1,6 +1,7 @@
 """Every relative Markdown link in README.md, ARCHITECTURE.md and docs/*.md resolves: the file
 exists, and where the link names a `#anchor` in a Markdown file, that file has the heading (GitHub's
 slug rules). setup.py's doc references exist too."""
+
 from __future__ import annotations
 
 import re

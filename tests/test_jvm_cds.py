@@ -1,6 +1,7 @@
 """The tests' class-data sharing (tests/jvm_cds.py, tests/java_cds.sh): the first Spark driver of
 a class path writes its archive, later JVMs of that class path map classes from it, nothing else
 changes (stdin, exit codes), and a writer killed mid-dump never blocks the next one."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,9 @@ def cds(tmp_path, monkeypatch):
 
 
 def run(java, cp, *args, stdin="hi\n", extra=()):
-    return subprocess.run([str(java), *extra, "-cp", cp, "Echo", *args], input=stdin, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [str(java), *extra, "-cp", cp, "Echo", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_first_driver_writes_the_archive_and_the_next_jvm_maps_it(cds):

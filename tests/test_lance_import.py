@@ -2,6 +2,7 @@
 (omnigraph_spark/_lance_import.py): lance imports without its API classes, and the package
 still gives every name it has, loaded on first use. Each case runs in a fresh interpreter,
 since the test session imported lance long before."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """Where the JVM shim comes from (omnigraph_spark/spark/shim_conf.py): a build directory first,
 then the jar a wheel carries (its libraries through spark.jars.packages), and
 configure_spark's settings on a builder (no Spark started)."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,8 +40,11 @@ def test_a_build_directory_goes_on_the_driver_and_executor_class_paths(tmp_path)
     cp = f"{tmp_path}/{shim_conf.SHIM_JAR}:{tmp_path}/lib/lance-core-7.0.0.jar"
     # the executors' too: a cluster's executors are other JVMs (tests/spark/test_standalone_cluster.py)
     # and the plugin that starts format("omnigraph")'s planner with the driver (BridgePlugin)
-    assert conf == {"spark.driver.extraClassPath": cp, "spark.executor.extraClassPath": cp,
-                    "spark.plugins": "io.omnigraph.spark.BridgePlugin"}
+    assert conf == {
+        "spark.driver.extraClassPath": cp,
+        "spark.executor.extraClassPath": cp,
+        "spark.plugins": "io.omnigraph.spark.BridgePlugin",
+    }
     b = shim_conf.configure_spark(Builder(), shim_dir=str(tmp_path))
     assert b._options == {**conf, shim_conf.HIDE_TRACEBACK: "true"}  # clean df.write errors
 
@@ -53,18 +57,25 @@ def test_configure_spark_keeps_the_builders_hide_traceback(tmp_path):
 
 def test_the_packaged_jar_ships_through_spark_jars_and_its_libraries_through_ivy(packaged):
     assert shim_conf.shim_jars() == [packaged]
-    b = shim_conf.configure_spark(Builder(**{"spark.jars.packages": "io.delta:delta-spark_2.13:4.0.0"}),
-                                  extra_packages=["org.example:x:1"])
+    b = shim_conf.configure_spark(
+        Builder(**{"spark.jars.packages": "io.delta:delta-spark_2.13:4.0.0"}), extra_packages=["org.example:x:1"]
+    )
     assert b._options["spark.jars"] == packaged
     assert b._options["spark.jars.packages"].split(",") == [
-        "io.delta:delta-spark_2.13:4.0.0", *shim_conf.SHIM_PACKAGES, "org.example:x:1"]
+        "io.delta:delta-spark_2.13:4.0.0",
+        *shim_conf.SHIM_PACKAGES,
+        "org.example:x:1",
+    ]
     assert "org.apache.arrow:arrow-vector" in b._options["spark.jars.excludes"].split(",")
     # the driver plugin: the planner, and Ivy's jars to a cluster's executors when pyspark's builder set
     # spark.jars back to the packaged jar alone (tests/spark/test_standalone_cluster.py, route "wheel")
     assert b._options["spark.plugins"] == "io.omnigraph.spark.BridgePlugin"
     again = shim_conf.configure_spark(b)  # idempotent: nothing listed twice
     assert again._options["spark.jars.packages"].split(",") == [
-        "io.delta:delta-spark_2.13:4.0.0", *shim_conf.SHIM_PACKAGES, "org.example:x:1"]
+        "io.delta:delta-spark_2.13:4.0.0",
+        *shim_conf.SHIM_PACKAGES,
+        "org.example:x:1",
+    ]
     assert again._options["spark.jars"] == packaged
     assert again._options["spark.plugins"] == "io.omnigraph.spark.BridgePlugin"
 
@@ -88,10 +99,13 @@ spark.stop()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("what, expected", [
-    ("nothing", "is not on the class path"),
-    ("the shim jar alone", "the shim's libraries are not on the class path: org.lance.Dataset does not load"),
-])
+@pytest.mark.parametrize(
+    "what, expected",
+    [
+        ("nothing", "is not on the class path"),
+        ("the shim jar alone", "the shim's libraries are not on the class path: org.lance.Dataset does not load"),
+    ],
+)
 def test_the_probe_says_why_the_jvm_paths_are_unavailable(what, expected, tmp_path):
     """A session without the shim, and one with the shim jar but not its libraries (a helper
     that replaced spark.jars.packages): the JVM paths are off, and the reason says which."""
@@ -104,7 +118,8 @@ def test_the_probe_says_why_the_jvm_paths_are_unavailable(what, expected, tmp_pa
         pytest.skip("the JVM shim is not built (make jvm-shim)")
     class_path = str(tmp_path / "none.jar") if what == "nothing" else built[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT")}
-    p = subprocess.run([sys.executable, "-c", PROBE, class_path], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, class_path], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert expected in p.stdout.strip().splitlines()[-1]

@@ -1,5 +1,6 @@
 """The test servers' own plumbing (tests/object_store.py): a SeaweedFS build running beside the
 tests (.ci/run) is waited for, and its failure is the reason the SeaweedFS cases give."""
+
 from __future__ import annotations
 
 import threading

@@ -8,6 +8,7 @@ The fresh venv gets the wheel with ``--no-deps``; its dependencies (pyspark, pyl
 from this test environment's site-packages through a ``.pth`` line, which adds that directory
 without running its own ``.pth`` files, so the checkout's editable install stays invisible.
 """
+
 from __future__ import annotations
 
 import glob
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, logging, sys, tempfile
     from pyspark.sql import SparkSession
     import omnigraph_spark
@@ -55,35 +56,43 @@ SCRIPT = textwrap.dedent('''
     spark.stop()
     print(json.dumps({"module": omnigraph_spark.__file__, "conf": shim_spark_conf(), "rows": rows,
                       "format_rows": format_rows, "log": Collect.lines}))
-''')
+""")
 
 
 def test_wheel_carries_the_shim_and_configure_spark_loads_it(tmp_path, test_schema_text):
     if not shutil.which("mvn") or not shutil.which("javac"):
         pytest.skip("make wheel builds the shim: needs mvn and javac")
-    subprocess.run(["make", "wheel", f"PY={sys.executable}"], cwd=ROOT, check=True, capture_output=True,
-                   timeout=900)
+    subprocess.run(["make", "wheel", f"PY={sys.executable}"], cwd=ROOT, check=True, capture_output=True, timeout=900)
     wheels = sorted(glob.glob(str(ROOT / "dist" / "omnigraph_spark-*.whl")), key=os.path.getmtime)
     assert wheels, "make wheel wrote no wheel into dist/"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = str(venv / "bin" / "python")
     subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", wheels[-1]], check=True, timeout=600)
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # this env's packages
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "OMNIGRAPH_SPARK_SHIM_DIR") and not k.startswith("SPARK_CONNECT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "OMNIGRAPH_SPARK_SHIM_DIR") and not k.startswith("SPARK_CONNECT")
+    }
     env.update(PYSPARK_PYTHON=py, PYSPARK_DRIVER_PYTHON=py)
     work = tmp_path / "work"
     work.mkdir()
-    p = subprocess.run([py, "-c", SCRIPT, test_schema_text], cwd=work, env=env, capture_output=True, text=True,
-                       timeout=900)
+    p = subprocess.run(
+        [py, "-c", SCRIPT, test_schema_text], cwd=work, env=env, capture_output=True, text=True, timeout=900
+    )
     assert p.returncode == 0, p.stderr[-5000:]
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["module"].startswith(str(venv))  # the wheel's package, not the checkout
     assert report["conf"]["spark.jars"].startswith(str(venv)) and report["conf"]["spark.jars"].endswith(
-        "omnigraph_spark/jars/omnigraph-spark-shim.jar")
+        "omnigraph_spark/jars/omnigraph-spark-shim.jar"
+    )
     assert "org.lance:lance-core:7.0.0" in report["conf"]["spark.jars.packages"]
     assert any("staged node:Person (jvm)" in line for line in report["log"])
     assert any("omnigraph JVM read node:Person" in line for line in report["log"])

@@ -1,5 +1,6 @@
 """Exit codes and the CLI's own exceptions (a module of their own so every command module
 imports the same classes, whichever way the CLI was started)."""
+
 from __future__ import annotations
 
 EXIT_OK = 0

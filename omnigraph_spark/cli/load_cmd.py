@@ -1,5 +1,6 @@
 """``omnigraph-spark load``: bulk-load JSONL or Parquet files through local Spark as ONE graph
 commit, with a progress bar (tqdm, on stderr) fed by Spark's status tracker."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,28 +19,49 @@ FORMATS = ("jsonl", "parquet")
 
 def add_parser(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
-        "load", parents=[common], help="bulk-load JSONL or Parquet files through Spark (one graph commit)",
+        "load",
+        parents=[common],
+        help="bulk-load JSONL or Parquet files through Spark (one graph commit)",
         description="Load files through a local Spark session as ONE graph commit. JSONL files use the engine's "
-                    "envelope ({\"type\": T, \"data\": {...}} / {\"edge\": E, \"from\": s, \"to\": d, ...}) and may "
-                    "hold every type; a Parquet load writes one type (--type).")
+        'envelope ({"type": T, "data": {...}} / {"edge": E, "from": s, "to": d, ...}) and may '
+        "hold every type; a Parquet load writes one type (--type).",
+    )
     p.add_argument("uri", metavar="URI", help="graph root")
     p.add_argument("files", metavar="FILE", nargs="+", help="input files, directories or globs")
-    p.add_argument("--format", choices=FORMATS, default=None,
-                   help="input format (default: from the first file's extension)")
+    p.add_argument(
+        "--format", choices=FORMATS, default=None, help="input format (default: from the first file's extension)"
+    )
     p.add_argument("--type", dest="type_name", metavar="T", help="node or edge type of a Parquet load")
-    p.add_argument("--mode", choices=("append", "merge", "overwrite"), default="append",
-                   help="append (default), merge (upsert on id) or overwrite (replace the types loaded)")
+    p.add_argument(
+        "--mode",
+        choices=("append", "merge", "overwrite"),
+        default="append",
+        help="append (default), merge (upsert on id) or overwrite (replace the types loaded)",
+    )
     p.add_argument("--branch", default="main")
     p.add_argument("--actor", default=None, help="actor recorded on the graph commit")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra write option (docs/options.md), e.g. maxRowsPerFile=100000; repeatable")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra write option (docs/options.md), e.g. maxRowsPerFile=100000; repeatable",
+    )
     sp = p.add_argument_group("spark")
-    sp.add_argument("--master", default=os.environ.get("OMNIGRAPH_SPARK_MASTER", "local[2]"),
-                    help="Spark master when no session is active (default: local[2])")
+    sp.add_argument(
+        "--master",
+        default=os.environ.get("OMNIGRAPH_SPARK_MASTER", "local[2]"),
+        help="Spark master when no session is active (default: local[2])",
+    )
     sp.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark config; repeatable")
     pg = p.add_mutually_exclusive_group()
-    pg.add_argument("--progress", dest="progress", action="store_true", default=None,
-                    help="always show the progress bar (default: only when stderr is a terminal)")
+    pg.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="always show the progress bar (default: only when stderr is a terminal)",
+    )
     pg.add_argument("--no-progress", dest="progress", action="store_false")
     p.set_defaults(func=cmd_load)
 
@@ -105,8 +127,15 @@ class SparkProgress:
 
         self.sc = spark.sparkContext
         self.interval = interval
-        self.bar = tqdm(total=0, unit="task", desc="load", file=stream, disable=(None if enabled is None else not enabled),
-                        dynamic_ncols=True, leave=True)
+        self.bar = tqdm(
+            total=0,
+            unit="task",
+            desc="load",
+            file=stream,
+            disable=(None if enabled is None else not enabled),
+            dynamic_ncols=True,
+            leave=True,
+        )
         self._last: tuple[int, int, int] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="omnigraph-spark-progress", daemon=True)
@@ -187,29 +216,62 @@ def cmd_load(args, out: Output) -> int:
         with progress.running():
             if fmt == "jsonl":
                 progress.phase(f"load {len(args.files)} JSONL input(s)")
-                res = load_jsonl(spark, args.uri, list(args.files), mode=args.mode, branch=args.branch,
-                                 actor=args.actor, options=options)
+                res = load_jsonl(
+                    spark,
+                    args.uri,
+                    list(args.files),
+                    mode=args.mode,
+                    branch=args.branch,
+                    actor=args.actor,
+                    options=options,
+                )
             else:
                 progress.phase(f"load {args.type_name} from Parquet")
                 df = spark.read.parquet(*args.files)
-                res = write_graph(args.uri, {args.type_name: df}, mode=args.mode, branch=args.branch,
-                                  actor=args.actor, options=options)
+                res = write_graph(
+                    args.uri,
+                    {args.type_name: df},
+                    mode=args.mode,
+                    branch=args.branch,
+                    actor=args.actor,
+                    options=options,
+                )
     finally:
         if created:
             spark.stop()
     seconds = time.monotonic() - t0
-    data = {"graph_commit_id": res.graph_commit_id, "version": res.manifest_version, "branch": res.branch,
-            "skipped": res.skipped, "seconds": round(seconds, 3),
-            "tables": [{"table": t.table_key, "rows_written": t.rows_written, "row_count": t.row_count,
-                        "from_version": t.from_version, "to_version": t.to_version} for t in res.tables]}
+    data = {
+        "graph_commit_id": res.graph_commit_id,
+        "version": res.manifest_version,
+        "branch": res.branch,
+        "skipped": res.skipped,
+        "seconds": round(seconds, 3),
+        "tables": [
+            {
+                "table": t.table_key,
+                "rows_written": t.rows_written,
+                "row_count": t.row_count,
+                "from_version": t.from_version,
+                "to_version": t.to_version,
+            }
+            for t in res.tables
+        ],
+    }
 
     def human(d) -> list[str]:
         if d["skipped"]:
             return ["already applied (idempotency token matched): nothing written"]
-        lines = table([(t["table"], t["rows_written"], t["row_count"], f"v{t['from_version']} -> v{t['to_version']}")
-                       for t in d["tables"]], ["TABLE", "WRITTEN", "ROWS NOW", "VERSION"], "lrrl")
-        lines.append(f"committed {d['graph_commit_id']} on {d['branch']} (graph v{d['version']}) "
-                     f"in {d['seconds']:.1f}s")
+        lines = table(
+            [
+                (t["table"], t["rows_written"], t["row_count"], f"v{t['from_version']} -> v{t['to_version']}")
+                for t in d["tables"]
+            ],
+            ["TABLE", "WRITTEN", "ROWS NOW", "VERSION"],
+            "lrrl",
+        )
+        lines.append(
+            f"committed {d['graph_commit_id']} on {d['branch']} (graph v{d['version']}) in {d['seconds']:.1f}s"
+        )
         return lines
 
     out.emit(data, human)

@@ -14,6 +14,7 @@ Exit codes (documented in docs/cli.md; scripts may rely on them):
 130 interrupted (Ctrl-C)
 ==  =====================================================================================
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,12 +55,18 @@ class _Parser(argparse.ArgumentParser):
 def _common(json_default=argparse.SUPPRESS) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("output")
-    g.add_argument("--json", action="store_true", default=json_default,
-                   help="print one JSON document on stdout (for scripts)")
-    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                   help="log more (-v: INFO, -vv: DEBUG) on stderr")
-    g.add_argument("--log-config", metavar="FILE", default=argparse.SUPPRESS,
-                   help="Python logging config file (fileConfig format, e.g. conf/logging.ini)")
+    g.add_argument(
+        "--json", action="store_true", default=json_default, help="print one JSON document on stdout (for scripts)"
+    )
+    g.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="log more (-v: INFO, -vv: DEBUG) on stderr"
+    )
+    g.add_argument(
+        "--log-config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="Python logging config file (fileConfig format, e.g. conf/logging.ini)",
+    )
     return p
 
 
@@ -71,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="omnigraph-spark",
         description="Manage Omnigraph 0.7 graphs (trees of Lance datasets) and bulk-load them through Spark.",
         epilog="Exit codes: 0 ok, 1 error (error[CODE]: message), 2 usage, 3 recovery pending, "
-               "4 retryable conflict, 130 interrupted. See docs/cli.md.")
+        "4 retryable conflict, 130 interrupted. See docs/cli.md.",
+    )
     parser.add_argument("--version", action="version", version=f"omnigraph-spark {__version__}")
     parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="count", default=0, help=argparse.SUPPRESS)
@@ -142,9 +150,10 @@ def _report(e: OmnigraphError, args, out: Output) -> int:
         hint = " (retryable: re-run the command)"
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
     if msg.startswith(f"[{e.code}] "):  # the tag that carries the code across Spark
-        msg = msg[len(e.code) + 3:]
-    out.error(e.code, msg + hint, rc, retryable=e.retryable,
-              context={k: v for k, v in e.context.items() if v is not None})
+        msg = msg[len(e.code) + 3 :]
+    out.error(
+        e.code, msg + hint, rc, retryable=e.retryable, context={k: v for k, v in e.context.items() if v is not None}
+    )
     if getattr(args, "verbose", 0) or os.environ.get("OMNIGRAPH_SPARK_TRACEBACK"):
         traceback.print_exc(file=out.stderr)
     return rc
@@ -185,8 +194,9 @@ def main(argv: Sequence[str] | None = None, *, stdout=None, stderr=None) -> int:
             out.error(e.code, str(e), EXIT_ERROR)
             return EXIT_ERROR
         except FileNotFoundError as e:  # an input named on the command line (schema, files)
-            out.error("FILE_NOT_FOUND", f"{e.strerror or 'not found'}: {e.filename}" if e.filename else str(e),
-                      EXIT_ERROR)
+            out.error(
+                "FILE_NOT_FOUND", f"{e.strerror or 'not found'}: {e.filename}" if e.filename else str(e), EXIT_ERROR
+            )
             return EXIT_ERROR
         except OmnigraphError as e:
             return _report(e, args, out)
@@ -206,5 +216,3 @@ def main(argv: Sequence[str] | None = None, *, stdout=None, stderr=None) -> int:
     finally:
         sys.stderr = old_err
         sys.stdout = old_out
-
-

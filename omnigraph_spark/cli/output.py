@@ -4,6 +4,7 @@ Why one place: scripts parse ``--json`` output, so every command emits exactly o
 stdout (errors go to stderr as ``error[CODE]: message``, and with ``--json`` also as a JSON
 object on stdout). Dataclasses, tuples, datetimes and timedeltas are converted here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +20,10 @@ def to_jsonable(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
-        return {(k if isinstance(k, str) else "|".join(map(str, k)) if isinstance(k, tuple) else str(k)):
-                to_jsonable(v) for k, v in obj.items()}
+        return {
+            (k if isinstance(k, str) else "|".join(map(str, k)) if isinstance(k, tuple) else str(k)): to_jsonable(v)
+            for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, dt.datetime):

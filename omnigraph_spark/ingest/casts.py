@@ -21,6 +21,7 @@ Accepted (source -> target):
 
 Everything else is a :class:`TypeMismatchError` naming column, source type and target type.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,14 +69,15 @@ class Ctx:
         return TypeMismatchError(
             f"{self.table} column '{self.column}': cannot convert {source} to {self.target} "
             f"({target}) without loss{detail}{self.suffix()}",
-            **self.context(source_type=str(source), target_type=str(target)))
+            **self.context(source_type=str(source), target_type=str(target)),
+        )
 
     def bad_value(self, index: int, value: Any, source: pa.DataType, why: str) -> TypeMismatchError:
         row = self.row(index)
         return TypeMismatchError(
-            f"{self.table} column '{self.column}' row {row}: value {value!r} ({source}) {why}"
-            f"{self.suffix()}",
-            **self.context(row=row, value=repr(value), source_type=str(source)))
+            f"{self.table} column '{self.column}' row {row}: value {value!r} ({source}) {why}{self.suffix()}",
+            **self.context(row=row, value=repr(value), source_type=str(source)),
+        )
 
 
 def first_true(mask: pa.Array) -> int:
@@ -102,8 +104,7 @@ def _int_to_int(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
     if bad is not None:
         i = first_true(bad)
         if i >= 0:
-            raise ctx.bad_value(i, arr[i].as_py(), arr.type,
-                                f"does not fit {target} (range {tmin}..{tmax})")
+            raise ctx.bad_value(i, arr[i].as_py(), arr.type, f"does not fit {target} (range {tmin}..{tmax})")
     return pc.cast(arr, target, safe=False)
 
 
@@ -149,8 +150,9 @@ def _decimal_to_int(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
         i = _first_python(arr, lambda v: v != v.to_integral_value() or not tmin <= int(v) <= tmax)
         if i < 0:
             raise ctx.mismatch(arr.type, target) from e
-        raise ctx.bad_value(i, arr[i].as_py(), arr.type,
-                            f"is not an integer within {target} (range {tmin}..{tmax})") from e
+        raise ctx.bad_value(
+            i, arr[i].as_py(), arr.type, f"is not an integer within {target} (range {tmin}..{tmax})"
+        ) from e
 
 
 def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
@@ -179,9 +181,11 @@ def _decimal_to_float(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
 
 def _timestamp_to_date64(arr: pa.Array, ctx: Ctx) -> pa.Array:
     if arr.type.tz is None:
-        raise ctx.mismatch(arr.type, pa.date64(),
-                           "a timestamp without a time zone is ambiguous; convert it to UTC "
-                           "(timestamp with tz) first")
+        raise ctx.mismatch(
+            arr.type,
+            pa.date64(),
+            "a timestamp without a time zone is ambiguous; convert it to UTC (timestamp with tz) first",
+        )
     raw = pc.cast(arr, pa.int64())
     per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[arr.type.unit]
     if per_ms is None:
@@ -193,8 +197,7 @@ def _timestamp_to_date64(arr: pa.Array, ctx: Ctx) -> pa.Array:
         bad = pc.not_equal(pc.multiply(ms, per_ms), raw)
         i = first_true(bad)
         if i >= 0:
-            raise ctx.bad_value(i, arr[i].as_py(), arr.type,
-                                "has a sub-millisecond part; DateTime stores milliseconds")
+            raise ctx.bad_value(i, arr[i].as_py(), arr.type, "has a sub-millisecond part; DateTime stores milliseconds")
     return pc.cast(ms, pa.date64())
 
 
@@ -216,8 +219,7 @@ def _list_to_list(arr: pa.Array, target: pa.DataType, ctx: Ctx) -> pa.Array:
     inner = Ctx(ctx.table, ctx.column, ctx.target, ctx.row_offset, ctx.where, parents)
     converted = cast_lossless(values, target.value_type, inner)
     lengths = pc.fill_null(pc.list_value_length(arr), 0)
-    offsets = pa.concat_arrays([pa.array([0], pa.int32()),
-                                pc.cast(pc.cumulative_sum(lengths), pa.int32())])
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cast(pc.cumulative_sum(lengths), pa.int32())])
     mask = arr.is_null() if arr.null_count else None
     return pa.ListArray.from_arrays(offsets, converted, type=target, mask=mask)
 

@@ -15,6 +15,7 @@ Semantics follow the engine (``enforce_unique_constraints_intra_batch``,
   only. Only sources with at least one edge are checked (so ``min`` never fires for a node
   with no edges).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -67,8 +68,9 @@ def _all_distinct(sub: pa.Table, columns: Sequence[str]) -> bool:
     return full.group_by(list(columns), use_threads=False).aggregate([]).num_rows == full.num_rows
 
 
-def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, what: str,
-                 positions: ArrayLike | None = None) -> None:
+def check_unique(
+    typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, what: str, positions: ArrayLike | None = None
+) -> None:
     """Raise :class:`UniqueViolationError` if two rows of ``table`` share a value tuple over
     ``columns`` (rows with any null there are exempt). ``positions`` (aligned with the table)
     gives the load-wide row numbers to report; otherwise table indices are reported."""
@@ -103,8 +105,15 @@ def check_unique(typedef: TypeDef, table: pa.Table, columns: Sequence[str], *, w
     raise unique_violation(typedef, columns, values, rows, dup.num_rows, what=what)
 
 
-def unique_violation(typedef: TypeDef, columns: Sequence[str], values: Sequence[object], rows: Sequence[int],
-                     duplicates: int, *, what: str) -> UniqueViolationError:
+def unique_violation(
+    typedef: TypeDef,
+    columns: Sequence[str],
+    values: Sequence[object],
+    rows: Sequence[int],
+    duplicates: int,
+    *,
+    what: str,
+) -> UniqueViolationError:
     """The error of a uniqueness rule: ``values`` is the duplicated tuple whose first row comes
     first in the load, ``rows`` its first two rows, ``duplicates`` how many tuples repeat. Every
     uniqueness check (in memory or distributed) words its error here."""
@@ -113,8 +122,12 @@ def unique_violation(typedef: TypeDef, columns: Sequence[str], values: Sequence[
     return UniqueViolationError(
         f"{what} violation on {label}: value '{_fmt_tuple(values)}' appears in rows "
         f"{rows[0]} and {rows[1]} ({duplicates} duplicated value(s) in total)",
-        table=typedef.table_key, columns=columns, value=values, rows=rows,
-        duplicates=duplicates)
+        table=typedef.table_key,
+        columns=columns,
+        value=values,
+        rows=rows,
+        duplicates=duplicates,
+    )
 
 
 #: probes longer than this run on two threads, each with its own hash set of the ids (below it,
@@ -133,9 +146,16 @@ def _is_in(values: pa.Array, ids: pa.Array) -> pa.Array:
     return pa.concat_arrays(parts)
 
 
-def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_ids: ArrayLike,
-                    to_ids: ArrayLike, *, positions: ArrayLike | None = None,
-                    limit: int = 5) -> None:
+def check_endpoints(
+    edge_typedef: TypeDef,
+    src: ArrayLike,
+    dst: ArrayLike,
+    from_ids: ArrayLike,
+    to_ids: ArrayLike,
+    *,
+    positions: ArrayLike | None = None,
+    limit: int = 5,
+) -> None:
     """Raise :class:`DanglingEdgeError` if an edge's ``src`` is not an id of its from-type or
     its ``dst`` not an id of its to-type. Names the first ``limit`` offenders and the count."""
     src, dst = _combine(src), _combine(dst)
@@ -152,33 +172,44 @@ def check_endpoints(edge_typedef: TypeDef, src: ArrayLike, dst: ArrayLike, from_
         return
     pos = _combine(positions) if positions is not None else None
     rows = pc.indices_nonzero(pc.or_(bad_src, bad_dst)).to_pylist()[:limit]
-    offenders = [(pos[i].as_py() if pos is not None else i, src[i].as_py(), dst[i].as_py(),
-                  bool(bad_src[i].as_py()), bool(bad_dst[i].as_py())) for i in rows]
+    offenders = [
+        (
+            pos[i].as_py() if pos is not None else i,
+            src[i].as_py(),
+            dst[i].as_py(),
+            bool(bad_src[i].as_py()),
+            bool(bad_dst[i].as_py()),
+        )
+        for i in rows
+    ]
     raise dangling_error(edge_typedef, offenders, n_src, n_dst)
 
 
-def dangling_error(edge_typedef: TypeDef, offenders: Sequence[tuple[int, object, object, bool, bool]],
-                   n_src: int, n_dst: int) -> DanglingEdgeError:
+def dangling_error(
+    edge_typedef: TypeDef, offenders: Sequence[tuple[int, object, object, bool, bool]], n_src: int, n_dst: int
+) -> DanglingEdgeError:
     """The error of an endpoint check: ``offenders`` are the first dangling rows in load order,
     each ``(row, src, dst, src missing, dst missing)``; ``n_src``/``n_dst`` count every
     missing end. Every endpoint check (in memory or distributed) words its error here."""
     lines = []
     for r, src, dst, bad_src, bad_dst in offenders:
         if bad_src:
-            lines.append(f"edge {edge_typedef.name} row {r}: src '{src}' not found "
-                         f"in {edge_typedef.from_type}")
+            lines.append(f"edge {edge_typedef.name} row {r}: src '{src}' not found in {edge_typedef.from_type}")
         if bad_dst:
-            lines.append(f"edge {edge_typedef.name} row {r}: dst '{dst}' not found "
-                         f"in {edge_typedef.to_type}")
+            lines.append(f"edge {edge_typedef.name} row {r}: dst '{dst}' not found in {edge_typedef.to_type}")
     total = n_src + n_dst
     more = f" (and {total - len(lines)} more)" if total > len(lines) else ""
     return DanglingEdgeError(
         "; ".join(lines) + more + f" [{n_src} dangling src, {n_dst} dangling dst]",
-        table=edge_typedef.table_key, dangling_src=n_src, dangling_dst=n_dst)
+        table=edge_typedef.table_key,
+        dangling_src=n_src,
+        dangling_dst=n_dst,
+    )
 
 
-def check_fresh_ids(typedef: TypeDef, staged_ids: ArrayLike, committed_ids: ArrayLike, *, branch: str,
-                    limit: int = 5) -> None:
+def check_fresh_ids(
+    typedef: TypeDef, staged_ids: ArrayLike, committed_ids: ArrayLike, *, branch: str, limit: int = 5
+) -> None:
     """Raise :class:`KeyConflictError` if any of ``staged_ids`` (an append's ids) is already
     among ``committed_ids`` (the target table's, on the load's branch): append is a strict
     insert (docs/invariants.md I17). The hash set is built over the smaller side and the other
@@ -201,8 +232,7 @@ def check_fresh_ids(typedef: TypeDef, staged_ids: ArrayLike, committed_ids: Arra
 KEY_CONFLICT_SAMPLE = 10_000
 
 
-def raise_key_conflict(typedef: TypeDef, ids: ArrayLike, why: str, *, limit: int = 5,
-                       total: int | None = None) -> None:
+def raise_key_conflict(typedef: TypeDef, ids: ArrayLike, why: str, *, limit: int = 5, total: int | None = None) -> None:
     """The KEY_CONFLICT error for ``ids`` (distinct values, in the order they were found; at
     least the first :data:`KEY_CONFLICT_SAMPLE` of them): type, the first ``limit`` ids, count
     (``total``, or ``len(ids)``)."""
@@ -212,9 +242,13 @@ def raise_key_conflict(typedef: TypeDef, ids: ArrayLike, why: str, *, limit: int
     key = "" if typedef.is_edge or typedef.key_property is None else f" (@key {typedef.key_property})"
     raise KeyConflictError(
         f"append to {typedef.kind} {typedef.name}: {n} id(s){key} {why}: "
-        + ", ".join(f"'{v}'" for v in shown) + more
+        + ", ".join(f"'{v}'" for v in shown)
+        + more
         + "; append is a strict insert (use writeMode=merge to upsert); nothing was committed",
-        table=typedef.table_key, keys=shown, conflicts=n)
+        table=typedef.table_key,
+        keys=shown,
+        conflicts=n,
+    )
 
 
 def src_counts(src: ArrayLike) -> pa.Table:
@@ -223,8 +257,7 @@ def src_counts(src: ArrayLike) -> pa.Table:
     return pa.table({"src": vc.field("values"), "count": pc.cast(vc.field("counts"), pa.int64())})
 
 
-def shadowed_src_counts(committed_ids: ArrayLike, committed_src: ArrayLike,
-                        pending_ids: ArrayLike) -> pa.Table:
+def shadowed_src_counts(committed_ids: ArrayLike, committed_src: ArrayLike, pending_ids: ArrayLike) -> pa.Table:
     """Per source, how many committed edges a merge replaces (committed id also pending)."""
     shadow = pc.is_in(_combine(committed_ids), value_set=_combine(pending_ids))
     return src_counts(pc.filter(_combine(committed_src), pc.fill_null(shadow, False)))
@@ -232,8 +265,7 @@ def shadowed_src_counts(committed_ids: ArrayLike, committed_src: ArrayLike,
 
 def _last_per_id(pending_src: pa.Array, pending_ids: pa.Array) -> pa.Array:
     """Merge collapses pending rows sharing an id to the last one; null ids all count."""
-    t = pa.table({"id": pending_ids, "src": pending_src,
-                  _IDX: pa.array(range(len(pending_src)), pa.int64())})
+    t = pa.table({"id": pending_ids, "src": pending_src, _IDX: pa.array(range(len(pending_src)), pa.int64())})
     with_id = t.filter(pc.is_valid(t["id"]))
     last = with_id.group_by("id", use_threads=False).aggregate([(_IDX, "max")])
     keep = pc.is_in(t[_IDX], value_set=last[f"{_IDX}_max"])
@@ -241,11 +273,17 @@ def _last_per_id(pending_src: pa.Array, pending_ids: pa.Array) -> pa.Array:
     return _combine(t.filter(keep)["src"])
 
 
-def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
-                      committed_src_counts: pa.Table | None = None, *, overwrite: bool = False,
-                      shadowed_committed: pa.Table | None = None,
-                      pending_ids: ArrayLike | None = None, committed_src: ArrayLike | None = None,
-                      limit: int = 5) -> int | None:
+def check_cardinality(
+    edge_typedef: TypeDef,
+    pending_src: ArrayLike,
+    committed_src_counts: pa.Table | None = None,
+    *,
+    overwrite: bool = False,
+    shadowed_committed: pa.Table | None = None,
+    pending_ids: ArrayLike | None = None,
+    committed_src: ArrayLike | None = None,
+    limit: int = 5,
+) -> int | None:
     """Apply ``@card(min..max)`` to committed + pending edges per source; return the most edges
     any source has after the load (None: a type with no @card, nothing counted).
 
@@ -263,8 +301,11 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
     if committed_src is not None and not overwrite:
         if committed_src_counts is not None or shadowed_committed is not None or pending_ids is not None:
             raise ValueError("committed_src is the append form: no counts, shadows or pending ids with it")
-        chunks = [c if c.type == pa.string() else c.cast(pa.string())
-                  for a in (pending, committed_src) for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])]
+        chunks = [
+            c if c.type == pa.string() else c.cast(pa.string())
+            for a in (pending, committed_src)
+            for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])
+        ]
         pending = pa.chunked_array(chunks, pa.string())
     parts = [src_counts(pending)]
     if not overwrite:
@@ -289,8 +330,9 @@ def check_cardinality(edge_typedef: TypeDef, pending_src: ArrayLike,
     raise card_violation(edge_typedef, first, offenders.num_rows)
 
 
-def card_violation(edge_typedef: TypeDef, offenders: Sequence[tuple[str, int]], violations: int
-                   ) -> CardinalityViolationError:
+def card_violation(
+    edge_typedef: TypeDef, offenders: Sequence[tuple[str, int]], violations: int
+) -> CardinalityViolationError:
     """The error of an @card check: ``offenders`` are the first offending ``(src, edges)`` by
     ``src``, ``violations`` how many sources break the bounds. Every @card check (in memory or
     distributed) words its error here."""
@@ -302,5 +344,7 @@ def card_violation(edge_typedef: TypeDef, offenders: Sequence[tuple[str, int]], 
     more = f" (and {violations - len(lines)} more)" if violations > len(lines) else ""
     return CardinalityViolationError(
         f"@card violation on edge {edge_typedef.name}: " + "; ".join(lines) + more,
-        table=edge_typedef.table_key, violations=violations,
-        first_source=offenders[0][0])
+        table=edge_typedef.table_key,
+        violations=violations,
+        first_source=offenders[0][0],
+    )

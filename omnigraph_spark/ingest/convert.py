@@ -15,6 +15,7 @@ Ids follow the engine (``build_node_batch`` / ``build_edge_batch``): with @key t
 property's value as text (an explicit ``id`` must equal it); without, the given ``id`` or a fresh
 ULID. See :mod:`.policy` for where and why we are stricter than the engine.
 """
+
 from __future__ import annotations
 
 import os
@@ -113,8 +114,7 @@ class RowConverter:
     types); it defaults to the catalog's. ``exact_vectors=True`` refuses to round float64
     vector components to float32."""
 
-    def __init__(self, typedef: TypeDef, table_schema: pa.Schema | None = None, *,
-                 exact_vectors: bool = False) -> None:
+    def __init__(self, typedef: TypeDef, table_schema: pa.Schema | None = None, *, exact_vectors: bool = False) -> None:
         self.typedef = typedef
         self.schema = table_schema if table_schema is not None else typedef.arrow_schema()
         self.exact_vectors = exact_vectors
@@ -124,11 +124,12 @@ class RowConverter:
         expected = list(typedef.system_columns) + [p.name for p in typedef.properties]
         if self.schema.names != expected:
             raise CorruptGraphError(
-                f"{self.label}: table columns {self.schema.names} do not match the catalog's "
-                f"{expected}", table=typedef.table_key)
-        self.allowed: tuple[str, ...] = (
-            ("id", "from", "to", "src", "dst") if typedef.is_edge else ("id",)
-        ) + tuple(p.name for p in typedef.properties)
+                f"{self.label}: table columns {self.schema.names} do not match the catalog's {expected}",
+                table=typedef.table_key,
+            )
+        self.allowed: tuple[str, ...] = (("id", "from", "to", "src", "dst") if typedef.is_edge else ("id",)) + tuple(
+            p.name for p in typedef.properties
+        )
         self.patterns: dict[str, list[tuple[str, str]]] = {}
         for c in typedef.checks:
             owner = f"{typedef.name}.{c.property}"
@@ -143,7 +144,10 @@ class RowConverter:
                 raise UnsupportedValueError(
                     f"{self.label}: @key on '{key}' of type "
                     f"{kp.type.describe() if kp else '?'} is not supported: the engine does not "
-                    f"define the id text of such a key", table=typedef.table_key, column=key)
+                    f"define the id text of such a key",
+                    table=typedef.table_key,
+                    column=key,
+                )
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -155,25 +159,30 @@ class RowConverter:
         seen: dict[str, pa.Array] = {}
         for name, col in zip(names, batch.columns):
             if name in seen:
-                raise DuplicateColumnError(f"{self.label}: input has column '{name}' twice",
-                                           table=self.typedef.table_key, column=name)
+                raise DuplicateColumnError(
+                    f"{self.label}: input has column '{name}' twice", table=self.typedef.table_key, column=name
+                )
             seen[name] = col
         unknown = [n for n in names if n not in self.allowed]
         if unknown:
             raise UnknownColumnError(
                 f"{self.label}: unknown column(s) {', '.join(repr(u) for u in unknown)}; "
                 f"allowed: {', '.join(self.allowed)}",
-                table=self.typedef.table_key, column=unknown[0], allowed=list(self.allowed))
+                table=self.typedef.table_key,
+                column=unknown[0],
+                allowed=list(self.allowed),
+            )
         if self.typedef.is_edge:
             for a, b in (("from", "src"), ("to", "dst")):
                 if a in seen and b in seen:
                     raise DuplicateColumnError(
                         f"{self.label}: both '{a}' and '{b}' given; they name the same endpoint",
-                        table=self.typedef.table_key, column=b)
+                        table=self.typedef.table_key,
+                        column=b,
+                    )
         return seen
 
-    def _string_column(self, col: pa.Array, name: str, row_offset: int, where: str,
-                       nullable: bool) -> pa.Array:
+    def _string_column(self, col: pa.Array, name: str, row_offset: int, where: str, nullable: bool) -> pa.Array:
         ctx = self._ctx(name, "String" + ("?" if nullable else ""), row_offset, where)
         out = cast_lossless(col, pa.string(), ctx)
         if not nullable:
@@ -188,7 +197,8 @@ class RowConverter:
         if pt.is_null(src):
             return pa.nulls(len(col), target)
         if not (pt.is_list(src) or pt.is_large_list(src) or pt.is_fixed_size_list(src)) or not (
-                pt.is_floating(src.value_type) or pt.is_integer(src.value_type)):
+            pt.is_floating(src.value_type) or pt.is_integer(src.value_type)
+        ):
             raise ctx.mismatch(src, target, "a vector needs a list of float or double")
         lengths = pc.list_value_length(col)
         i = first_true(pc.not_equal(lengths, dim))
@@ -198,7 +208,8 @@ class RowConverter:
             raise ConstraintViolationError(
                 f"{ctx.table} column '{ctx.column}' row {row}: vector property '{ctx.column}' "
                 f"expects {dim} dimensions, got {got}{ctx.suffix()}",
-                **ctx.context(row=row, expected=dim, got=got))
+                **ctx.context(row=row, expected=dim, got=got),
+            )
         flat = pc.list_flatten(col)
         parents = pc.list_parent_indices(col)
         ectx = Ctx(ctx.table, ctx.column, ctx.target, ctx.row_offset, ctx.where, parents)
@@ -206,8 +217,9 @@ class RowConverter:
             j = first_true(flat.is_null())
             row = ectx.row(j)
             raise NullViolationError(
-                f"{ctx.table} column '{ctx.column}' row {row}: vector has a null component"
-                f"{ctx.suffix()}", **ctx.context(row=row))
+                f"{ctx.table} column '{ctx.column}' row {row}: vector has a null component{ctx.suffix()}",
+                **ctx.context(row=row),
+            )
         item = target.value_type
         if pt.is_float64(flat.type) and pt.is_float32(item) and not self.exact_vectors:
             values = pc.cast(flat, item, safe=False)
@@ -220,27 +232,31 @@ class RowConverter:
             # null rows contribute no values; give each a run of `dim` null placeholders
             placeholder = pa.scalar([None] * dim, pa.list_(item))
             as_list = pa.ListArray.from_arrays(
-                pa.concat_arrays([pa.array([0], pa.int32()),
-                                  pc.cast(pc.cumulative_sum(pc.fill_null(lengths, 0)), pa.int32())]),
-                values)
+                pa.concat_arrays(
+                    [pa.array([0], pa.int32()), pc.cast(pc.cumulative_sum(pc.fill_null(lengths, 0)), pa.int32())]
+                ),
+                values,
+            )
             filled = pc.if_else(col.is_valid(), as_list, placeholder)
             values = pc.list_flatten(filled)
-        return pa.FixedSizeListArray.from_arrays(values, type=target,
-                                                 mask=col.is_null() if col.null_count else None)
+        return pa.FixedSizeListArray.from_arrays(values, type=target, mask=col.is_null() if col.null_count else None)
 
-    def _property(self, col: pa.Array | None, prop: Property, field: pa.Field, n: int,
-                  row_offset: int, where: str) -> pa.Array:
+    def _property(
+        self, col: pa.Array | None, prop: Property, field: pa.Field, n: int, row_offset: int, where: str
+    ) -> pa.Array:
         ctx = self._ctx(prop.name, prop.type.describe(), row_offset, where)
         if col is None:
             if not prop.type.nullable:
                 raise MissingColumnError(
-                    f"{self.label}: missing column '{prop.name}' (non-nullable "
-                    f"{prop.type.describe()}){ctx.suffix()}", **ctx.context())
+                    f"{self.label}: missing column '{prop.name}' (non-nullable {prop.type.describe()}){ctx.suffix()}",
+                    **ctx.context(),
+                )
             return pa.nulls(n, field.type)
         if prop.type.scalar == "Blob":
             raise UnsupportedValueError(
-                f"{self.label} column '{prop.name}': Blob values are not supported by the "
-                f"connector yet{ctx.suffix()}", **ctx.context())
+                f"{self.label} column '{prop.name}': Blob values are not supported by the connector yet{ctx.suffix()}",
+                **ctx.context(),
+            )
         if prop.type.scalar == "Vector":
             out = self._vector(col, prop, field.type, ctx)
         else:
@@ -255,8 +271,9 @@ class RowConverter:
             rules.check_pattern(out, pattern, translated, ctx, self.typedef.name)
         return out
 
-    def _node_ids(self, cols: dict[str, pa.Array], props: dict[str, pa.Array], n: int,
-                  row_offset: int, where: str) -> pa.Array:
+    def _node_ids(
+        self, cols: dict[str, pa.Array], props: dict[str, pa.Array], n: int, row_offset: int, where: str
+    ) -> pa.Array:
         explicit = cols.get("id")
         if explicit is not None:
             explicit = self._string_column(explicit, "id", row_offset, where, nullable=True)
@@ -279,8 +296,12 @@ class RowConverter:
                     f"{self.label} row {row}: explicit id {explicit[i].as_py()!r} does not match "
                     f"@key property '{key}' value {derived[i].as_py()!r}"
                     f"{f' ({where})' if where else ''}",
-                    table=self.typedef.table_key, column="id", row=row,
-                    value=explicit[i].as_py(), key_value=derived[i].as_py())
+                    table=self.typedef.table_key,
+                    column="id",
+                    row=row,
+                    value=explicit[i].as_py(),
+                    key_value=derived[i].as_py(),
+                )
         return derived
 
     # -- public ----------------------------------------------------------------------------
@@ -304,11 +325,16 @@ class RowConverter:
                     raise MissingColumnError(
                         f"{self.label}: missing endpoint column '{end}' (or '{stored}')"
                         f"{f' ({where})' if where else ''}",
-                        table=self.typedef.table_key, column=end)
+                        table=self.typedef.table_key,
+                        column=end,
+                    )
                 out[stored] = self._string_column(col, stored, row_offset, where, nullable=False)
             given = cols.get("id")
-            ids = (self._string_column(given, "id", row_offset, where, nullable=True)
-                   if given is not None else pa.nulls(n, pa.string()))
+            ids = (
+                self._string_column(given, "id", row_offset, where, nullable=True)
+                if given is not None
+                else pa.nulls(n, pa.string())
+            )
             self.given_ids += n - ids.null_count
             out["id"] = fill_missing_ids(ids)
         else:

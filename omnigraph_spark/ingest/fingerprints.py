@@ -12,6 +12,7 @@ end); an integer's is the value itself (as a two's-complement 64-bit pattern). S
 fingerprints mean the same whichever path staged it. Computed here with numpy over the Arrow
 buffers, a whole column at a time: one vectorised step per 8-byte word position.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,14 +61,14 @@ def _string_hashes(values: pa.Array) -> np.ndarray:
         return np.empty(0, np.uint64)
     wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
     _, off_buf, data_buf = values.buffers()
-    offsets = np.frombuffer(off_buf, dtype=np.int64 if wide else np.int32)[values.offset:values.offset + n + 1]
+    offsets = np.frombuffer(off_buf, dtype=np.int64 if wide else np.int32)[values.offset : values.offset + n + 1]
     starts = offsets[:-1].astype(np.int64)
     lens = np.diff(offsets).astype(np.int64)
     lo, hi = int(offsets[0]), int(offsets[-1])
     # the values' bytes, 8 zero bytes after them: every 8-byte read below stays inside
     padded = np.zeros(hi - lo + 8, np.uint8)
     if data_buf is not None and hi > lo:
-        padded[:hi - lo] = np.frombuffer(data_buf, np.uint8)[lo:hi]
+        padded[: hi - lo] = np.frombuffer(data_buf, np.uint8)[lo:hi]
     starts -= lo
     # the little-endian 8-byte word that starts at each byte position (an unaligned view)
     words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))

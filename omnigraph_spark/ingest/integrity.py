@@ -11,6 +11,7 @@ text, as :class:`~.convert.RowConverter` derives it) or its ``id``; an edge by `
 ``src`` + ``dst`` (``from`` + ``to``), which names every edge between the two nodes. Other
 columns are ignored, so a change feed's full pre-image rows can be passed as they are.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -41,16 +42,22 @@ def delete_columns(typedef: TypeDef, names: Sequence[str]) -> tuple[str, ...]:
         dst = "dst" if "dst" in given else "to" if "to" in given else None
         if src and dst:
             return (src, dst)
-        raise MissingColumnError(f"a delete of edge {typedef.name} needs 'id', or 'src' and 'dst' ('from' and 'to'); "
-                                 f"got {sorted(given)}", table=typedef.table_key, column="id")
+        raise MissingColumnError(
+            f"a delete of edge {typedef.name} needs 'id', or 'src' and 'dst' ('from' and 'to'); got {sorted(given)}",
+            table=typedef.table_key,
+            column="id",
+        )
     key = typedef.key_property
     if key is not None and key in given:
         return (key,)
     if "id" in given:
         return ("id",)
     want = f"its @key '{key}' or 'id'" if key else "'id'"
-    raise MissingColumnError(f"a delete of node {typedef.name} needs {want}; got {sorted(given)}",
-                             table=typedef.table_key, column=key or "id")
+    raise MissingColumnError(
+        f"a delete of node {typedef.name} needs {want}; got {sorted(given)}",
+        table=typedef.table_key,
+        column=key or "id",
+    )
 
 
 def delete_keys(typedef: TypeDef, data: pa.Table) -> pa.Table:
@@ -63,11 +70,18 @@ def delete_keys(typedef: TypeDef, data: pa.Table) -> pa.Table:
         if c == typedef.key_property and not typedef.is_edge:
             kp = typedef.prop(c)
             if kp is None or kp.type.list or kp.type.scalar not in _KEY_SCALARS:
-                raise UnsupportedValueError(f"node {typedef.name}: a delete by @key '{c}' of this type is not "
-                                            "supported; give 'id'", table=typedef.table_key, column=c)
+                raise UnsupportedValueError(
+                    f"node {typedef.name}: a delete by @key '{c}' of this type is not supported; give 'id'",
+                    table=typedef.table_key,
+                    column=c,
+                )
         if col.null_count:
-            raise NullViolationError(f"delete of {typedef.kind} {typedef.name}: column '{c}' has {col.null_count} "
-                                     "null(s); every deleted row must be named", table=typedef.table_key, column=c)
+            raise NullViolationError(
+                f"delete of {typedef.kind} {typedef.name}: column '{c}' has {col.null_count} "
+                "null(s); every deleted row must be named",
+                table=typedef.table_key,
+                column=c,
+            )
         out.append(pc.cast(col, pa.string()))
     schema = DELETE_KEYS_ENDS if len(cols) == 2 else DELETE_KEYS_ID
     return pa.Table.from_arrays(out, schema=schema)
@@ -97,11 +111,17 @@ def resolve_edge_delete(committed: pa.Table, keys: pa.Table) -> tuple[pa.Array, 
     if "id" in keys.column_names:
         return resolve_node_delete(committed.column("id"), keys.column("id"))
     pairs = keys.select(["src", "dst"]).group_by(["src", "dst"], use_threads=False).aggregate([])
-    edges = pa.table({"id": _strings(committed.column("id")), "src": _strings(committed.column("src")),
-                      "dst": _strings(committed.column("dst"))})
+    edges = pa.table(
+        {
+            "id": _strings(committed.column("id")),
+            "src": _strings(committed.column("src")),
+            "dst": _strings(committed.column("dst")),
+        }
+    )
     hit = edges.join(pairs, keys=["src", "dst"], join_type="inner", use_threads=False)
-    missing = pairs.join(edges.select(["src", "dst"]), keys=["src", "dst"], join_type="left anti",
-                         use_threads=False).num_rows
+    missing = pairs.join(
+        edges.select(["src", "dst"]), keys=["src", "dst"], join_type="left anti", use_threads=False
+    ).num_rows
     return pc.unique(hit.column("id").combine_chunks()) if hit.num_rows else pa.array([], pa.string()), missing
 
 
@@ -137,5 +157,7 @@ def orphaned_edges(committed: pa.Table, src_ids: pa.Array | None, dst_ids: pa.Ar
 
 def describe_edges(edges: pa.Table, limit: int = DESCRIBED_EDGES) -> list[str]:
     """The first few edges of ``edges`` (in its order) as ``'src' -> 'dst'`` for messages."""
-    return [f"'{s}' -> '{d}'" for s, d in zip(edges.column("src").to_pylist()[:limit],
-                                               edges.column("dst").to_pylist()[:limit])]
+    return [
+        f"'{s}' -> '{d}'"
+        for s, d in zip(edges.column("src").to_pylist()[:limit], edges.column("dst").to_pylist()[:limit])
+    ]

@@ -16,6 +16,7 @@ an integer (ms since the epoch) or a literal string; F32 and Vector components a
 rounded to float32, as the engine does (JSON numbers are decimal text; there is no "exact" f32
 reading of 0.1). Blob values are not supported yet.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,9 @@ _I64 = (-(1 << 63), (1 << 63) - 1)
 _U64_MAX = (1 << 64) - 1
 
 
-def parse_record(obj_or_line: str | bytes | dict[str, Any], catalog: Catalog,
-                 record_no: int) -> tuple[TypeDef, dict[str, Any]]:
+def parse_record(
+    obj_or_line: str | bytes | dict[str, Any], catalog: Catalog, record_no: int
+) -> tuple[TypeDef, dict[str, Any]]:
     """One JSONL record -> ``(typedef, record)``.
 
     For a node the record is its ``data``; for an edge it is ``data`` plus ``"from"`` and
@@ -47,43 +49,43 @@ def parse_record(obj_or_line: str | bytes | dict[str, Any], catalog: Catalog,
         try:
             value = json.loads(obj_or_line)
         except ValueError as e:
-            raise InvalidRecordError(f"invalid JSON at record {record_no}: {e}",
-                                     record=record_no) from e
+            raise InvalidRecordError(f"invalid JSON at record {record_no}: {e}", record=record_no) from e
     else:
         value = obj_or_line
     if not isinstance(value, dict):
-        raise InvalidRecordError(f"record {record_no}: expected 'type' or 'edge' field",
-                                 record=record_no)
+        raise InvalidRecordError(f"record {record_no}: expected 'type' or 'edge' field", record=record_no)
     data = value.get("data")
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InvalidRecordError(
-            f"record {record_no}: 'data' must be a JSON object, got {type(data).__name__}",
-            record=record_no)
+            f"record {record_no}: 'data' must be a JSON object, got {type(data).__name__}", record=record_no
+        )
     type_name = value.get("type")
     if isinstance(type_name, str):
         node = catalog.nodes.get(type_name)
         if node is None:
-            raise UnknownTypeError(f"record {record_no}: unknown node type '{type_name}'",
-                                   record=record_no, type=type_name)
+            raise UnknownTypeError(
+                f"record {record_no}: unknown node type '{type_name}'", record=record_no, type=type_name
+            )
         return node, dict(data)
     edge_name = value.get("edge")
     if isinstance(edge_name, str):
         edge = catalog.lookup_edge(edge_name)
         if edge is None:
-            raise UnknownTypeError(f"record {record_no}: unknown edge type '{edge_name}'",
-                                   record=record_no, type=edge_name)
+            raise UnknownTypeError(
+                f"record {record_no}: unknown edge type '{edge_name}'", record=record_no, type=edge_name
+            )
         record = dict(data)
         for end in ("from", "to"):
             end_value = value.get(end)
             if not isinstance(end_value, str):
-                raise MissingColumnError(f"record {record_no}: edge missing '{end}'",
-                                         record=record_no, column=end, table=edge.table_key)
+                raise MissingColumnError(
+                    f"record {record_no}: edge missing '{end}'", record=record_no, column=end, table=edge.table_key
+                )
             record[end] = end_value
         return edge, record
-    raise InvalidRecordError(f"record {record_no}: expected 'type' or 'edge' field",
-                             record=record_no)
+    raise InvalidRecordError(f"record {record_no}: expected 'type' or 'edge' field", record=record_no)
 
 
 class _Column:
@@ -95,9 +97,12 @@ class _Column:
     def bad(self, i: int, value: Any, expected: str) -> TypeMismatchError:
         rec = self.first + i
         return TypeMismatchError(
-            f"{self.label} column '{self.name}' record {rec}: expected {expected}, got "
-            f"{json.dumps(value)}", table=self.label, column=self.name, row=rec,
-            value=json.dumps(value))
+            f"{self.label} column '{self.name}' record {rec}: expected {expected}, got {json.dumps(value)}",
+            table=self.label,
+            column=self.name,
+            row=rec,
+            value=json.dumps(value),
+        )
 
     def build(self, values: Sequence[Any]) -> pa.Array:
         t = self.ptype
@@ -108,8 +113,11 @@ class _Column:
                 if v is not None:
                     raise UnsupportedValueError(
                         f"{self.label} column '{self.name}' record {self.first + i}: Blob values "
-                        f"are not supported by the connector yet", table=self.label,
-                        column=self.name, row=self.first + i)
+                        f"are not supported by the connector yet",
+                        table=self.label,
+                        column=self.name,
+                        row=self.first + i,
+                    )
             return pa.nulls(len(values), pa.null())
         if t.list or t.scalar == "Vector":
             return self.lists(values, "Vector" if t.scalar == "Vector" else t.scalar)
@@ -133,8 +141,7 @@ class _Column:
         except TypeMismatchError as e:  # re-point at the record holding the element
             j = e.context.get("row", self.first) - self.first
             raise self.bad(owner[j], values[owner[j]], f"a JSON array of {elem} values") from e
-        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items,
-                                        mask=pa.array(mask, pa.bool_()))
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, mask=pa.array(mask, pa.bool_()))
 
     def scalars(self, values: Sequence[Any], scalar: str, allow_null: bool = True) -> pa.Array:
         if scalar == "String":
@@ -146,13 +153,16 @@ class _Column:
         if scalar in ("I32", "I64", "U32", "U64"):
             lo = 0 if scalar.startswith("U") else _I64[0]
             hi = _U64_MAX if scalar.startswith("U") else _I64[1]
-            self._require(values, lambda v: _is_int(v) and lo <= v <= hi,
-                          f"a JSON integer within {scalar}", allow_null)
+            self._require(values, lambda v: _is_int(v) and lo <= v <= hi, f"a JSON integer within {scalar}", allow_null)
             big = any(v is not None and v > _I64[1] for v in values)
             return pa.array(values, pa.uint64() if big else pa.int64())
         if scalar in ("F32", "F64"):
-            self._require(values, lambda v: _is_number(v) and (not _is_int(v) or abs(v) <= 1 << 53),
-                          "a JSON number (integers exact in F64)", allow_null)
+            self._require(
+                values,
+                lambda v: _is_number(v) and (not _is_int(v) or abs(v) <= 1 << 53),
+                "a JSON number (integers exact in F64)",
+                allow_null,
+            )
             out = pa.array([None if v is None else float(v) for v in values], pa.float64())
             if scalar == "F32":
                 f32 = pc.cast(out, pa.float32(), safe=False)
@@ -163,8 +173,9 @@ class _Column:
             return out
         if scalar in ("Date", "DateTime"):
             return self._temporal(values, scalar, allow_null)
-        raise UnsupportedValueError(f"{self.label} column '{self.name}': unsupported type {scalar}",
-                                    table=self.label, column=self.name)
+        raise UnsupportedValueError(
+            f"{self.label} column '{self.name}': unsupported type {scalar}", table=self.label, column=self.name
+        )
 
     def _require(self, values: Sequence[Any], ok, expected: str, allow_null: bool) -> None:
         for i, v in enumerate(values):
@@ -177,9 +188,12 @@ class _Column:
     def _temporal(self, values: Sequence[Any], scalar: str, allow_null: bool) -> pa.Array:
         is_date = scalar == "Date"
         rng = _I32 if is_date else _I64
-        self._require(values, lambda v: isinstance(v, str) or (_is_int(v) and rng[0] <= v <= rng[1]),
-                      f"an integer ({'days' if is_date else 'ms'} since the epoch, in range) or a "
-                      f"{scalar} literal string", allow_null)
+        self._require(
+            values,
+            lambda v: isinstance(v, str) or (_is_int(v) and rng[0] <= v <= rng[1]),
+            f"an integer ({'days' if is_date else 'ms'} since the epoch, in range) or a {scalar} literal string",
+            allow_null,
+        )
         ints = pa.array([v if _is_int(v) else None for v in values], pa.int64())
         texts = pa.array([v if isinstance(v, str) else None for v in values], pa.string())
         parsed, bad = (parse_date_strings if is_date else parse_datetime_strings)(texts)
@@ -199,15 +213,15 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def records_to_batch(typedef: TypeDef, records: list[dict[str, Any]],
-                     table_schema: pa.Schema | None = None, *,
-                     first_record_no: int = 0) -> pa.RecordBatch:
+def records_to_batch(
+    typedef: TypeDef, records: list[dict[str, Any]], table_schema: pa.Schema | None = None, *, first_record_no: int = 0
+) -> pa.RecordBatch:
     """Records of one type (from :func:`parse_record`) -> a batch in the table's schema.
 
     Rows are numbered ``first_record_no + index`` in errors. Keys of a record that are not
     columns of the type are ignored, as the engine ignores unknown keys in ``data``."""
     label = f"{typedef.kind} {typedef.name}"
-    names: list[str] = (["id", "from", "to"] if typedef.is_edge else ["id"])
+    names: list[str] = ["id", "from", "to"] if typedef.is_edge else ["id"]
     names += [p.name for p in typedef.properties]
     columns: dict[str, pa.Array] = {}
     for name in names:
@@ -220,5 +234,4 @@ def records_to_batch(typedef: TypeDef, records: list[dict[str, Any]],
         batch = pa.RecordBatch.from_pydict(columns)
     else:  # keep the row count with no columns at all
         batch = pa.RecordBatch.from_arrays([pa.nulls(len(records))], names=["_"]).drop_columns(["_"])
-    return RowConverter(typedef, table_schema).convert(batch, row_offset=first_record_no,
-                                                       where="JSONL record numbers")
+    return RowConverter(typedef, table_schema).convert(batch, row_offset=first_record_no, where="JSONL record numbers")

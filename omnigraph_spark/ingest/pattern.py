@@ -20,6 +20,7 @@ remaining differences are translated or rejected here, token by token:
 
 Greediness never changes ``is_match``, so lazy quantifiers pass through unchanged.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,15 +30,18 @@ import pyarrow.compute as pc
 
 from ..errors import CheckPatternError
 
-_WS = (r"\t\n\x{0B}\x{0C}\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}"
-       r"\x{202F}\x{205F}\x{3000}")
-_WORD = (r"\p{L}\p{M}\p{Nd}\p{Pc}\p{Nl}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}"
-         r"\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}")
+_WS = (
+    r"\t\n\x{0B}\x{0C}\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}"
+    r"\x{202F}\x{205F}\x{3000}"
+)
+_WORD = (
+    r"\p{L}\p{M}\p{Nd}\p{Pc}\p{Nl}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}"
+    r"\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}"
+)
 _GENERAL_CATEGORIES = frozenset(
-    "L Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S Sm Sc Sk So "
-    "Z Zs Zl Zp C Cc Cf Co Cs".split())
-_POSIX = frozenset("alnum alpha ascii blank cntrl digit graph lower print punct space upper "
-                   "word xdigit".split())
+    "L Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S Sm Sc Sk So Z Zs Zl Zp C Cc Cf Co Cs".split()
+)
+_POSIX = frozenset("alnum alpha ascii blank cntrl digit graph lower print punct space upper word xdigit".split())
 _PUNCT = frozenset("!\"#$%&'()*+,-./:;=?@[\\]^_`{|}~")  # escapable as literals in both
 _SIMPLE = {"a": r"\x{07}", "f": r"\x{0C}", "t": r"\t", "n": r"\n", "r": r"\r", "v": r"\x{0B}"}
 _REPEAT = re.compile(r"\{(\d+)(,(\d*))?\}")
@@ -55,7 +59,9 @@ class _Translator:
         return CheckPatternError(
             f"@check on {self.owner}: pattern {self.p!r} {why} (at offset {self.i}); the "
             f"connector only evaluates patterns whose Rust regex meaning it can reproduce exactly",
-            pattern=self.p, check=self.owner)
+            pattern=self.p,
+            check=self.owner,
+        )
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -85,11 +91,11 @@ class _Translator:
         # self.i points just after the escape letter
         if self.peek() == "{":
             end = self.p.find("}", self.i)
-            digits = self.p[self.i + 1:end] if end > 0 else ""
+            digits = self.p[self.i + 1 : end] if end > 0 else ""
             self.i = end + 1 if end > 0 else len(self.p)
         else:
             width = {"x": 2, "u": 4, "U": 8}[kind]
-            digits = self.p[self.i:self.i + width]
+            digits = self.p[self.i : self.i + width]
             if len(digits) != width:
                 raise self.fail(f"has a truncated \\{kind} escape")
             self.i += width
@@ -128,14 +134,15 @@ class _Translator:
         if c in "pP":
             if self.peek() == "{":
                 end = self.p.find("}", self.i)
-                name = self.p[self.i + 1:end] if end > 0 else ""
+                name = self.p[self.i + 1 : end] if end > 0 else ""
                 self.i = end + 1 if end > 0 else len(self.p)
             else:
                 name = self.peek()
                 self.i += 1
             if name not in _GENERAL_CATEGORIES:
-                raise self.fail(f"uses Unicode class \\{c}{{{name}}}; only general categories "
-                                f"(L, Lu, Nd, ...) are supported")
+                raise self.fail(
+                    f"uses Unicode class \\{c}{{{name}}}; only general categories (L, Lu, Nd, ...) are supported"
+                )
             return f"\\{c}{{{name}}}"
         if c == "_":
             return "_"
@@ -182,21 +189,20 @@ class _Translator:
         if self.peek(1) != "?":
             self.i += 1
             return "("
-        rest = self.p[self.i + 2:]
+        rest = self.p[self.i + 2 :]
         if rest.startswith(":"):
             self.i += 3
             return "(?:"
         for prefix in ("P<", "<"):
             if rest.startswith(prefix) and not rest.startswith(("<=", "<!")):
                 m = _NAME.match(rest, len(prefix))
-                if not m or rest[m.end():m.end() + 1] != ">":
+                if not m or rest[m.end() : m.end() + 1] != ">":
                     raise self.fail("has a malformed group name")
                 self.i += 2 + m.end() + 1
                 return f"(?P<{m.group(0)}>"
         m = re.match(r"([A-Za-z-]*)([:)])", rest)
         if not m or not m.group(1):
-            raise self.fail("uses a group construct Rust regex does not support "
-                            "(lookaround, atomic group, comment...)")
+            raise self.fail("uses a group construct Rust regex does not support (lookaround, atomic group, comment...)")
         flags = m.group(1)
         for f in flags:
             if f not in "imsU-":
@@ -214,8 +220,9 @@ def translate(pattern: str, owner: str) -> str:
     try:
         pc.match_substring_regex(pa.array([""], pa.string()), out)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise CheckPatternError(f"@check on {owner}: pattern {pattern!r} is invalid: {e}",
-                                pattern=pattern, check=owner) from e
+        raise CheckPatternError(
+            f"@check on {owner}: pattern {pattern!r} is invalid: {e}", pattern=pattern, check=owner
+        ) from e
     return out
 
 

@@ -4,6 +4,7 @@ membership, @range, @check. Vectorised; Python runs only to word an error.
 Why separate from the casts: the same rules apply whatever the input was (DataFrame column,
 JSONL values), and the engine applies them after building typed columns, too.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -24,8 +25,7 @@ def _flat(col: pa.Array, ctx: Ctx) -> tuple[pa.Array, Ctx]:
     """Scalars as they are; list columns as their elements with a row map."""
     if pt.is_list(col.type) or pt.is_large_list(col.type):
         parents = pc.list_parent_indices(col)
-        return pc.list_flatten(col), Ctx(ctx.table, ctx.column, ctx.target, ctx.row_offset,
-                                         ctx.where, parents)
+        return pc.list_flatten(col), Ctx(ctx.table, ctx.column, ctx.target, ctx.row_offset, ctx.where, parents)
     return col, ctx
 
 
@@ -36,7 +36,8 @@ def check_not_null(col: pa.Array, ctx: Ctx) -> None:
         raise NullViolationError(
             f"{ctx.table} column '{ctx.column}' row {row}: non-nullable property "
             f"'{ctx.column}' ({ctx.target}) is null{ctx.suffix()}",
-            **ctx.context(row=row))
+            **ctx.context(row=row),
+        )
 
 
 def check_enum(col: pa.Array, allowed: Sequence[str], ctx: Ctx, type_name: str) -> None:
@@ -49,7 +50,8 @@ def check_enum(col: pa.Array, allowed: Sequence[str], ctx: Ctx, type_name: str) 
         raise ConstraintViolationError(
             f"{ctx.table} column '{ctx.column}' row {row}: invalid enum value {value!r} for "
             f"{type_name}.{ctx.column} (expected: {', '.join(allowed)}){ctx.suffix()}",
-            **ctx.context(row=row, value=value, allowed=list(allowed)))
+            **ctx.context(row=row, value=value, allowed=list(allowed)),
+        )
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,7 @@ def _violates(values: pa.Array, side: _Side) -> pa.Array | None:
     bound = side.bound
     if pt.is_integer(t) and isinstance(bound, int):
         bits = t.bit_width
-        lo, hi = ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if pt.is_signed_integer(t)
-                  else (0, (1 << bits) - 1))
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if pt.is_signed_integer(t) else (0, (1 << bits) - 1)
         if side.op == "<":
             if bound <= lo:
                 return None
@@ -82,8 +83,7 @@ def _violates(values: pa.Array, side: _Side) -> pa.Array | None:
     return pc.less(wide, b) if side.op == "<" else pc.greater(wide, b)
 
 
-def check_range(col: pa.Array, lo: Number | None, hi: Number | None, ctx: Ctx,
-                type_name: str) -> None:
+def check_range(col: pa.Array, lo: Number | None, hi: Number | None, ctx: Ctx, type_name: str) -> None:
     """Inclusive bounds, as the engine (``value < min`` / ``value > max`` fail); NaN fails."""
     values, vctx = _flat(col, ctx)
     if not (pt.is_integer(values.type) or pt.is_floating(values.type)):
@@ -94,8 +94,9 @@ def check_range(col: pa.Array, lo: Number | None, hi: Number | None, ctx: Ctx,
         if i >= 0:
             row = vctx.row(i)
             raise ConstraintViolationError(
-                f"{ctx.table} column '{ctx.column}' row {row}: @range violation on {owner}: "
-                f"value is NaN{ctx.suffix()}", **ctx.context(row=row, value="NaN"))
+                f"{ctx.table} column '{ctx.column}' row {row}: @range violation on {owner}: value is NaN{ctx.suffix()}",
+                **ctx.context(row=row, value="NaN"),
+            )
     for side in ([_Side("<", lo)] if lo is not None else []) + ([_Side(">", hi)] if hi is not None else []):
         mask = _violates(values, side)
         if mask is None:
@@ -107,7 +108,8 @@ def check_range(col: pa.Array, lo: Number | None, hi: Number | None, ctx: Ctx,
             raise ConstraintViolationError(
                 f"{ctx.table} column '{ctx.column}' row {row}: @range violation on {owner}: "
                 f"value {value} {side.op} {word} {side.bound}{ctx.suffix()}",
-                **ctx.context(row=row, value=value, bound=side.bound))
+                **ctx.context(row=row, value=value, bound=side.bound),
+            )
 
 
 def check_pattern(col: pa.Array, pattern: str, translated: str, ctx: Ctx, type_name: str) -> None:
@@ -121,4 +123,6 @@ def check_pattern(col: pa.Array, pattern: str, translated: str, ctx: Ctx, type_n
         raise ConstraintViolationError(
             f"{ctx.table} column '{ctx.column}' row {row}: @check violation on "
             f"{type_name}.{ctx.column}: value {value!r} does not match pattern {pattern!r}"
-            f"{ctx.suffix()}", **ctx.context(row=row, value=value, pattern=pattern))
+            f"{ctx.suffix()}",
+            **ctx.context(row=row, value=value, pattern=pattern),
+        )

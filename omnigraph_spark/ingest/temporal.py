@@ -15,6 +15,7 @@ Accepted forms (a subset of the engine's; each rejection is listed in ``policy``
 
 Returned masks mark rows that are non-null but do not parse, so callers can name the row.
 """
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -51,8 +52,7 @@ def _days_from_civil(y: pa.Array, m: pa.Array, d: pa.Array) -> pa.Array:
     yoe = pc.subtract(yy, pc.multiply(era, 400))
     mp = pc.if_else(pc.greater(m, 2), pc.subtract(m, 3), pc.add(m, 9))
     doy = pc.add(pc.divide(pc.add(pc.multiply(mp, 153), 2), 5), pc.subtract(d, 1))
-    doe = pc.add(pc.add(pc.multiply(yoe, 365), pc.divide(yoe, 4)),
-                 pc.subtract(doy, pc.divide(yoe, 100)))
+    doe = pc.add(pc.add(pc.multiply(yoe, 365), pc.divide(yoe, 4)), pc.subtract(doy, pc.divide(yoe, 100)))
     days = pc.add(pc.multiply(era, 146097), pc.subtract(doe, 719468))
     return pc.subtract(days, 146097)  # undo the 400-year shift
 
@@ -61,8 +61,7 @@ def _checked_days(y: pa.Array, m: pa.Array, d: pa.Array) -> tuple[pa.Array, pa.A
     """Days plus a validity mask: the date must round-trip (rejects 2021-02-29, month 13...)."""
     days = _days_from_civil(y, m, d)
     as_date = pc.cast(pc.cast(days, pa.int32()), pa.date32())
-    ok = pc.and_(pc.and_(pc.equal(pc.year(as_date), y), pc.equal(pc.month(as_date), m)),
-                 pc.equal(pc.day(as_date), d))
+    ok = pc.and_(pc.and_(pc.equal(pc.year(as_date), y), pc.equal(pc.month(as_date), m)), pc.equal(pc.day(as_date), d))
     return days, ok
 
 
@@ -71,12 +70,15 @@ def _parse_date_forms(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     dashed = pc.extract_regex(text, _DATE_DASHED)
     compact = pc.extract_regex(text, _DATE_COMPACT)
     use_dashed = dashed.is_valid()
-    y = pc.if_else(use_dashed, _int(pc.fill_null(_field(dashed, "y"), "")),
-                   _int(pc.fill_null(_field(compact, "y"), "")))
-    m = pc.if_else(use_dashed, _int(pc.fill_null(_field(dashed, "m"), "")),
-                   _int(pc.fill_null(_field(compact, "m"), "")))
-    d = pc.if_else(use_dashed, _int(pc.fill_null(_field(dashed, "d"), "")),
-                   _int(pc.fill_null(_field(compact, "d"), "")))
+    y = pc.if_else(
+        use_dashed, _int(pc.fill_null(_field(dashed, "y"), "")), _int(pc.fill_null(_field(compact, "y"), ""))
+    )
+    m = pc.if_else(
+        use_dashed, _int(pc.fill_null(_field(dashed, "m"), "")), _int(pc.fill_null(_field(compact, "m"), ""))
+    )
+    d = pc.if_else(
+        use_dashed, _int(pc.fill_null(_field(dashed, "d"), "")), _int(pc.fill_null(_field(compact, "d"), ""))
+    )
     matched = pc.or_(use_dashed, compact.is_valid())
     days, ok = _checked_days(y, m, d)
     ok = pc.and_(matched, ok)
@@ -132,15 +134,16 @@ def parse_datetime_strings(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     ok = pc.fill_null(ok, False)
 
     offset_ms = pc.multiply(sign, pc.add(pc.multiply(oh, 3_600_000), pc.multiply(om, 60_000)))
-    wall = pc.add(pc.add(pc.multiply(days, MS_PER_DAY), pc.multiply(h, 3_600_000)),
-                  pc.add(pc.add(pc.multiply(mi, 60_000), pc.multiply(s, 1000)), ms))
+    wall = pc.add(
+        pc.add(pc.multiply(days, MS_PER_DAY), pc.multiply(h, 3_600_000)),
+        pc.add(pc.add(pc.multiply(mi, 60_000), pc.multiply(s, 1000)), ms),
+    )
     full_ms = pc.subtract(wall, offset_ms)
     date_ms = pc.multiply(date_days, MS_PER_DAY)
 
     # the engine takes the date-only path for strings of at most 10 bytes
     short = pc.less_equal(pc.binary_length(text), 10)
-    result = pc.if_else(short, pc.if_else(date_ok, date_ms, None),
-                        pc.if_else(ok, full_ms, None))
+    result = pc.if_else(short, pc.if_else(date_ok, date_ms, None), pc.if_else(ok, full_ms, None))
     good = pc.if_else(short, date_ok, ok)
     bad = pc.and_(text.is_valid(), pc.invert(pc.fill_null(good, False)))
     return pc.cast(pc.cast(result, pa.int64()), pa.date64()), bad

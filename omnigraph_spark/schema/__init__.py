@@ -5,6 +5,7 @@ parse, desugar, resolve interfaces, validate, build the canonical IR, then run t
 checks. The outputs (``_schema.ir.json``, ``__schema_state.json``) are byte-identical to the
 engine's. Pure: no I/O. Imports only :mod:`omnigraph_spark.errors`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,17 @@ from .validate import validate_annotations, validate_catalog, validate_constrain
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "CompiledSchema", "compile_schema", "load_ir", "ir_hash_of_text", "parse_schema",
-    "fnv1a_32", "fnv1a_64_hex", "dataset_path", "normalize_ir", "build_ir", "state_json",
+    "CompiledSchema",
+    "compile_schema",
+    "load_ir",
+    "ir_hash_of_text",
+    "parse_schema",
+    "fnv1a_32",
+    "fnv1a_64_hex",
+    "dataset_path",
+    "normalize_ir",
+    "build_ir",
+    "state_json",
 ]
 
 
@@ -97,4 +107,3 @@ def load_ir(ir_json_text: str) -> CompiledSchema:
         raise SchemaContractError(f"unsupported schema ir_version {ir['ir_version']} (expected 1)")
     validate_catalog(ir)
     return CompiledSchema(source="", ir=ir)
-

@@ -6,12 +6,12 @@ declaration, property, annotation and constraint so a :class:`SchemaError` can p
 Equality of :class:`PropType` ignores nothing: it mirrors the engine's derived ``PartialEq``,
 which interface resolution relies on.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SCALAR_NAMES = ("String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime",
-                "Blob")
+SCALAR_NAMES = ("String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime", "Blob")
 NUMERIC_SCALARS = frozenset({"I32", "I64", "U32", "U64", "F32", "F64"})
 CONSTRAINT_NAMES = ("key", "unique", "index", "range", "check")
 
@@ -51,8 +51,7 @@ class PropType:
 
     def display_name(self) -> str:
         """The engine's ``PropType::display_name`` (used in interface and constraint errors)."""
-        base = ("enum(" + ", ".join(self.enum_values) + ")" if self.enum_values is not None
-                else self.scalar_display())
+        base = "enum(" + ", ".join(self.enum_values) + ")" if self.enum_values is not None else self.scalar_display()
         if self.list:
             base = f"[{base}]"
         return base + ("?" if self.nullable else "")

@@ -4,6 +4,7 @@ Why from the IR and not the AST: the engine builds its runtime catalog from ``_s
 (sorted properties, sorted key columns), so column order and the key property follow the IR.
 Pure: no I/O.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -47,8 +48,13 @@ class PropType:
             dim = int(scalar["Vector"])
             scalar = "Vector"
         enum = ir.get("enum_values")
-        return cls(scalar=scalar, nullable=bool(ir["nullable"]), list=bool(ir["list"]),
-                   enum_values=tuple(enum) if enum is not None else None, vector_dim=dim)
+        return cls(
+            scalar=scalar,
+            nullable=bool(ir["nullable"]),
+            list=bool(ir["list"]),
+            enum_values=tuple(enum) if enum is not None else None,
+            vector_dim=dim,
+        )
 
     def arrow_type(self) -> pa.DataType:
         if self.scalar == "Vector":
@@ -172,7 +178,7 @@ class TypeDef:
 def _constraints(ir_list: list[Any]):
     keys, uniques, indexes, ranges, checks = [], [], [], [], []
     for c in ir_list:
-        (kind, val), = c.items()
+        ((kind, val),) = c.items()
         if kind == "Key":
             keys.append(tuple(val))
         elif kind == "Unique":
@@ -180,11 +186,13 @@ def _constraints(ir_list: list[Any]):
         elif kind == "Index":
             indexes.append(tuple(val))
         elif kind == "Range":
+
             def bound(b):
                 if b is None:
                     return None
-                (_, v), = b.items()
+                ((_, v),) = b.items()
                 return v
+
             ranges.append(RangeConstraint(val["property"], bound(val.get("min")), bound(val.get("max"))))
         elif kind == "Check":
             checks.append(CheckConstraint(val["property"], val["pattern"]))
@@ -206,9 +214,16 @@ def _embed(ir_annotations: list[Any]) -> tuple[str | None, str | None]:
 
 
 def _properties(ir_list: list[Any]) -> tuple[Property, ...]:
-    return tuple(Property(p["name"], int(p["prop_id"]), PropType.from_ir(p["prop_type"]),
-                          _annotations(p.get("annotations", [])),
-                          *_embed(p.get("annotations", []))) for p in ir_list)
+    return tuple(
+        Property(
+            p["name"],
+            int(p["prop_id"]),
+            PropType.from_ir(p["prop_type"]),
+            _annotations(p.get("annotations", [])),
+            *_embed(p.get("annotations", [])),
+        )
+        for p in ir_list
+    )
 
 
 @dataclass(frozen=True)
@@ -223,17 +238,38 @@ class Catalog:
         nodes: dict[str, TypeDef] = {}
         for n in ir["nodes"]:
             k, u, i, r, c = _constraints(n.get("constraints", []))
-            nodes[n["name"]] = TypeDef("node", n["name"], int(n["type_id"]), _properties(n["properties"]),
-                                       k, u, i, r, c, annotations=_annotations(n.get("annotations", [])),
-                                       implements=tuple(n.get("implements", [])))
+            nodes[n["name"]] = TypeDef(
+                "node",
+                n["name"],
+                int(n["type_id"]),
+                _properties(n["properties"]),
+                k,
+                u,
+                i,
+                r,
+                c,
+                annotations=_annotations(n.get("annotations", [])),
+                implements=tuple(n.get("implements", [])),
+            )
         edges: dict[str, TypeDef] = {}
         for e in ir["edges"]:
             k, u, i, r, c = _constraints(e.get("constraints", []))
             card = e.get("cardinality") or {"min": 0, "max": None}
-            edges[e["name"]] = TypeDef("edge", e["name"], int(e["type_id"]), _properties(e["properties"]),
-                                       k, u, i, r, c, from_type=e["from_type"], to_type=e["to_type"],
-                                       cardinality=Cardinality(int(card["min"]), card.get("max")),
-                                       annotations=_annotations(e.get("annotations", [])))
+            edges[e["name"]] = TypeDef(
+                "edge",
+                e["name"],
+                int(e["type_id"]),
+                _properties(e["properties"]),
+                k,
+                u,
+                i,
+                r,
+                c,
+                from_type=e["from_type"],
+                to_type=e["to_type"],
+                cardinality=Cardinality(int(card["min"]), card.get("max")),
+                annotations=_annotations(e.get("annotations", [])),
+            )
         return cls(nodes=nodes, edges=edges)
 
     def types(self) -> list[TypeDef]:
@@ -264,7 +300,8 @@ class Catalog:
         if t is None:
             raise UnknownTypeError(
                 f"unknown node or edge type '{name}' (known: {', '.join(sorted(self.nodes) + sorted(self.edges))})",
-                type=name)
+                type=name,
+            )
         return t
 
     def by_table_key(self, key: str) -> TypeDef:

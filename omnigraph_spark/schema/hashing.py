@@ -3,6 +3,7 @@
 Why FNV-1a by hand: ids and directory names are part of the on-disk contract, so they must be
 bit-exact with the engine (``stable_type_id``/``stable_prop_id`` and ``type_name_hash``).
 """
+
 from __future__ import annotations
 
 from ..errors import UnknownTypeError
@@ -49,6 +50,5 @@ def dataset_path(table_key: str) -> str:
     """``node:Person`` -> ``nodes/<hash>``, ``edge:Knows`` -> ``edges/<hash>``."""
     kind, _, name = table_key.partition(":")
     if kind not in ("node", "edge") or not name:
-        raise UnknownTypeError(
-            f"table key must be 'node:<Name>' or 'edge:<Name>', got {table_key!r}", type=table_key)
+        raise UnknownTypeError(f"table key must be 'node:<Name>' or 'edge:<Name>', got {table_key!r}", type=table_key)
     return f"{kind}s/{fnv1a_64_hex(name)}"

@@ -8,6 +8,7 @@ Also here: the hash (sha256 of the compact form), ``__schema_state.json`` text, 
 :func:`normalize_ir`, which re-shapes a parsed ``_schema.ir.json`` the way serde would when
 the engine deserialises and re-serialises it before hashing.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,6 +53,7 @@ def _err(message: str, pos: Pos, rule: str) -> SchemaError:
 
 # --- canonical pieces ------------------------------------------------------------------------
 
+
 def annotation_ir(a: Annotation) -> dict[str, Any]:
     out: dict[str, Any] = {"name": a.name, "value": a.value}
     if a.kwargs:  # skip_serializing_if = "BTreeMap::is_empty"
@@ -81,12 +83,21 @@ def _canonical_properties(kind: str, owner: str, props: Sequence[PropDecl]) -> l
         pid = _prop_id(kind, owner, p.name)
         previous = seen.get(pid)
         if previous is not None:
-            what = (f"duplicate property '{p.name}' on {kind} {owner}" if previous == p.name
-                    else f"property id collision on {kind} {owner}: '{previous}' and '{p.name}'")
+            what = (
+                f"duplicate property '{p.name}' on {kind} {owner}"
+                if previous == p.name
+                else f"property id collision on {kind} {owner}: '{previous}' and '{p.name}'"
+            )
             raise _err(f"{what} (both hash to property id {pid})", p.pos, "prop_id_collision")
         seen[pid] = p.name
-        out.append({"name": p.name, "prop_id": pid, "prop_type": prop_type_ir(p.prop_type),
-                    "annotations": canonical_annotations(p.annotations)})
+        out.append(
+            {
+                "name": p.name,
+                "prop_id": pid,
+                "prop_type": prop_type_ir(p.prop_type),
+                "annotations": canonical_annotations(p.annotations),
+            }
+        )
     out.sort(key=lambda d: d["name"])
     return out
 
@@ -112,11 +123,9 @@ def constraint_ir(c: Constraint) -> tuple[str, dict[str, Any]]:
         return f"{c.kind.lower()}:{','.join(cols)}", {c.kind: cols}
     if isinstance(c, RangeConstraint):
         key = f"range:{c.property}:{_bound_debug(c.min)}:{_bound_debug(c.max)}"
-        return key, {"Range": {"property": c.property, "min": bound_ir(c.min),
-                               "max": bound_ir(c.max)}}
+        return key, {"Range": {"property": c.property, "min": bound_ir(c.min), "max": bound_ir(c.max)}}
     assert isinstance(c, CheckConstraint)
-    return (f"check:{c.property}:{c.pattern}",
-            {"Check": {"property": c.property, "pattern": c.pattern}})
+    return (f"check:{c.property}:{c.pattern}", {"Check": {"property": c.property, "pattern": c.pattern}})
 
 
 def canonical_constraints(cs: Sequence[Constraint]) -> list[dict[str, Any]]:
@@ -127,6 +136,7 @@ def canonical_constraints(cs: Sequence[Constraint]) -> list[dict[str, Any]]:
 
 # --- build -----------------------------------------------------------------------------------
 
+
 def build_ir(schema: SchemaFile) -> IR:
     """The engine's ``build_schema_ir``: ids, collision checks (type ids across all kinds in
     declaration order, property ids per owner), canonical sorting."""
@@ -136,32 +146,48 @@ def build_ir(schema: SchemaFile) -> IR:
         tid = _type_id(d.kind, d.name)
         prev = seen_types.get(tid)
         if prev is not None:
-            what = (f"duplicate {d.kind} type {d.name}" if prev == (d.kind, d.name)
-                    else f"type id collision: {prev[0]} '{prev[1]}' and {d.kind} '{d.name}'")
+            what = (
+                f"duplicate {d.kind} type {d.name}"
+                if prev == (d.kind, d.name)
+                else f"type id collision: {prev[0]} '{prev[1]}' and {d.kind} '{d.name}'"
+            )
             raise _err(f"{what} (both hash to type id {tid})", d.pos, "type_id_collision")
         seen_types[tid] = (d.kind, d.name)
         props = _canonical_properties(d.kind, d.name, d.properties)
         if isinstance(d, InterfaceDecl):
             interfaces.append({"name": d.name, "type_id": tid, "properties": props})
         elif isinstance(d, NodeDecl):
-            nodes.append({"name": d.name, "type_id": tid,
-                          "annotations": canonical_annotations(d.annotations),
-                          "implements": sorted(set(d.implements)), "properties": props,
-                          "constraints": canonical_constraints(d.constraints)})
+            nodes.append(
+                {
+                    "name": d.name,
+                    "type_id": tid,
+                    "annotations": canonical_annotations(d.annotations),
+                    "implements": sorted(set(d.implements)),
+                    "properties": props,
+                    "constraints": canonical_constraints(d.constraints),
+                }
+            )
         else:
             assert isinstance(d, EdgeDecl)
-            edges.append({"name": d.name, "type_id": tid, "from_type": d.from_type,
-                          "to_type": d.to_type,
-                          "cardinality": {"min": d.cardinality.min, "max": d.cardinality.max},
-                          "annotations": canonical_annotations(d.annotations),
-                          "properties": props,
-                          "constraints": canonical_constraints(d.constraints)})
+            edges.append(
+                {
+                    "name": d.name,
+                    "type_id": tid,
+                    "from_type": d.from_type,
+                    "to_type": d.to_type,
+                    "cardinality": {"min": d.cardinality.min, "max": d.cardinality.max},
+                    "annotations": canonical_annotations(d.annotations),
+                    "properties": props,
+                    "constraints": canonical_constraints(d.constraints),
+                }
+            )
     for group in (interfaces, nodes, edges):
         group.sort(key=lambda x: x["name"])  # type: ignore[arg-type, return-value]  # names are strings
     return {"ir_version": IR_VERSION, "interfaces": interfaces, "nodes": nodes, "edges": edges}
 
 
 # --- text forms ------------------------------------------------------------------------------
+
 
 def ir_pretty_json(ir: Mapping[str, Any]) -> str:
     return to_pretty(ir)
@@ -178,11 +204,17 @@ def ir_hash(ir: Mapping[str, Any]) -> str:
 
 def state_json(schema_ir_hash: str) -> str:
     """``__schema_state.json`` content (pretty, no trailing newline)."""
-    return to_pretty({"format_version": STATE_FORMAT_VERSION, "schema_ir_hash": schema_ir_hash,
-                      "schema_identity_version": SCHEMA_IDENTITY_VERSION})
+    return to_pretty(
+        {
+            "format_version": STATE_FORMAT_VERSION,
+            "schema_ir_hash": schema_ir_hash,
+            "schema_identity_version": SCHEMA_IDENTITY_VERSION,
+        }
+    )
 
 
 # --- re-shaping an IR file like serde would ----------------------------------------------------
+
 
 def _need(obj: Any, key: str, where: str) -> Any:
     if not isinstance(obj, dict):
@@ -221,8 +253,10 @@ def _list(v: Any, where: str) -> list:
 
 
 def _norm_annotation(a: Any, where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": _str(_need(a, "name", where), where + ".name"),
-                           "value": _opt_str(a.get("value"), where + ".value")}
+    out: dict[str, Any] = {
+        "name": _str(_need(a, "name", where), where + ".name"),
+        "value": _opt_str(a.get("value"), where + ".value"),
+    }
     kw = a.get("kwargs") or {}
     if not isinstance(kw, dict):
         raise SchemaContractError(f"{where}.kwargs: expected an object")
@@ -239,19 +273,29 @@ def _norm_prop_type(t: Any, where: str) -> dict[str, Any]:
         _str(scalar, where + ".scalar")
     enum = t.get("enum_values")
     enum = None if enum is None else [_str(v, where) for v in _list(enum, where + ".enum_values")]
-    return {"scalar": scalar, "nullable": _bool(_need(t, "nullable", where), where + ".nullable"),
-            "list": _bool(_need(t, "list", where), where + ".list"), "enum_values": enum}
+    return {
+        "scalar": scalar,
+        "nullable": _bool(_need(t, "nullable", where), where + ".nullable"),
+        "list": _bool(_need(t, "list", where), where + ".list"),
+        "enum_values": enum,
+    }
 
 
 def _norm_props(ps: Any, where: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, p in enumerate(_list(ps, where)):
         w = f"{where}[{i}]"
-        out.append({"name": _str(_need(p, "name", w), w),
-                    "prop_id": _u32(_need(p, "prop_id", w), w + ".prop_id"),
-                    "prop_type": _norm_prop_type(_need(p, "prop_type", w), w + ".prop_type"),
-                    "annotations": [_norm_annotation(a, f"{w}.annotations[{j}]")
-                                    for j, a in enumerate(_list(_need(p, "annotations", w), w))]})
+        out.append(
+            {
+                "name": _str(_need(p, "name", w), w),
+                "prop_id": _u32(_need(p, "prop_id", w), w + ".prop_id"),
+                "prop_type": _norm_prop_type(_need(p, "prop_type", w), w + ".prop_type"),
+                "annotations": [
+                    _norm_annotation(a, f"{w}.annotations[{j}]")
+                    for j, a in enumerate(_list(_need(p, "annotations", w), w))
+                ],
+            }
+        )
     return out
 
 
@@ -260,36 +304,47 @@ def _norm_bound(b: Any, where: str) -> dict[str, Any] | None:
         return None
     if isinstance(b, dict) and len(b) == 1 and "Integer" in b and isinstance(b["Integer"], int):
         return {"Integer": int(b["Integer"])}
-    if (isinstance(b, dict) and len(b) == 1 and "Float" in b
-            and isinstance(b["Float"], (int, float)) and not isinstance(b["Float"], bool)):
+    if (
+        isinstance(b, dict)
+        and len(b) == 1
+        and "Float" in b
+        and isinstance(b["Float"], (int, float))
+        and not isinstance(b["Float"], bool)
+    ):
         return {"Float": float(b["Float"])}
-    raise SchemaContractError(f"{where}: expected {{\"Integer\": i64}} or {{\"Float\": f64}}")
+    raise SchemaContractError(f'{where}: expected {{"Integer": i64}} or {{"Float": f64}}')
 
 
 def _norm_constraint(c: Any, where: str) -> dict[str, Any]:
     if not isinstance(c, dict) or len(c) != 1:
         raise SchemaContractError(f"{where}: expected a one-key constraint object")
-    (kind, val), = c.items()
+    ((kind, val),) = c.items()
     if kind in ("Key", "Unique", "Index"):
         return {kind: [_str(x, where) for x in _list(val, where)]}
     if kind == "Range":
-        return {"Range": {"property": _str(_need(val, "property", where), where),
-                          "min": _norm_bound(val.get("min"), where + ".min"),
-                          "max": _norm_bound(val.get("max"), where + ".max")}}
+        return {
+            "Range": {
+                "property": _str(_need(val, "property", where), where),
+                "min": _norm_bound(val.get("min"), where + ".min"),
+                "max": _norm_bound(val.get("max"), where + ".max"),
+            }
+        }
     if kind == "Check":
-        return {"Check": {"property": _str(_need(val, "property", where), where),
-                          "pattern": _str(_need(val, "pattern", where), where)}}
+        return {
+            "Check": {
+                "property": _str(_need(val, "property", where), where),
+                "pattern": _str(_need(val, "pattern", where), where),
+            }
+        }
     raise SchemaContractError(f"{where}: unknown constraint variant `{kind}`")
 
 
 def _annotations_of(d: Any, w: str) -> list[dict[str, Any]]:
-    return [_norm_annotation(a, f"{w}.annotations[{j}]")
-            for j, a in enumerate(_list(_need(d, "annotations", w), w))]
+    return [_norm_annotation(a, f"{w}.annotations[{j}]") for j, a in enumerate(_list(_need(d, "annotations", w), w))]
 
 
 def _constraints_of(d: Any, w: str) -> list[dict[str, Any]]:
-    return [_norm_constraint(c, f"{w}.constraints[{j}]")
-            for j, c in enumerate(_list(_need(d, "constraints", w), w))]
+    return [_norm_constraint(c, f"{w}.constraints[{j}]") for j, c in enumerate(_list(_need(d, "constraints", w), w))]
 
 
 def normalize_ir(doc: Any) -> IR:
@@ -298,19 +353,26 @@ def normalize_ir(doc: Any) -> IR:
     The engine does *not* re-sort anything here, so neither do we."""
     out: IR = {"ir_version": _u32(_need(doc, "ir_version", "ir"), "ir.ir_version")}
     out["interfaces"] = [
-        {"name": _str(_need(d, "name", f"interfaces[{i}]"), "name"),
-         "type_id": _u32(_need(d, "type_id", f"interfaces[{i}]"), "type_id"),
-         "properties": _norm_props(_need(d, "properties", f"interfaces[{i}]"),
-                                   f"interfaces[{i}].properties")}
-        for i, d in enumerate(_list(_need(doc, "interfaces", "ir"), "ir.interfaces"))]
+        {
+            "name": _str(_need(d, "name", f"interfaces[{i}]"), "name"),
+            "type_id": _u32(_need(d, "type_id", f"interfaces[{i}]"), "type_id"),
+            "properties": _norm_props(_need(d, "properties", f"interfaces[{i}]"), f"interfaces[{i}].properties"),
+        }
+        for i, d in enumerate(_list(_need(doc, "interfaces", "ir"), "ir.interfaces"))
+    ]
     nodes = []
     for i, d in enumerate(_list(_need(doc, "nodes", "ir"), "ir.nodes")):
         w = f"nodes[{i}]"
-        nodes.append({"name": _str(_need(d, "name", w), w), "type_id": _u32(_need(d, "type_id", w), w),
-                      "annotations": _annotations_of(d, w),
-                      "implements": [_str(x, w) for x in _list(_need(d, "implements", w), w)],
-                      "properties": _norm_props(_need(d, "properties", w), w + ".properties"),
-                      "constraints": _constraints_of(d, w)})
+        nodes.append(
+            {
+                "name": _str(_need(d, "name", w), w),
+                "type_id": _u32(_need(d, "type_id", w), w),
+                "annotations": _annotations_of(d, w),
+                "implements": [_str(x, w) for x in _list(_need(d, "implements", w), w)],
+                "properties": _norm_props(_need(d, "properties", w), w + ".properties"),
+                "constraints": _constraints_of(d, w),
+            }
+        )
     out["nodes"] = nodes
     edges = []
     for i, d in enumerate(_list(_need(doc, "edges", "ir"), "ir.edges")):
@@ -318,14 +380,21 @@ def normalize_ir(doc: Any) -> IR:
         card = _need(d, "cardinality", w)
         _need(card, "min", w + ".cardinality")
         mx = card.get("max")  # serde: a missing Option field is None
-        edges.append({"name": _str(_need(d, "name", w), w), "type_id": _u32(_need(d, "type_id", w), w),
-                      "from_type": _str(_need(d, "from_type", w), w),
-                      "to_type": _str(_need(d, "to_type", w), w),
-                      "cardinality": {"min": _u32(_need(card, "min", w + ".cardinality"), w),
-                                      "max": None if mx is None else _u32(mx, w)},
-                      "annotations": _annotations_of(d, w),
-                      "properties": _norm_props(_need(d, "properties", w), w + ".properties"),
-                      "constraints": _constraints_of(d, w)})
+        edges.append(
+            {
+                "name": _str(_need(d, "name", w), w),
+                "type_id": _u32(_need(d, "type_id", w), w),
+                "from_type": _str(_need(d, "from_type", w), w),
+                "to_type": _str(_need(d, "to_type", w), w),
+                "cardinality": {
+                    "min": _u32(_need(card, "min", w + ".cardinality"), w),
+                    "max": None if mx is None else _u32(mx, w),
+                },
+                "annotations": _annotations_of(d, w),
+                "properties": _norm_props(_need(d, "properties", w), w + ".properties"),
+                "constraints": _constraints_of(d, w),
+            }
+        )
     out["edges"] = edges
     return out
 

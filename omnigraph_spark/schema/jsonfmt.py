@@ -6,6 +6,7 @@ floats (serde_json 1.0.149 formats with zmij: ``0.00001``, ``1e-6``; Python writ
 ``1e-06``) nor for non-finite floats (serde writes ``null``). The constraint sort key also needs Rust's ``{:?}``
 rendering of f64, which differs from both.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,7 +61,7 @@ def serde_f64(x: float) -> str:
         if n - 1 <= e:
             body = digits + "0" * (e - n + 1) + ".0"
         elif e >= 0:
-            body = digits[:e + 1] + "." + digits[e + 1:]
+            body = digits[: e + 1] + "." + digits[e + 1 :]
         else:
             body = "0." + "0" * (-e - 1) + digits
     else:

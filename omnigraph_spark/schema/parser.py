@@ -15,6 +15,7 @@ most numbers and forbids ``@key(``-style annotations with a negative lookahead; 
 cannot say either, so the grammar is slightly looser and :func:`_syntax_error` restores the
 engine's verdict at the offending token.
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,11 +58,21 @@ _CONSTRAINT_NAME_RE = re.compile(r"(key|unique|index|range|check)[^a-z]*\($")
 
 # Human names for terminals in "expected ..." messages.
 _TERMINAL_NAMES = {
-    "TYPE_NAME": "type name", "IDENT": "identifier", "ENUM_VALUE": "enum value",
-    "STRING": "string literal", "FLOAT": "float", "INT": "integer", "TRUE": "true",
-    "FALSE": "false", "DOTDOT": "'..'", "QMARK": "'?'", "AT": "'@'", "CARD": "'@card'",
+    "TYPE_NAME": "type name",
+    "IDENT": "identifier",
+    "ENUM_VALUE": "enum value",
+    "STRING": "string literal",
+    "FLOAT": "float",
+    "INT": "integer",
+    "TRUE": "true",
+    "FALSE": "false",
+    "DOTDOT": "'..'",
+    "QMARK": "'?'",
+    "AT": "'@'",
+    "CARD": "'@card'",
     "CONSTRAINT_START": "'@key(' / '@unique(' / '@index(' / '@range(' / '@check('",
-    "BASE_TYPE": "scalar type", "$END": "end of input",
+    "BASE_TYPE": "scalar type",
+    "$END": "end of input",
 }
 
 
@@ -69,11 +80,11 @@ _TERMINAL_NAMES = {
 def _lark() -> Lark:
     """The compiled grammar (cached: building the LALR tables is slow)."""
     text = (Path(__file__).with_name("grammar.lark")).read_text(encoding="utf-8")
-    return Lark(text, parser="lalr", lexer="contextual", propagate_positions=True,
-                maybe_placeholders=False)
+    return Lark(text, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=False)
 
 
 # --- errors ----------------------------------------------------------------------------------
+
 
 def _end_pos(source: str) -> Pos:
     lines = source.split("\n")
@@ -129,17 +140,19 @@ def _translate(source: str, err: UnexpectedInput) -> SchemaSyntaxError:
             pos, found = _tok_pos(tok), repr(str(tok))
             start = tok.start_pos or 0
             for kw in ("true", "false"):
-                if tok.type == "IDENT" and source[max(0, start - len(kw)):start] == kw:
+                if tok.type == "IDENT" and source[max(0, start - len(kw)) : start] == kw:
                     # PEG quirk: in an argument list the engine reads the literal first, so
                     # an identifier like `true_x` can never be an argument there.
                     return _syntax_error(
                         f"'{kw}{tok}' cannot be used as an argument: an identifier starting "
-                        f"with '{kw}' is read as the literal {kw}", Pos(pos.line, pos.column - len(kw)))
-        return _syntax_error(f"unexpected {found}; expected {_describe_expected(sorted(err.expected))}",
-                             pos)
+                        f"with '{kw}' is read as the literal {kw}",
+                        Pos(pos.line, pos.column - len(kw)),
+                    )
+        return _syntax_error(f"unexpected {found}; expected {_describe_expected(sorted(err.expected))}", pos)
     if isinstance(err, UnexpectedEOF):
-        return _syntax_error(f"unexpected end of input; expected {_describe_expected(sorted(err.expected))}",
-                             _end_pos(source))
+        return _syntax_error(
+            f"unexpected end of input; expected {_describe_expected(sorted(err.expected))}", _end_pos(source)
+        )
     return _syntax_error(str(err), Pos(getattr(err, "line", 1) or 1, getattr(err, "column", 1) or 1))
 
 
@@ -173,6 +186,7 @@ def decode_string_literal(raw: str, pos: Pos) -> str:
 
 # --- tree -> AST -----------------------------------------------------------------------------
 
+
 def _tokens(tree: Tree) -> list[Token]:
     return [c for c in tree.children if isinstance(c, Token)]
 
@@ -184,8 +198,7 @@ def _subtrees(tree: Tree, name: str) -> list[Tree]:
 def _unsigned(tok: Token, what: str) -> str:
     """The engine's grammar has no sign here; reject ``-`` like its parser would."""
     if str(tok).startswith("-"):
-        raise _syntax_error(f"unexpected '-' in {what}; a negative number is not allowed here",
-                            _tok_pos(tok))
+        raise _syntax_error(f"unexpected '-' in {what}; a negative number is not allowed here", _tok_pos(tok))
     return str(tok)
 
 
@@ -210,8 +223,7 @@ def _annotation(tree: Tree) -> Annotation:
     if name in CONSTRAINT_NAMES:
         # `@key(...)` is never an annotation in the engine's grammar (negative lookahead);
         # reaching here means it stood where no body constraint may stand.
-        raise _syntax_error(f"@{name}(...) is a body constraint and is only allowed inside a "
-                            "node or edge body", pos)
+        raise _syntax_error(f"@{name}(...) is a body constraint and is only allowed inside a node or edge body", pos)
     value: str | None = None
     kwargs: dict[str, str] = {}
     for item in args[0].children:
@@ -251,15 +263,13 @@ def _prop_type(type_ref: Tree) -> PropType:
         if dim == 0:
             raise _error("Vector dimension must be greater than zero", pos, "vector_dim")
         if dim > _I32_MAX:
-            raise _error(f"Vector dimension {dim} exceeds maximum supported {_I32_MAX}", pos,
-                         "vector_dim")
+            raise _error(f"Vector dimension {dim} exceeds maximum supported {_I32_MAX}", pos, "vector_dim")
         return PropType("Vector", nullable, vector_dim=dim)
     if core.data == "enum_type":
         values = [str(t) for t in _tokens(core)]
         if len(set(values)) != len(values):
             dups = sorted({v for v in values if values.count(v) > 1})
-            raise _error(f"enum type cannot include duplicate values ({', '.join(dups)})", pos,
-                         "enum_duplicate")
+            raise _error(f"enum type cannot include duplicate values ({', '.join(dups)})", pos, "enum_duplicate")
         return PropType("String", nullable, enum_values=tuple(sorted(values)))
     raise _syntax_error(f"unexpected type rule {core.data}", pos)
 
@@ -305,8 +315,7 @@ def _body_constraint(tree: Tree) -> Constraint:
     def ident(arg: Tree) -> str:
         got = _arg_ident(arg)
         if got is None:
-            raise _error(f"expected property name in @{name} constraint", _tree_pos(arg),
-                         "constraint_args")
+            raise _error(f"expected property name in @{name} constraint", _tree_pos(arg), "constraint_args")
         return got
 
     if name in ("key", "unique", "index"):
@@ -315,12 +324,14 @@ def _body_constraint(tree: Tree) -> Constraint:
         return cls(cols, pos)  # type: ignore[return-value]  # one of the three constraint classes
     if name == "range":
         if len(args) < 2:
-            raise _error("@range requires property name and bounds: @range(prop, min..max)",
-                         pos, "constraint_args")
+            raise _error("@range requires property name and bounds: @range(prop, min..max)", pos, "constraint_args")
         prop = ident(args[0])
         if args[1].data != "range_bound":
-            raise _error(f"expected range bounds (min..max) in @range constraint on '{prop}'",
-                         _tree_pos(args[1]), "constraint_args")
+            raise _error(
+                f"expected range bounds (min..max) in @range constraint on '{prop}'",
+                _tree_pos(args[1]),
+                "constraint_args",
+            )
         # The engine assigns bounds in order of appearance, so `..5` yields min=5, max=None.
         nums = [t for t in _tokens(args[1]) if t.type in ("INT", "FLOAT")]
         lo = _bound(nums[0]) if nums else None
@@ -328,14 +339,14 @@ def _body_constraint(tree: Tree) -> Constraint:
         return RangeConstraint(prop, lo, hi, pos)
     if name == "check":
         if len(args) < 2:
-            raise _error('@check requires property name and pattern: @check(prop, "regex")',
-                         pos, "constraint_args")
+            raise _error('@check requires property name and pattern: @check(prop, "regex")', pos, "constraint_args")
         prop = ident(args[0])
         arg = args[1]
         tok = arg.children[0] if arg.data == "literal" else None
         if not isinstance(tok, Token) or tok.type != "STRING":
-            raise _error(f"expected string argument in @check constraint on '{prop}'",
-                         _tree_pos(arg), "constraint_args")
+            raise _error(
+                f"expected string argument in @check constraint on '{prop}'", _tree_pos(arg), "constraint_args"
+            )
         return CheckConstraint(prop, decode_string_literal(str(tok), _tok_pos(tok)), pos)
     raise _syntax_error(f"unknown constraint: {head}", pos)
 
@@ -401,8 +412,15 @@ def _decl(tree: Tree) -> Decl:
                 impl = _tokens(k)
         props, constraints = _body([k for k in kids if k.data in ("prop_decl", "body_constraint")])
         constraints += desugar_property_constraints(props)
-        return NodeDecl(str(name_tok), tuple(annotations), tuple(str(t) for t in impl),
-                        tuple(props), tuple(constraints), pos, tuple(_tok_pos(t) for t in impl))
+        return NodeDecl(
+            str(name_tok),
+            tuple(annotations),
+            tuple(str(t) for t in impl),
+            tuple(props),
+            tuple(constraints),
+            pos,
+            tuple(_tok_pos(t) for t in impl),
+        )
     # edge_decl
     names = _tokens(tree)
     card = Cardinality()
@@ -416,11 +434,22 @@ def _decl(tree: Tree) -> Decl:
             items = [c for c in k.children if isinstance(c, Tree)]
     props, constraints = _body(items)
     constraints += desugar_property_constraints(props)
-    return EdgeDecl(str(names[0]), str(names[1]), str(names[2]), card, tuple(annotations),
-                    tuple(props), tuple(constraints), pos, _tok_pos(names[1]), _tok_pos(names[2]))
+    return EdgeDecl(
+        str(names[0]),
+        str(names[1]),
+        str(names[2]),
+        card,
+        tuple(annotations),
+        tuple(props),
+        tuple(constraints),
+        pos,
+        _tok_pos(names[1]),
+        _tok_pos(names[2]),
+    )
 
 
 # --- interface resolution --------------------------------------------------------------------
+
 
 def resolve_interfaces(node: NodeDecl, interfaces: dict[str, InterfaceDecl]) -> NodeDecl:
     """Inject interface properties a node lacks (desugaring their @key/@unique/@index);
@@ -431,8 +460,7 @@ def resolve_interfaces(node: NodeDecl, interfaces: dict[str, InterfaceDecl]) -> 
         where = node.implements_pos[i] if i < len(node.implements_pos) else node.pos
         iface = interfaces.get(iface_name)
         if iface is None:
-            raise _error(f"node {node.name} implements unknown interface '{iface_name}'", where,
-                         "unknown_interface")
+            raise _error(f"node {node.name} implements unknown interface '{iface_name}'", where, "unknown_interface")
         for ip in iface.properties:
             existing = next((p for p in props if p.name == ip.name), None)
             if existing is None:
@@ -442,9 +470,13 @@ def resolve_interfaces(node: NodeDecl, interfaces: dict[str, InterfaceDecl]) -> 
                 raise _error(
                     f"node {node.name} property '{ip.name}' has type "
                     f"{existing.prop_type.display_name()} but interface {iface_name} declares "
-                    f"it as {ip.prop_type.display_name()}", existing.pos, "interface_type_conflict")
-    return NodeDecl(node.name, node.annotations, node.implements, tuple(props), tuple(constraints),
-                    node.pos, node.implements_pos)
+                    f"it as {ip.prop_type.display_name()}",
+                    existing.pos,
+                    "interface_type_conflict",
+                )
+    return NodeDecl(
+        node.name, node.annotations, node.implements, tuple(props), tuple(constraints), node.pos, node.implements_pos
+    )
 
 
 def parse_schema(source: str) -> SchemaFile:

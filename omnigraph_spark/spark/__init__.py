@@ -6,6 +6,7 @@
 * :mod:`.writer` — ``df.write.format("omnigraph")``; :mod:`.graph_io` — multi-type and
   JSONL loads as one graph commit.
 """
+
 from __future__ import annotations
 
 

@@ -17,6 +17,7 @@ with.
 The JVM sink reports its row-rule errors the same way (``FragmentStager`` hands over a task's
 ``error`` in place of fragments); :meth:`Refusal.from_json` reads it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -58,7 +59,7 @@ def _as_text(value: Any) -> str | None:
 
 def _untagged(message: str, code: str) -> str:
     prefix = f"[{code}] "
-    return message[len(prefix):] if message.startswith(prefix) else message
+    return message[len(prefix) :] if message.startswith(prefix) else message
 
 
 @dataclass(frozen=True)
@@ -76,12 +77,24 @@ class BadRow:
     def of(cls, e: OmnigraphError) -> BadRow:
         ctx = e.context if isinstance(getattr(e, "context", None), dict) else {}
         value, row = ctx.get("value"), ctx.get("row")
-        return cls(e.code, str(ctx.get("table", "")), ctx.get("column"), row if isinstance(row, int) else None,
-                   _as_text(value), _untagged(str(e.message), e.code))
+        return cls(
+            e.code,
+            str(ctx.get("table", "")),
+            ctx.get("column"),
+            row if isinstance(row, int) else None,
+            _as_text(value),
+            _untagged(str(e.message), e.code),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "table": self.table, "column": self.column, "row": self.row,
-                "value": self.value, "message": self.message}
+        return {
+            "code": self.code,
+            "table": self.table,
+            "column": self.column,
+            "row": self.row,
+            "value": self.value,
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True)
@@ -98,17 +111,26 @@ class Refusal:
     @classmethod
     def of(cls, e: OmnigraphError, rows: Sequence[BadRow] = ()) -> Refusal:
         ctx = e.context if isinstance(getattr(e, "context", None), dict) else {}
-        plain = tuple((k, v) for k, v in ctx.items()
-                      if k != "rows" and isinstance(v, (str, int, float, bool, type(None))))
-        return cls(e.code, _untagged(str(e.message), e.code), tuple(rows[:MAX_REPORTED_ROWS]) or (BadRow.of(e),),
-                   plain)
+        plain = tuple(
+            (k, v) for k, v in ctx.items() if k != "rows" and isinstance(v, (str, int, float, bool, type(None)))
+        )
+        return cls(e.code, _untagged(str(e.message), e.code), tuple(rows[:MAX_REPORTED_ROWS]) or (BadRow.of(e),), plain)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Refusal:
         """A refusal the JVM sink handed over: ``{code, message, rows: [{table, column, row, value}]}``."""
         code = str(d["code"])
-        rows = tuple(BadRow(code, str(r.get("table", "")), r.get("column"), r.get("row"), r.get("value"),
-                            _untagged(str(d["message"]), code)) for r in d.get("rows") or ())
+        rows = tuple(
+            BadRow(
+                code,
+                str(r.get("table", "")),
+                r.get("column"),
+                r.get("row"),
+                r.get("value"),
+                _untagged(str(d["message"]), code),
+            )
+            for r in d.get("rows") or ()
+        )
         return cls(code, _untagged(str(d["message"]), code), rows)
 
 
@@ -140,8 +162,12 @@ def raise_refused(refusals: Sequence[Refusal]) -> None:
 Convert = Callable[[pa.RecordBatch, int], pa.RecordBatch]
 
 
-def split_bad_rows(convert: Convert, batch: pa.RecordBatch, *, limit: int | None = None,
-                   ) -> tuple[list[tuple[int, pa.RecordBatch]], list[tuple[int, OmnigraphError]]]:
+def split_bad_rows(
+    convert: Convert,
+    batch: pa.RecordBatch,
+    *,
+    limit: int | None = None,
+) -> tuple[list[tuple[int, pa.RecordBatch]], list[tuple[int, OmnigraphError]]]:
     """Split ``batch`` into converted good pieces ``(first row, batch)`` in row order, and the
     offending rows ``(row, error)``.
 
@@ -189,5 +215,14 @@ def first_bad_rows(convert: Convert, batch: pa.RecordBatch, error: OmnigraphErro
     return rows[:MAX_REPORTED_ROWS]
 
 
-__all__ = ["BadRow", "Refusal", "MAX_REPORTED_ROWS", "error_classes", "first_bad_rows", "is_row_data_error",
-           "raise_refused", "refused_error", "split_bad_rows"]
+__all__ = [
+    "BadRow",
+    "Refusal",
+    "MAX_REPORTED_ROWS",
+    "error_classes",
+    "first_bad_rows",
+    "is_row_data_error",
+    "raise_refused",
+    "refused_error",
+    "split_bad_rows",
+]

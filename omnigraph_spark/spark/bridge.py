@@ -29,6 +29,7 @@ While it commits, the process may ask the JVM for the write's SparkSession (``{"
 runs them on its driver, instead of in this process's memory. It asks only when such a check
 runs; a process that attached exits after its answer (the JVM's gateway closes with the commit).
 """
+
 from __future__ import annotations
 
 import json
@@ -53,14 +54,27 @@ from .options import ReadOptions, WriteOptions
 log = logging.getLogger(__name__)
 
 #: the names the projection gives Spark's input types (what the JVM reads an input column as)
-_INPUT_KINDS = {"ByteType": "byte", "ShortType": "short", "IntegerType": "int", "LongType": "long",
-                "FloatType": "float", "DoubleType": "double", "StringType": "string", "BooleanType": "bool",
-                "DateType": "date", "TimestampType": "timestamp", "ArrayType": "array", "NullType": "null"}
+_INPUT_KINDS = {
+    "ByteType": "byte",
+    "ShortType": "short",
+    "IntegerType": "int",
+    "LongType": "long",
+    "FloatType": "float",
+    "DoubleType": "double",
+    "StringType": "string",
+    "BooleanType": "bool",
+    "DateType": "date",
+    "TimestampType": "timestamp",
+    "ArrayType": "array",
+    "NullType": "null",
+}
 #: widening casts the JVM makes per value: target Spark type -> the input kinds it accepts
-_WIDENING = {"IntegerType": ("int", ("byte", "short", "int")),
-             "LongType": ("long", ("byte", "short", "int", "long")),
-             "FloatType": ("float", ("byte", "short", "float")),
-             "DoubleType": ("double", ("byte", "short", "int", "float", "double"))}
+_WIDENING = {
+    "IntegerType": ("int", ("byte", "short", "int")),
+    "LongType": ("long", ("byte", "short", "int", "long")),
+    "FloatType": ("float", ("byte", "short", "float")),
+    "DoubleType": ("double", ("byte", "short", "int", "float", "double")),
+}
 
 
 def _python(why: list[str], engine: str, error) -> dict[str, Any]:
@@ -71,6 +85,7 @@ def _python(why: list[str], engine: str, error) -> dict[str, Any]:
 
 
 # -- reads -------------------------------------------------------------------------------------
+
 
 def plan_read(options: Mapping[str, str], parallelism: int) -> dict[str, Any]:
     """The JVM scan of one read of ``format("omnigraph")``: the same snapshot, columns, Spark
@@ -84,18 +99,34 @@ def plan_read(options: Mapping[str, str], parallelism: int) -> dict[str, Any]:
         return {"python": "option engine=python"}
     graph = Graph.open(opts.path, opts.storage_options)
     for path in graph.pending_sidecars():
-        log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only "
-                    "(reads never recover; run graph.recover() or `omnigraph-spark recover`)", graph.root, path)
+        log.warning(
+            "graph %s has a pending recovery sidecar %s: reading the published snapshot only "
+            "(reads never recover; run graph.recover() or `omnigraph-spark recover`)",
+            graph.root,
+            path,
+        )
     typedef = graph.catalog.resolve(opts.type)
     snap = _resolve_snapshot(graph, opts)
     schema = _types.spark_schema(typedef, opts.columns)
     ds = graph.open_table(typedef.table_key, snap)
     why = column_blockers(ds.schema, _types.arrow_target_schema(schema))
     if why:
-        return _python(why, opts.engine, lambda m: JvmReadUnavailableError(
-            f"cannot read '{typedef.name}' through the JVM path: {m}", type=typedef.name))
-    scan = scan_options(snap, typedef, schema, ds, opts.min_partitions or parallelism, opts.max_rows_per_partition,
-                        pushdown=opts.pushdown)
+        return _python(
+            why,
+            opts.engine,
+            lambda m: JvmReadUnavailableError(
+                f"cannot read '{typedef.name}' through the JVM path: {m}", type=typedef.name
+            ),
+        )
+    scan = scan_options(
+        snap,
+        typedef,
+        schema,
+        ds,
+        opts.min_partitions or parallelism,
+        opts.max_rows_per_partition,
+        pushdown=opts.pushdown,
+    )
     head = opts.version is None and opts.commit is None and opts.timestamp_as_of is None
     answer = {"jvm": {"options": scan, "schema": schema.json(), "head": head}}
     if opts.storage_options:  # the scan's own option, whose key Spark redacts in plans and the event log
@@ -104,6 +135,7 @@ def plan_read(options: Mapping[str, str], parallelism: int) -> dict[str, Any]:
 
 
 # -- writes ------------------------------------------------------------------------------------
+
 
 def projection(plan, input_schema) -> tuple[list[dict[str, Any]], list[str]]:
     """How the JVM maps an input row to the sink's row (``plan.columns``, in table order): per
@@ -124,8 +156,10 @@ def projection(plan, input_schema) -> tuple[list[dict[str, Any]], list[str]]:
         else:
             to, accepted = _WIDENING.get(type(spark_type).__name__, (None, ()))
             if src_kind not in accepted:
-                why.append(f"column '{name}': {src_type.simpleString()} -> {spark_type.simpleString()} is cast by "  # type: ignore[union-attr]  # src is set on this branch
-                           "Spark's planner (the Python source)")
+                why.append(
+                    f"column '{name}': {src_type.simpleString()} -> {spark_type.simpleString()} is cast by "  # type: ignore[union-attr]  # src is set on this branch
+                    "Spark's planner (the Python source)"
+                )
                 continue
             out.append({"column": name, "ordinal": ordinals[src], "from": src_kind, "to": to})
     return out, why
@@ -176,9 +210,21 @@ def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable)
     keys = spark_to_arrow_schema(StructType([schema[c] for c in cols]))
     target = prepare_target(graph, opts.branch, typedef.table_key, "delete")
     log.info("omnigraph delete planned for the JVM tasks: %s on %s, keys %s", typedef.table_key, opts.branch, cols)
-    return ({"jvm": {"delete": columns, "table": typedef.table_key}},
-            _Load(graph, opts, typedef, target, plan=None, journal=_Journal.new(graph), handoff=None, ends=None,
-                  fresh=None, keys=keys))
+    return (
+        {"jvm": {"delete": columns, "table": typedef.table_key}},
+        _Load(
+            graph,
+            opts,
+            typedef,
+            target,
+            plan=None,
+            journal=_Journal.new(graph),
+            handoff=None,
+            ends=None,
+            fresh=None,
+            keys=keys,
+        ),
+    )
 
 
 def _delete_keys(load: _Load, partitions: list[list[list[Any]]], batch: int = 0) -> pa.Table | None:
@@ -192,7 +238,7 @@ def _delete_keys(load: _Load, partitions: list[list[list[Any]]], batch: int = 0)
     for rows in partitions:
         step = batch if batch > 0 else max(1, len(rows))
         for start in range(0, len(rows), step):
-            chunk = rows[start:start + step]
+            chunk = rows[start : start + step]
             data = pa.table({f.name: pa.array([r[i] for r in chunk], type=f.type) for i, f in enumerate(load.keys)})  # type: ignore[arg-type]  # a delete's load has its key schema
             parts.append(delete_keys(load.typedef, data))
     return pa.concat_tables(parts) if parts else None
@@ -215,16 +261,24 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     typedef = graph.catalog.resolve(opts.type or "")
 
     def unavailable(m: str) -> JvmWriteUnavailableError:
-        return JvmWriteUnavailableError(f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}",
-                                        type=typedef.name)
+        return JvmWriteUnavailableError(
+            f"cannot stage {typedef.kind} {typedef.name} through the JVM path: {m}", type=typedef.name
+        )
 
     if opts.rejected_rows_path:
-        return _python(["rejectedRowsPath is set: bad rows are quarantined by the Python path only"], opts.engine,
-                       unavailable), None
+        return _python(
+            ["rejectedRowsPath is set: bad rows are quarantined by the Python path only"], opts.engine, unavailable
+        ), None
     if opts.write_mode == "delete":
         return _plan_delete(graph, opts, typedef, StructType.fromJson(json.loads(schema_json)), unavailable)
-    target = prepare_target(graph, opts.branch, typedef.table_key, opts.write_mode,
-                            max_rows_per_file=opts.max_rows_per_file, max_bytes_per_file=opts.max_bytes_per_file)
+    target = prepare_target(
+        graph,
+        opts.branch,
+        typedef.table_key,
+        opts.write_mode,
+        max_rows_per_file=opts.max_rows_per_file,
+        max_bytes_per_file=opts.max_bytes_per_file,
+    )
     schema = StructType.fromJson(json.loads(schema_json))
     precheck_columns(typedef, target.schema, spark_to_arrow_schema(schema))
     plan, why = _jvm_write.plan_stage(typedef, target, schema)
@@ -239,16 +293,22 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     journal = _Journal.new(graph)
     handoff = side_files.location(journal.directory, f"handoff-{uuid.uuid4().hex}", ".staged")
     spec = _jvm_write.sink_spec(typedef, target, plan, journal.directory, handoff, ends, fresh)  # type: ignore[arg-type]  # no reasons: plan_stage gave a plan
-    log.info("omnigraph write planned for the JVM sink: %s on %s (%s), base version %d", typedef.table_key,
-             opts.branch, opts.write_mode, target.base_version)
+    log.info(
+        "omnigraph write planned for the JVM sink: %s on %s (%s), base version %d",
+        typedef.table_key,
+        opts.branch,
+        opts.write_mode,
+        target.base_version,
+    )
     answer = {"jvm": {"spec": spec, "projection": columns, "table": typedef.table_key}}
     if opts.storage_options:
         answer["jvm"]["storageSecrets"] = json.dumps(opts.storage_options)
     return answer, _Load(graph, opts, typedef, target, plan, journal, handoff, ends, fresh)
 
 
-def commit(load: _Load, spark: Callable[[], Any] | None = None,
-           deletes: list[list[list[Any]]] | None = None, batch: int = 0) -> LoadResult:
+def commit(
+    load: _Load, spark: Callable[[], Any] | None = None, deletes: list[list[list[Any]]] | None = None, batch: int = 0
+) -> LoadResult:
     """After the job: ONE graph commit of what its tasks staged, or of a delete's keys
     (``deletes``: each partition's rows, checked ``batch`` rows at a time); or nothing, and
     every staged file deleted, with the typed error. ``spark``: returns the write's SparkSession
@@ -260,8 +320,18 @@ def commit(load: _Load, spark: Callable[[], Any] | None = None,
         table = _delete_keys(load, deletes or [], batch)
         t = load.target
         log.info("delete from %s (jvm provider): %d keys", t.table_key, 0 if table is None else table.num_rows)
-        return [StagedTable(t.table_key, "delete", t.stage_uri, t.base_version, (),
-                            0 if table is None else table.num_rows, 0, deletes=table)]
+        return [
+            StagedTable(
+                t.table_key,
+                "delete",
+                t.stage_uri,
+                t.base_version,
+                (),
+                0 if table is None else table.num_rows,
+                0,
+                deletes=table,
+            )
+        ]
 
     def run() -> list[StagedTable]:
         so = load.opts.storage_options
@@ -273,8 +343,13 @@ def commit(load: _Load, spark: Callable[[], Any] | None = None,
         if not got:  # no partitions: still one (empty) commit, so an overwrite empties the table
             t = load.target
             got = [StagedTable(t.table_key, t.mode, t.stage_uri, t.base_version, (), 0, 0)]
-        log.info("staged %s (jvm provider): %d rows in %d fragments from %d tasks", load.typedef.table_key,
-                 sum(s.rows for s in got), sum(len(s.fragments) for s in got), len(got))
+        log.info(
+            "staged %s (jvm provider): %d rows in %d fragments from %d tasks",
+            load.typedef.table_key,
+            sum(s.rows for s in got),
+            sum(len(s.fragments) for s in got),
+            len(got),
+        )
         return got
 
     return _finish(load.graph, load.opts, load.journal, keys if load.keys is not None else run, spark=spark)
@@ -288,6 +363,7 @@ def abort(load: _Load) -> int:
 
 
 # -- the process -------------------------------------------------------------------------------
+
 
 def attach(port: int, secret: str, token: str):
     """A SparkSession in this process on the JVM's session lent under ``token``, through the
@@ -313,8 +389,9 @@ def attach(port: int, secret: str, token: str):
     jsc = jvm.org.apache.spark.api.java.JavaSparkContext(jss.sparkContext())
     conf = jsc.getConf()
     # the executors' Python workers run the checks' Arrow functions: the session's interpreter
-    os.environ["PYSPARK_PYTHON"] = (conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON")
-                                    or sys.executable)
+    os.environ["PYSPARK_PYTHON"] = (
+        conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or sys.executable
+    )
     sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=conf))
     sessions = getattr(jvm, "org.apache.spark.sql.classic.SparkSession")
     default = sessions.getDefaultSession()
@@ -377,8 +454,13 @@ class Bridge:
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
             result = commit(load, self._spark, request.get("deletes"), int(request.get("batch") or 0))  # type: ignore[arg-type]  # checked for None above
-            return {"ok": {"manifest_version": result.manifest_version, "commit": result.graph_commit_id,
-                           "skipped": bool(result.skipped)}}
+            return {
+                "ok": {
+                    "manifest_version": result.manifest_version,
+                    "commit": result.graph_commit_id,
+                    "skipped": bool(result.skipped),
+                }
+            }
         if op == "abort":
             removed = abort(self.load)  # type: ignore[arg-type]  # checked for None above
             self.load = None
@@ -402,7 +484,9 @@ class Bridge:
         raise JvmWriteUnavailableError(
             f"format('omnigraph') could not run the commit's checks above distributedCheckRows as Spark jobs "
             f"of the write's session ({why}); nothing was committed. Set option distributedCheckRows=0 to "
-            "check in the planner's memory, or load with write_table", option="distributedCheckRows")
+            "check in the planner's memory, or load with write_table",
+            option="distributedCheckRows",
+        )
 
     def serve(self) -> None:
         while True:
@@ -431,8 +515,11 @@ def main() -> None:
     # the protocol owns stdout: anything else printed (a library's warning) goes to stderr
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    logging.basicConfig(level=os.environ.get("OMNIGRAPH_SPARK_BRIDGE_LOG", "WARNING"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=os.environ.get("OMNIGRAPH_SPARK_BRIDGE_LOG", "WARNING"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     Bridge(sys.stdin, protocol, float(os.environ.get("OMNIGRAPH_SPARK_BRIDGE_IDLE_S", IDLE_SECONDS))).serve()
 
 

@@ -12,6 +12,7 @@ deleted nodes, find the edges a node overwrite orphans, recheck @card's min) of 
 staged files (above option ``distributedCheckRows``, with a SparkSession). Both give the same
 answers, so every error is worded here, once, and is the same on both paths.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,9 @@ class InMemory:
     return the columns as Arrow tables (the validator's shared, memoised readers). The methods
     are :class:`~.dist_integrity.Distributed`'s."""
 
-    def __init__(self, committed: Callable[[str, Sequence[str]], pa.Table],
-                 staged_cols: Callable[[str, Sequence[str]], pa.Table]) -> None:
+    def __init__(
+        self, committed: Callable[[str, Sequence[str]], pa.Table], staged_cols: Callable[[str, Sequence[str]], pa.Table]
+    ) -> None:
         self.committed = committed
         self.staged_cols = staged_cols
 
@@ -66,8 +68,10 @@ class InMemory:
     def orphaned(self, ekey: str, src_after: str | None, dst_after: str | None, with_ids: bool) -> Edges:
         def ids(nkey: str | None) -> pa.ChunkedArray | None:
             return None if nkey is None else self.staged_cols(nkey, ["id"]).column("id")
-        return self._edges(_integrity.orphaned_edges(self.committed(ekey, EDGE_COLUMNS), ids(src_after),
-                                                     ids(dst_after)), with_ids)
+
+        return self._edges(
+            _integrity.orphaned_edges(self.committed(ekey, EDGE_COLUMNS), ids(src_after), ids(dst_after)), with_ids
+        )
 
     def card_after_delete(self, etd: TypeDef, ids: pa.Array) -> None:
         edges = self.committed(etd.table_key, EDGE_COLUMNS)
@@ -77,8 +81,9 @@ class InMemory:
 Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
 
 
-def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], cascade: bool,
-              reader: Reader) -> tuple[dict[str, pa.Array], dict[str, int]]:
+def deletions(
+    catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable], cascade: bool, reader: Reader
+) -> tuple[dict[str, pa.Array], dict[str, int]]:
     """I18: the committed rows a load deletes, per table key, and the delete keys that matched
     nothing. A delete's own rows; every edge (of any edge type, same branch) incident to a
     deleted node; and the edges a node overwrite orphans: deleted with ``cascade``, else a
@@ -127,9 +132,12 @@ def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable
             # edges this load writes must not point at the nodes it deletes
             bad = reader(staged[ekey].rows, (ekey, ["src", "dst"])).staged_pointing_at(ekey, src_gone, dst_gone)
             if bad.count:
-                raise DanglingEdgeError(f"edge {etd.name}: {bad.count} edge(s) of this load point at nodes it "
-                                        "deletes, e.g. " + ", ".join(_integrity.describe_edges(bad.first)),
-                                        table=ekey, dangling=bad.count)
+                raise DanglingEdgeError(
+                    f"edge {etd.name}: {bad.count} edge(s) of this load point at nodes it "
+                    "deletes, e.g. " + ", ".join(_integrity.describe_edges(bad.first)),
+                    table=ekey,
+                    dangling=bad.count,
+                )
         if ekey in staged and staged[ekey].mode == "overwrite":
             continue
         if src_gone is not None or dst_gone is not None:
@@ -149,16 +157,20 @@ def deletions(catalog: Catalog, snap: Snapshot, staged: Mapping[str, StagedTable
             log.info("overwrite with cascade deletes %d orphaned %s edges", orphans.count, etd.name)
             out.setdefault(ekey, []).append(orphans.ids)
         else:
-            dangling.append(f"{etd.name}: {orphans.count} edge(s), e.g. "
-                            + ", ".join(_integrity.describe_edges(orphans.first)))
+            dangling.append(
+                f"{etd.name}: {orphans.count} edge(s), e.g. " + ", ".join(_integrity.describe_edges(orphans.first))
+            )
     if dangling:
         types = sorted(after)
         raise DanglingEdgeError(
             f"overwrite of node type(s) {', '.join(types)} would leave committed edges pointing at removed "
-            f"nodes on branch '{snap.branch}': " + "; ".join(dangling)
+            f"nodes on branch '{snap.branch}': "
+            + "; ".join(dangling)
             + ". Overwrite those edge types in the same write_graph call, or pass cascade=true to delete them "
-            "in the same commit; nothing was committed", table=",".join(f"node:{t}" for t in types),
-            edge_types=len(dangling))
+            "in the same commit; nothing was committed",
+            table=",".join(f"node:{t}" for t in types),
+            edge_types=len(dangling),
+        )
     result = {k: pa.concat_arrays([a.cast(pa.string()) for a in v]) for k, v in out.items()}
     for ekey, ids in result.items():  # deleting edges must not leave a source below its @card min
         etd = catalog.by_table_key(ekey)

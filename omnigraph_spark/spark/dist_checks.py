@@ -21,6 +21,7 @@ The writer runs the checks before it takes the commit lease (:meth:`DistChecks.p
 the lease the validator asks again with the fresh snapshot's inputs and gets the memoised outcome
 only if nothing moved, else the check runs again there. A stale outcome is never used.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -42,8 +43,13 @@ log = logging.getLogger(__name__)
 
 POS = "__omnigraph_pos"
 FRAG = "__omnigraph_fragment"
-_DELETED = pa.schema([pa.field(FRAG, pa.int64(), nullable=False), pa.field("meta", pa.string()),
-                      pa.field("rows", pa.int64(), nullable=False)])
+_DELETED = pa.schema(
+    [
+        pa.field(FRAG, pa.int64(), nullable=False),
+        pa.field("meta", pa.string()),
+        pa.field("rows", pa.int64(), nullable=False),
+    ]
+)
 #: files (or committed fragments) one read task takes at most
 FILES_PER_TASK = 8
 
@@ -110,8 +116,9 @@ def _read_committed(pinned: Pinned, storage_options, columns: Sequence[str], sch
         for b in batches:
             for fid, base in zip(b.column("uri").to_pylist(), b.column("base").to_pylist()):
                 if ds is None:
-                    ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
-                                              storage_options=storage_options)
+                    ds = _tables.open_dataset(
+                        pinned[0], branch=pinned[1], version=pinned[2], storage_options=storage_options
+                    )
                 offset = base
                 for part in ds.get_fragment(int(fid)).to_batches(columns=list(columns), batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                     yield _with_pos(part, columns, schema, offset)
@@ -131,12 +138,14 @@ def _ids_by_fragment(pinned: Pinned, storage_options):
         for b in batches:
             for fid in b.column("uri").to_pylist():
                 if ds is None:
-                    ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
-                                              storage_options=storage_options)
+                    ds = _tables.open_dataset(
+                        pinned[0], branch=pinned[1], version=pinned[2], storage_options=storage_options
+                    )
                 for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
                     yield pa.RecordBatch.from_arrays(
                         [part.column("id").cast(pa.string()), pa.array(np.full(part.num_rows, int(fid), np.int64))],
-                        names=["id", FRAG])
+                        names=["id", FRAG],
+                    )
 
     return run
 
@@ -155,12 +164,18 @@ def _delete_in_fragments(pinned: Pinned, storage_options):
         for b in batches:
             for fid, ids in zip(b.column(FRAG).to_pylist(), b.column("ids").to_pylist()):
                 if ds is None:
-                    ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2],
-                                              storage_options=storage_options)
+                    ds = _tables.open_dataset(
+                        pinned[0], branch=pinned[1], version=pinned[2], storage_options=storage_options
+                    )
                 meta = ds.get_fragment(int(fid)).delete("id IN (" + ", ".join(map(quote_sql_string, ids)) + ")")  # type: ignore[union-attr]  # ids from the pinned version's own fragments
-                yield pa.RecordBatch.from_pydict({
-                    FRAG: [int(fid)], "meta": [None if meta is None else json.dumps(meta.to_json())],
-                    "rows": [len(ids)]}, schema=_DELETED)
+                yield pa.RecordBatch.from_pydict(
+                    {
+                        FRAG: [int(fid)],
+                        "meta": [None if meta is None else json.dumps(meta.to_json())],
+                        "rows": [len(ids)],
+                    },
+                    schema=_DELETED,
+                )
 
     return run
 
@@ -200,8 +215,9 @@ class DistChecks:
         self.runs: list[tuple] = []  # keys of the checks actually run (tests: proofs reused or not)
 
     @classmethod
-    def for_load(cls, threshold: int | None, storage_options,
-                 spark: Callable[[], object] | None = None) -> DistChecks | None:
+    def for_load(
+        cls, threshold: int | None, storage_options, spark: Callable[[], object] | None = None
+    ) -> DistChecks | None:
         """The runner of a load on this driver, or None when the option is 0 (never
         distributed) or no SparkSession is active here and ``spark`` (returns one) is not
         given: the checks then run in memory."""
@@ -296,8 +312,9 @@ class DistChecks:
         for frag in ds.get_fragments():  # metadata only: one entry per fragment
             rows.append((str(frag.fragment_id), acc))
             acc += int(frag.metadata.num_rows)
-        return self._frame(rows, lambda arrow: _read_committed(pinned, self.storage_options, columns, arrow),
-                           schema, columns)
+        return self._frame(
+            rows, lambda arrow: _read_committed(pinned, self.storage_options, columns, arrow), schema, columns
+        )
 
     def _ids(self, src: IdSource, schema: pa.Schema):
         """The ids a node type offers an endpoint check (committed unless overwritten + staged)."""
@@ -306,8 +323,9 @@ class DistChecks:
         parts = []
         if src.files:
             rows = [(u, 0) for u in src.files]
-            parts.append(self._frame(rows, lambda arrow: _read_staged(self.storage_options, ["id"], arrow),
-                                     schema, ["id"]))
+            parts.append(
+                self._frame(rows, lambda arrow: _read_staged(self.storage_options, ["id"], arrow), schema, ["id"])
+            )
         if src.table is not None:
             parts.append(self.committed(src.table, schema, ["id"]))
         if not parts:
@@ -319,16 +337,18 @@ class DistChecks:
 
     # -- the checks -------------------------------------------------------------------------
 
-    def unique(self, td: TypeDef, s: StagedTable, schema: pa.Schema, cols: Sequence[str], what: str,
-               conflict: bool = False) -> None:
+    def unique(
+        self, td: TypeDef, s: StagedTable, schema: pa.Schema, cols: Sequence[str], what: str, conflict: bool = False
+    ) -> None:
         """UNIQUE_VIOLATION (or, for an append's ids, KEY_CONFLICT) over the staged rows,
         exactly as :func:`~..ingest.checks.check_unique` words it."""
         files = StagedFiles.of(s)
         key = ("unique", td.table_key, tuple(cols), what, conflict, files.uris)
         self.once(key, lambda: self._unique(td, files, schema, list(cols), what, conflict))
 
-    def _unique(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, cols: list[str], what: str,
-                conflict: bool) -> None:
+    def _unique(
+        self, td: TypeDef, files: StagedFiles, schema: pa.Schema, cols: list[str], what: str, conflict: bool
+    ) -> None:
         from pyspark.sql import functions as F
 
         if files.total < 2:
@@ -342,10 +362,12 @@ class DistChecks:
             if not first:
                 return
             total = groups.count()
-            raise_key_conflict(td, pa.array([str(r[0]) for r in first], pa.string()),
-                               "given more than once in this load", total=total)
-        got = groups.agg(F.count(F.lit(1)).alias("dups"), F.min("p1").alias("p1"),
-                         F.min_by(F.struct(*cols), F.col("p1")).alias("v")).collect()[0]
+            raise_key_conflict(
+                td, pa.array([str(r[0]) for r in first], pa.string()), "given more than once in this load", total=total
+            )
+        got = groups.agg(
+            F.count(F.lit(1)).alias("dups"), F.min("p1").alias("p1"), F.min_by(F.struct(*cols), F.col("p1")).alias("v")
+        ).collect()[0]
         if not got["dups"]:
             return
         p1, v = got["p1"], got["v"]
@@ -360,15 +382,17 @@ class DistChecks:
         values = [row.column(c)[0].as_py() for c in cols]
         raise unique_violation(td, cols, values, [p1, p2], got["dups"], what=what)
 
-    def fresh(self, td: TypeDef, s: StagedTable, schema: pa.Schema, pinned: Pinned, committed_rows: int,
-              branch: str) -> None:
+    def fresh(
+        self, td: TypeDef, s: StagedTable, schema: pa.Schema, pinned: Pinned, committed_rows: int, branch: str
+    ) -> None:
         """KEY_CONFLICT for an append's ids already committed, as :func:`~..ingest.checks.check_fresh_ids`."""
         files = StagedFiles.of(s)
         key = ("fresh", td.table_key, files.uris, pinned)
         self.once(key, lambda: self._fresh(td, files, schema, pinned, committed_rows, branch))
 
-    def _fresh(self, td: TypeDef, files: StagedFiles, schema: pa.Schema, pinned: Pinned, committed_rows: int,
-               branch: str) -> None:
+    def _fresh(
+        self, td: TypeDef, files: StagedFiles, schema: pa.Schema, pinned: Pinned, committed_rows: int, branch: str
+    ) -> None:
         from pyspark.sql import functions as F
 
         if not files.total or not committed_rows:
@@ -377,25 +401,41 @@ class DistChecks:
         old = self.committed(pinned, schema, ["id"])
         # the ids in order of first appearance on the probed side (as check_fresh_ids finds them)
         probed, other = (old, new) if files.total <= committed_rows else (new, old)
-        found = (probed.join(other.select("id").hint("shuffle_hash"), on="id", how="left_semi")
-                 .groupBy("id").agg(F.min(POS).alias("p1")))
+        found = (
+            probed.join(other.select("id").hint("shuffle_hash"), on="id", how="left_semi")
+            .groupBy("id")
+            .agg(F.min(POS).alias("p1"))
+        )
         first = found.orderBy("p1").limit(KEY_CONFLICT_SAMPLE).select("id").collect()
         if not first:
             return
-        raise_key_conflict(td, pa.array([r[0] for r in first], pa.string()),
-                           f"already committed on branch '{branch}'", total=found.count())
+        raise_key_conflict(
+            td,
+            pa.array([r[0] for r in first], pa.string()),
+            f"already committed on branch '{branch}'",
+            total=found.count(),
+        )
 
-    def endpoints(self, td: TypeDef, s: StagedTable, edge_schema: pa.Schema, from_src: IdSource,
-                  to_src: IdSource, from_schema: pa.Schema, to_schema: pa.Schema, limit: int = 5) -> None:
+    def endpoints(
+        self,
+        td: TypeDef,
+        s: StagedTable,
+        edge_schema: pa.Schema,
+        from_src: IdSource,
+        to_src: IdSource,
+        from_schema: pa.Schema,
+        to_schema: pa.Schema,
+        limit: int = 5,
+    ) -> None:
         """DANGLING_EDGE for staged edges whose src/dst is not an id of its node type, as
         :func:`~..ingest.checks.check_endpoints`."""
         files = StagedFiles.of(s)
         key = ("endpoints", td.table_key, files.uris, from_src, to_src)
-        self.once(key, lambda: self._endpoints(td, files, edge_schema, from_src, to_src, from_schema, to_schema,
-                                                limit))
+        self.once(key, lambda: self._endpoints(td, files, edge_schema, from_src, to_src, from_schema, to_schema, limit))
 
-    def _endpoints(self, td, files: StagedFiles, edge_schema, from_src, to_src, from_schema, to_schema,
-                   limit: int) -> None:
+    def _endpoints(
+        self, td, files: StagedFiles, edge_schema, from_src, to_src, from_schema, to_schema, limit: int
+    ) -> None:
         from pyspark.sql import functions as F
 
         if not files.total:
@@ -406,31 +446,42 @@ class DistChecks:
         # source). Only those three columns are shuffled; the ids are the hash join's build side
         # (a shuffled hash join: no sort of the ends, about half a sort-merge join's time).
         same = to_src == from_src
-        ends = edges.select(F.col(POS), F.explode(F.array(
-            F.struct(F.lit(0).alias("side"), F.col("src").alias("v")),
-            F.struct(F.lit(1).alias("side"), F.col("dst").alias("v")))).alias("e")).select(
-            POS, F.col("e.side").alias("side"), F.col("e.v").alias("v"))
+        ends = edges.select(
+            F.col(POS),
+            F.explode(
+                F.array(
+                    F.struct(F.lit(0).alias("side"), F.col("src").alias("v")),
+                    F.struct(F.lit(1).alias("side"), F.col("dst").alias("v")),
+                )
+            ).alias("e"),
+        ).select(POS, F.col("e.side").alias("side"), F.col("e.v").alias("v"))
         if same:
             ids = self._ids(from_src, from_schema).withColumnRenamed("id", "v")
             bad = ends.join(ids.hint("shuffle_hash"), on="v", how="left_anti")
         else:
-            ids = (self._ids(from_src, from_schema).select(F.lit(0).alias("side"), F.col("id").alias("v"))
-                   .unionByName(self._ids(to_src, to_schema).select(F.lit(1).alias("side"), F.col("id").alias("v"))))
+            ids = (
+                self._ids(from_src, from_schema)
+                .select(F.lit(0).alias("side"), F.col("id").alias("v"))
+                .unionByName(self._ids(to_src, to_schema).select(F.lit(1).alias("side"), F.col("id").alias("v")))
+            )
             bad = ends.join(ids.hint("shuffle_hash"), on=["side", "v"], how="left_anti")
-        counts = bad.agg(F.sum((F.col("side") == 0).cast("long")),
-                         F.sum((F.col("side") == 1).cast("long"))).collect()[0]
+        counts = bad.agg(F.sum((F.col("side") == 0).cast("long")), F.sum((F.col("side") == 1).cast("long"))).collect()[
+            0
+        ]
         n_src, n_dst = int(counts[0] or 0), int(counts[1] or 0)
         if not n_src and not n_dst:
             return
-        per_row = bad.groupBy(POS).agg(F.max((F.col("side") == 0).cast("int")).alias("s"),
-                                       F.max((F.col("side") == 1).cast("int")).alias("d"))
+        per_row = bad.groupBy(POS).agg(
+            F.max((F.col("side") == 0).cast("int")).alias("s"), F.max((F.col("side") == 1).cast("int")).alias("d")
+        )
         first = per_row.orderBy(POS).limit(limit).collect()
         flags = {r[POS]: (bool(r["s"]), bool(r["d"])) for r in first}
         rows = {r[POS]: (r["src"], r["dst"]) for r in edges.where(F.col(POS).isin(list(flags))).collect()}
         raise dangling_error(td, [(p, *rows[p], *flags[p]) for p in sorted(flags)], n_src, n_dst)
 
-    def card(self, td: TypeDef, mode: str, s: StagedTable, schema: pa.Schema, pinned: Pinned | None,
-             limit: int = 5) -> int | None:
+    def card(
+        self, td: TypeDef, mode: str, s: StagedTable, schema: pa.Schema, pinned: Pinned | None, limit: int = 5
+    ) -> int | None:
         """@card over committed + pending edges per source, as :func:`~..ingest.checks.check_cardinality`
         (merge collapses pending rows sharing an id to the last and shadows committed rows whose id
         is pending; overwrite counts pending only): the most edges any source has, or the error."""
@@ -448,8 +499,7 @@ class DistChecks:
         pending = self.staged(files, schema, ["id", "src"] if merge else ["src"])
         if merge:  # pending rows sharing an id collapse to the last; null ids all count
             last = pending.where(F.col("id").isNotNull()).groupBy("id").agg(F.max(POS).alias(POS)).select(POS)
-            kept = pending.where(F.col("id").isNull()).unionByName(
-                pending.join(last, on=POS, how="left_semi"))
+            kept = pending.where(F.col("id").isNull()).unionByName(pending.join(last, on=POS, how="left_semi"))
         else:
             kept = pending
         parts = [kept.where(F.col("src").isNotNull()).groupBy("src").agg(F.count(F.lit(1)).alias("n"))]
@@ -457,10 +507,10 @@ class DistChecks:
             old = self.committed(pinned, schema, ["id", "src"] if merge else ["src"])
             parts.append(old.where(F.col("src").isNotNull()).groupBy("src").agg(F.count(F.lit(1)).alias("n")))
             if merge:
-                shadow = old.join(pending.select("id").where(F.col("id").isNotNull()).distinct(), on="id",
-                                  how="left_semi")
-                parts.append(shadow.where(F.col("src").isNotNull()).groupBy("src")
-                             .agg((-F.count(F.lit(1))).alias("n")))
+                shadow = old.join(
+                    pending.select("id").where(F.col("id").isNotNull()).distinct(), on="id", how="left_semi"
+                )
+                parts.append(shadow.where(F.col("src").isNotNull()).groupBy("src").agg((-F.count(F.lit(1))).alias("n")))
         totals = parts[0]
         for p in parts[1:]:
             totals = totals.unionByName(p)
@@ -510,19 +560,23 @@ class DistChecks:
             try:
                 return self._replaced_in_jvm(fragments, files, pinned)
             except Exception as e:  # e.g. more staged ids than a quarter of an executor's heap holds
-                log.info("the executors' index could not find a merge's replaced rows (%s): a Spark join finds them",
-                         str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__)
+                log.info(
+                    "the executors' index could not find a merge's replaced rows (%s): a Spark join finds them",
+                    str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__,
+                )
         frags = [(str(f.fragment_id), 0) for f in fragments]
         sc = self.spark.sparkContext
         tasks = max(1, min(len(frags), 4 * sc.defaultParallelism))
         meta = "uri string, base long"
         old = self.spark.createDataFrame(sc.parallelize(frags, tasks), meta).mapInArrow(
-            _ids_by_fragment(pinned, self.storage_options), f"id string, {FRAG} long")
+            _ids_by_fragment(pinned, self.storage_options), f"id string, {FRAG} long"
+        )
         new = self.staged(files, schema, ["id"]).select("id")
         hits = old.join(new.hint("shuffle_hash"), on="id", how="left_semi")
         per_fragment = hits.groupBy(FRAG).agg(F.collect_list("id").alias("ids"))
-        done = per_fragment.mapInArrow(_delete_in_fragments(pinned, self.storage_options),
-                                       from_arrow_schema(_DELETED)).toArrow()
+        done = per_fragment.mapInArrow(
+            _delete_in_fragments(pinned, self.storage_options), from_arrow_schema(_DELETED)
+        ).toArrow()
         updated, removed = [], []
         for fid, m in zip(done.column(FRAG).to_pylist(), done.column("meta").to_pylist()):
             if m is None:
@@ -530,8 +584,13 @@ class DistChecks:
             else:
                 updated.append(m)
         rows = sum(done.column("rows").to_pylist())
-        log.info("a merge replaces %d committed rows in %d fragments of %s (%d emptied)",
-                 rows, len(updated) + len(removed), pinned[0], len(removed))
+        log.info(
+            "a merge replaces %d committed rows in %d fragments of %s (%d emptied)",
+            rows,
+            len(updated) + len(removed),
+            pinned[0],
+            len(removed),
+        )
         return Replaced(pinned[2], tuple(updated), tuple(sorted(removed)), rows)
 
     def _replaced_in_jvm(self, fragments, files: StagedFiles, pinned: Pinned) -> Replaced:
@@ -542,12 +601,17 @@ class DistChecks:
         import uuid
 
         metas = {f.fragment_id: f.metadata for f in fragments}
-        spec = {"load": uuid.uuid4().hex, "table": {"path": pinned[0], "branch": pinned[1], "version": pinned[2]},
-                "staged": {"table": None, "files": list(files.uris)}, "fragments": sorted(metas),
-                "storage": dict(self.storage_options or {})}
+        spec = {
+            "load": uuid.uuid4().hex,
+            "table": {"path": pinned[0], "branch": pinned[1], "version": pinned[2]},
+            "staged": {"table": None, "files": list(files.uris)},
+            "fragments": sorted(metas),
+            "storage": dict(self.storage_options or {}),
+        }
         session = self.spark
-        got = json.loads(session.sparkContext._jvm.io.omnigraph.spark.MergeReplace.run(
-            session._jsparkSession, json.dumps(spec)))
+        got = json.loads(
+            session.sparkContext._jvm.io.omnigraph.spark.MergeReplace.run(session._jsparkSession, json.dumps(spec))
+        )
         updated, removed = [], []
         for g in sorted(got, key=lambda g: g["fragment"]):
             if g["deletion"] is None:
@@ -557,8 +621,13 @@ class DistChecks:
                 meta["deletion_file"] = g["deletion"]
                 updated.append(json.dumps(meta))
         rows = sum(int(g["rows"]) for g in got)
-        log.info("a merge replaces %d committed rows in %d fragments of %s (%d emptied; found by the executors' index)",
-                 rows, len(got), pinned[0], len(removed))
+        log.info(
+            "a merge replaces %d committed rows in %d fragments of %s (%d emptied; found by the executors' index)",
+            rows,
+            len(got),
+            pinned[0],
+            len(removed),
+        )
         return Replaced(pinned[2], tuple(updated), tuple(removed), rows)
 
     # -- before the lease -------------------------------------------------------------------
@@ -579,6 +648,7 @@ class DistChecks:
                 except Exception as e:  # memoised: the validator raises it in its order
                     failed.append(True)
                     log.info("distributed check failed before the lease: %s", str(e).splitlines()[0][:300])
+
             return run
 
         run_checks([quiet(c) for c in checks])

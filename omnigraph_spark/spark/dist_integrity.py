@@ -20,6 +20,7 @@ of the table it scans, the staged files, and a digest of the ids or keys the dri
 lease; inside the lease the validator asks again on the fresh snapshot and gets a memoised
 answer only where those inputs are the same, else the part runs again there (invariant I21).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -112,8 +113,11 @@ class Distributed:
         try:
             n = bad.count()
             if not n:
-                return Edges(0, pa.table({c: pa.array([], pa.string()) for c in ("src", "dst")}),
-                             pa.array([], pa.string()) if with_ids else None)
+                return Edges(
+                    0,
+                    pa.table({c: pa.array([], pa.string()) for c in ("src", "dst")}),
+                    pa.array([], pa.string()) if with_ids else None,
+                )
             first = bad.orderBy(POS).limit(DESCRIBED_EDGES).select("src", "dst").toArrow()
             return Edges(n, first, Distributed._ids(bad) if with_ids else None)
         finally:
@@ -128,8 +132,9 @@ class Distributed:
         for col, gone in (("src", src_gone), ("dst", dst_gone)):
             if gone is not None and len(gone):
                 flag = f"__gone_{col}"
-                edges = edges.join(self._local(**{col: gone}).distinct().withColumn(flag, F.lit(True)), on=col,
-                                   how="left")
+                edges = edges.join(
+                    self._local(**{col: gone}).distinct().withColumn(flag, F.lit(True)), on=col, how="left"
+                )
                 h = F.col(flag).isNotNull()
                 hit = h if hit is None else hit | h
         return edges.limit(0) if hit is None else edges.where(hit)
@@ -149,9 +154,14 @@ class Distributed:
                 missing = pairs.join(edges.select("src", "dst"), on=["src", "dst"], how="left_anti").count()
                 return self._ids(found), missing
             wanted = pc.unique(_strings(keys.column("id")))
-            found = self._ids(self._committed(key, ["id"]).join(self._local(id=wanted), on="id", how="left_semi")
-                              .select("id").distinct())
+            found = self._ids(
+                self._committed(key, ["id"])
+                .join(self._local(id=wanted), on="id", how="left_semi")
+                .select("id")
+                .distinct()
+            )
             return found, len(wanted) - len(found)
+
         return self._run("delete", key, (self._pin(key), digest(keys)), run)
 
     def restaged(self, key: str, ids: pa.Array) -> pa.Array:
@@ -159,21 +169,34 @@ class Distributed:
         again by the same load stays); the in-memory form tests membership in the staged ids."""
         if not len(ids):
             return ids
-        return self._run("restaged", key, (self._files(key), digest(ids)), lambda: self._ids(
-            self._staged(key, ["id"]).join(self._local(id=ids).distinct(), on="id", how="left_semi")))
+        return self._run(
+            "restaged",
+            key,
+            (self._files(key), digest(ids)),
+            lambda: self._ids(self._staged(key, ["id"]).join(self._local(id=ids).distinct(), on="id", how="left_semi")),
+        )
 
     def staged_pointing_at(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> Edges:
         """The load's staged edges of ``ekey`` that point at deleted nodes; mirrors
         :func:`~..ingest.integrity.pointing_at`."""
-        return self._run("staged_pointing_at", ekey, (self._files(ekey), digest(src_gone), digest(dst_gone)),
-                         lambda: self._edges(
-            self._pointing_at(self._staged(ekey, ["src", "dst"]), src_gone, dst_gone), with_ids=False))
+        return self._run(
+            "staged_pointing_at",
+            ekey,
+            (self._files(ekey), digest(src_gone), digest(dst_gone)),
+            lambda: self._edges(
+                self._pointing_at(self._staged(ekey, ["src", "dst"]), src_gone, dst_gone), with_ids=False
+            ),
+        )
 
     def incident(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Array:
         """Ids of the committed edges incident to deleted nodes; mirrors
         :func:`~..ingest.integrity.incident_edges`."""
-        return self._run("incident", ekey, (self._pin(ekey), digest(src_gone), digest(dst_gone)), lambda: self._ids(
-            self._pointing_at(self._committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)))
+        return self._run(
+            "incident",
+            ekey,
+            (self._pin(ekey), digest(src_gone), digest(dst_gone)),
+            lambda: self._ids(self._pointing_at(self._committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)),
+        )
 
     def orphaned(self, ekey: str, src_after: str | None, dst_after: str | None, with_ids: bool) -> Edges:
         """The committed edges of ``ekey`` whose ``src`` is not among the staged ids of node table
@@ -192,6 +215,7 @@ class Distributed:
                     b = F.col(flag).isNull()
                     bad = b if bad is None else bad | b
             return self._edges(edges.limit(0) if bad is None else edges.where(bad), with_ids)
+
         ends = tuple((nkey, None if nkey is None else self._files(nkey)) for nkey in (src_after, dst_after))
         return self._run("orphaned", ekey, (self._pin(ekey),) + ends + (with_ids,), run)
 
@@ -202,8 +226,10 @@ class Distributed:
 
         def run() -> None:
             kept = self._committed(etd.table_key, ["id", "src"]).join(self._local(id=ids), on="id", how="left_anti")
-            self.dist.card_verdict(etd, kept.where(F.col("src").isNotNull()).groupBy("src")
-                                   .agg(F.count(F.lit(1)).alias("n")))
+            self.dist.card_verdict(
+                etd, kept.where(F.col("src").isNotNull()).groupBy("src").agg(F.count(F.lit(1)).alias("n"))
+            )
+
         self._run("card_after_delete", etd.table_key, (self._pin(etd.table_key), digest(ids)), run)
 
 

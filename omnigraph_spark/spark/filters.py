@@ -26,6 +26,7 @@ explicit ``ESCAPE '\\'``; dates are typed literals; numbers come from ``int``/``
 Pure functions, no pyspark import (filters are duck-typed by class name): runs wherever the
 reader's ``pushFilters`` runs (Spark's planning worker, on the driver).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -38,8 +39,12 @@ from ..store.writes import quote_sql_string
 
 LIKE_ESCAPE = "\\"
 
-_INT_RANGES = {"I32": (-(2 ** 31), 2 ** 31 - 1), "I64": (-(2 ** 63), 2 ** 63 - 1),
-               "U32": (0, 2 ** 32 - 1), "U64": (0, 2 ** 63 - 1)}  # U64: what Lance SQL parses as a literal
+_INT_RANGES = {
+    "I32": (-(2**31), 2**31 - 1),
+    "I64": (-(2**63), 2**63 - 1),
+    "U32": (0, 2**32 - 1),
+    "U64": (0, 2**63 - 1),
+}  # U64: what Lance SQL parses as a literal
 _STRINGS = ("String", "system")
 _PUSHABLE = frozenset(("String", "system", "Bool", "I32", "I64", "U32", "U64", "Date"))
 
@@ -109,8 +114,7 @@ def render_value(value: Any, kind: ColumnKind) -> str:
     raise _Untranslatable(value)
 
 
-_CMP = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<",
-        "LessThanOrEqual": "<="}
+_CMP = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<", "LessThanOrEqual": "<="}
 
 
 def _column(f: Any, columns: Mapping[str, ColumnKind]) -> tuple[str, ColumnKind]:
@@ -161,8 +165,9 @@ def _translate(f: Any, columns: Mapping[str, ColumnKind]) -> str:
         if kind.scalar not in _STRINGS or not isinstance(f.value, str):
             raise _Untranslatable(f.value)
         body = escape_like(f.value)
-        pattern = {"StringStartsWith": body + "%", "StringEndsWith": "%" + body,
-                   "StringContains": "%" + body + "%"}[name]
+        pattern = {"StringStartsWith": body + "%", "StringEndsWith": "%" + body, "StringContains": "%" + body + "%"}[
+            name
+        ]
         return f"({col} LIKE {quote_sql_string(pattern)} ESCAPE {quote_sql_string(LIKE_ESCAPE)})"
     raise _Untranslatable(name)
 

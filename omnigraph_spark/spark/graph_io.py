@@ -12,6 +12,7 @@ its successful tasks would be orphaned. Each task therefore records what it stag
 is not committed (failed jobs, failed or speculative task attempts) and then the journal.
 A task that dies *while* writing can still leave an unreferenced (invisible) file behind.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,6 +61,7 @@ DEFAULT_JSONL_CHUNK_ROWS = 50_000
 
 # -- staging journal ----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Journal:
     """Where the tasks of one load record their staged files. Picklable (sent to executors)."""
@@ -81,8 +83,14 @@ class _Journal:
 
         Plain JSON (directory + file names), never pickle: the driver must not execute
         anything a writer of the graph root could plant."""
-        entry = [{"table_key": s.table_key, "stage_uri": s.stage_uri,
-                  "files": [df.path for f in s.fragments for df in f.files]} for s in staged]
+        entry = [
+            {
+                "table_key": s.table_key,
+                "stage_uri": s.stage_uri,
+                "files": [df.path for f in s.fragments for df in f.files],
+            }
+            for s in staged
+        ]
         self._fs().write_text(join(self.directory, f"{name}-{uuid.uuid4().hex[:8]}.json"), json.dumps(entry))
 
     def entries(self) -> list[dict]:
@@ -150,27 +158,48 @@ def _payload(staged: Sequence[object]) -> pa.RecordBatch:
 
 # -- options -------------------------------------------------------------------------------------
 
-def _write_options(uri: str, mode: str, branch: str, actor: str | None,
-                   options: Mapping[str, Any] | None) -> WriteOptions:
+
+def _write_options(
+    uri: str, mode: str, branch: str, actor: str | None, options: Mapping[str, Any] | None
+) -> WriteOptions:
     base: dict[str, Any] = {"path": uri, "branch": branch, "writeMode": mode}
     if actor is not None:
         base["actor"] = actor
     reserved = {k.lower() for k in base} | {"type", "path", "branch", "writemode", "actor", "engine"}
     for k, v in (options or {}).items():
         if str(k).lower() in reserved:
-            raise OptionError(f"option '{k}' is a parameter of this call (or meaningless for a multi-type load); "
-                              "pass it as an argument instead", option=k)
+            raise OptionError(
+                f"option '{k}' is a parameter of this call (or meaningless for a multi-type load); "
+                "pass it as an argument instead",
+                option=k,
+            )
         base[k] = v if isinstance(v, str) else str(v)
     return WriteOptions.from_options(base, require_type=False)
 
 
 def _targets(graph: Graph, opts: WriteOptions, keys: Sequence[str]) -> dict[str, WriteTarget]:
-    return {k: prepare_target(graph, opts.branch, k, opts.write_mode, max_rows_per_file=opts.max_rows_per_file,
-                              max_bytes_per_file=opts.max_bytes_per_file) for k in keys}
+    return {
+        k: prepare_target(
+            graph,
+            opts.branch,
+            k,
+            opts.write_mode,
+            max_rows_per_file=opts.max_rows_per_file,
+            max_bytes_per_file=opts.max_bytes_per_file,
+        )
+        for k in keys
+    }
 
 
-def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine: Quarantine | None = None,
-            rejected: Sequence[Rejected] = (), spark=None) -> LoadResult:
+def _finish(
+    graph: Graph,
+    opts: WriteOptions,
+    journal: _Journal,
+    run,
+    quarantine: Quarantine | None = None,
+    rejected: Sequence[Rejected] = (),
+    spark=None,
+) -> LoadResult:
     """Driver: run the staging jobs (``run`` returns the staged tables), commit once, and clean
     up the journal; any failure leaves the graph unchanged and removes every staged file (and
     the load's quarantined rows: ``rejected``, filled by ``run``). ``spark``: as
@@ -196,6 +225,7 @@ def _finish(graph: Graph, opts: WriteOptions, journal: _Journal, run, quarantine
 
 # -- write_graph -------------------------------------------------------------------------------
 
+
 def _tagged(load):
     """``load`` raises every OmnigraphError with its ``[CODE]`` prefix, those of its driver-side
     planning too, so an error's first line is the same on every write path (I20)."""
@@ -212,10 +242,17 @@ def _tagged(load):
 
 
 @_tagged
-def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branch: str = MAIN,
-                actor: str | None = None, options: Mapping[str, Any] | None = None,
-                engine: str = "auto", deletes: Mapping[str, Any] | None = None,
-                rejected_rows_path: str | None = None) -> LoadResult:
+def write_graph(
+    uri: str,
+    frames: Mapping[str, Any],
+    mode: str = "append",
+    branch: str = MAIN,
+    actor: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    engine: str = "auto",
+    deletes: Mapping[str, Any] | None = None,
+    rejected_rows_path: str | None = None,
+) -> LoadResult:
     """Write several DataFrames (``{"Person": df, "Knows": df2}``) as ONE graph commit.
 
     Driver. Each DataFrame is staged by its own Spark job; edges are validated against the
@@ -249,8 +286,9 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
     for name, df in (deletes or {}).items():
         td = graph.catalog.resolve(name)
         if opts.write_mode not in ("append", "merge"):
-            raise OptionError(f"deletes= goes with mode 'append' or 'merge', not {opts.write_mode!r}",
-                              option="deletes", type=name)
+            raise OptionError(
+                f"deletes= goes with mode 'append' or 'merge', not {opts.write_mode!r}", option="deletes", type=name
+            )
         delete_columns(td, df.columns)
         removals[td.table_key] = (td, df)
     if not resolved and not removals:
@@ -288,12 +326,23 @@ def write_graph(uri: str, frames: Mapping[str, Any], mode: str = "append", branc
                 fresh = _jvm_write.fresh_source(td, target, plan, snap)  # type: ignore[arg-type]  # snap is taken when there are plans
                 got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
             else:
-                got = _collect(df, _python_stager(td, target, journal, quarantine,
-                                                  rejected_ends(td, rejected) if td.is_edge else None), rejected)
+                got = _collect(
+                    df,
+                    _python_stager(
+                        td, target, journal, quarantine, rejected_ends(td, rejected) if td.is_edge else None
+                    ),
+                    rejected,
+                )
             if not got:  # no partitions: an empty load of this type (overwrite empties the table)
                 got = [StagedTable(key, target.mode, target.stage_uri, target.base_version, (), 0, 0)]
-            log.info("staged %s (%s): %d rows in %d fragments from %d tasks", key, "jvm" if plan else "python",
-                     sum(s.rows for s in got), sum(len(s.fragments) for s in got), len(got))
+            log.info(
+                "staged %s (%s): %d rows in %d fragments from %d tasks",
+                key,
+                "jvm" if plan else "python",
+                sum(s.rows for s in got),
+                sum(len(s.fragments) for s in got),
+                len(got),
+            )
             out.extend(got)
         for key in sorted(removals):
             td, df = removals[key]
@@ -308,11 +357,15 @@ def _python_for_quarantine(engine: str, order: Sequence[str]) -> str:
     """A quarantining load stages in Python workers: the JVM sink refuses bad rows, it does not
     quarantine them (``engine="jvm"`` raises, "auto" says so in the log)."""
     if engine == "jvm":
-        raise JvmWriteUnavailableError("rejectedRowsPath is set: bad rows are quarantined by the Python path only; "
-                                       "use engine='auto' or 'python'", option="rejectedRowsPath")
+        raise JvmWriteUnavailableError(
+            "rejectedRowsPath is set: bad rows are quarantined by the Python path only; use engine='auto' or 'python'",
+            option="rejectedRowsPath",
+        )
     if engine == "auto":
-        log.info("staging %s through Python workers: rejectedRowsPath is set (the JVM sink does not quarantine)",
-                 ", ".join(order))
+        log.info(
+            "staging %s through Python workers: rejectedRowsPath is set (the JVM sink does not quarantine)",
+            ", ".join(order),
+        )
     return "python"
 
 
@@ -321,12 +374,18 @@ def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
     no files; the commit resolves them against its fresh snapshot (spark/deletions.py::deletions)."""
     keys = delete_keys(td, df.select(*[f"`{c}`" for c in delete_columns(td, df.columns)]).toArrow())
     log.info("delete from %s: %d keys", td.table_key, keys.num_rows)
-    return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0,
-                       deletes=keys)
+    return StagedTable(
+        target.table_key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0, deletes=keys
+    )
 
 
-def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quarantine: Quarantine | None = None,
-                   ends: Mapping[str, Mapping[str, str]] | None = None):
+def _python_stager(
+    td: TypeDef,
+    target: WriteTarget,
+    journal: _Journal,
+    quarantine: Quarantine | None = None,
+    ends: Mapping[str, Mapping[str, str]] | None = None,
+):
     """The mapInArrow function staging one DataFrame in Python workers (RowConverter); with
     ``quarantine``, bad rows (and edges to ``ends``, nodes rejected so far) are quarantined.
     Each task leaves its key fingerprints in the journal, as the JVM tasks do (I15)."""
@@ -346,8 +405,9 @@ def _python_stager(td: TypeDef, target: WriteTarget, journal: _Journal, quaranti
     return stage_partition
 
 
-def _jvm_plans(resolved: Mapping[str, tuple[TypeDef, Any]], targets: Mapping[str, WriteTarget],
-               order: Sequence[str], engine: str) -> dict[str, _jvm_write.JvmStagePlan]:
+def _jvm_plans(
+    resolved: Mapping[str, tuple[TypeDef, Any]], targets: Mapping[str, WriteTarget], order: Sequence[str], engine: str
+) -> dict[str, _jvm_write.JvmStagePlan]:
     """Driver, before any job: which DataFrames the JVM sink stages (``engine`` auto/jvm)."""
     plans: dict[str, _jvm_write.JvmStagePlan] = {}
     if engine == "python":
@@ -364,22 +424,40 @@ def _jvm_plans(resolved: Mapping[str, tuple[TypeDef, Any]], targets: Mapping[str
             continue
         if engine == "jvm":
             raise JvmWriteUnavailableError(
-                f"cannot stage {td.kind} {td.name} through the JVM path: {'; '.join(reasons)}", type=td.name)
+                f"cannot stage {td.kind} {td.name} through the JVM path: {'; '.join(reasons)}", type=td.name
+            )
         log.info("staging %s through Python workers: %s", key, "; ".join(reasons))
     return plans
 
 
-def write_table(df: Any, uri: str, type: str, mode: str = "append", branch: str = MAIN,
-                actor: str | None = None, options: Mapping[str, Any] | None = None,
-                engine: str = "auto", rejected_rows_path: str | None = None) -> LoadResult:
+def write_table(
+    df: Any,
+    uri: str,
+    type: str,
+    mode: str = "append",
+    branch: str = MAIN,
+    actor: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    engine: str = "auto",
+    rejected_rows_path: str | None = None,
+) -> LoadResult:
     """Write one DataFrame into one node or edge type as one graph commit: what
     ``df.write.format("omnigraph")`` does, through the JVM sink when it can (``engine``).
     ``rejected_rows_path``: quarantine bad rows there (see :func:`write_graph`)."""
-    return write_graph(uri, {type: df}, mode=mode, branch=branch, actor=actor, options=options, engine=engine,
-                       rejected_rows_path=rejected_rows_path)
+    return write_graph(
+        uri,
+        {type: df},
+        mode=mode,
+        branch=branch,
+        actor=actor,
+        options=options,
+        engine=engine,
+        rejected_rows_path=rejected_rows_path,
+    )
 
 
 # -- load_jsonl -------------------------------------------------------------------------------
+
 
 def iter_json_values(text: str) -> Iterator[tuple[int, int, Any]]:
     """(record number from 1, line number from 1, value) for a stream of JSON values separated
@@ -457,9 +535,13 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
                                 tag_error(_locate(e, None, file, line, rec))
                                 raise
                             if td.table_key not in targets:
-                                raise tag_error(DataError(
-                                    f"{file}:{line} (record {rec}): type {td.table_key} was not found by the "
-                                    "planning pass (input changed while loading?)", table=td.table_key))
+                                raise tag_error(
+                                    DataError(
+                                        f"{file}:{line} (record {rec}): type {td.table_key} was not found by the "
+                                        "planning pass (input changed while loading?)",
+                                        table=td.table_key,
+                                    )
+                                )
                             buf = buffers.setdefault(td.table_key, _Buffer([], []))
                             buf.records.append(record)
                             buf.where.append((file, line, rec))
@@ -512,8 +594,16 @@ def _types_touched(text_df, catalog: Catalog) -> list[str]:
 
 
 @_tagged
-def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = MAIN, actor: str | None = None,
-               options: Mapping[str, Any] | None = None, chunk_rows: int = DEFAULT_JSONL_CHUNK_ROWS) -> LoadResult:
+def load_jsonl(
+    spark,
+    uri: str,
+    path: Any,
+    mode: str = "append",
+    branch: str = MAIN,
+    actor: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    chunk_rows: int = DEFAULT_JSONL_CHUNK_ROWS,
+) -> LoadResult:
     """Load files in the engine's JSONL envelope (a path, glob or list of them) as ONE commit.
 
     Driver. Files are read with ``spark.read.text(wholetext=True)`` — one file per task, so
@@ -524,15 +614,20 @@ def load_jsonl(spark, uri: str, path: Any, mode: str = "append", branch: str = M
 
     opts = _write_options(uri, mode, branch, actor, options)
     if opts.write_mode == "delete":
-        raise OptionError("load_jsonl does not delete; use write_graph/write_table with mode='delete'",
-                          option="writeMode", value="delete")
+        raise OptionError(
+            "load_jsonl does not delete; use write_graph/write_table with mode='delete'",
+            option="writeMode",
+            value="delete",
+        )
     if opts.rejected_rows_path is not None:
-        raise OptionError("option 'rejectedRowsPath' is not supported by load_jsonl (write_table and write_graph "
-                          "quarantine; a JSONL load refuses a bad record)", option="rejectedRowsPath")
+        raise OptionError(
+            "option 'rejectedRowsPath' is not supported by load_jsonl (write_table and write_graph "
+            "quarantine; a JSONL load refuses a bad record)",
+            option="rejectedRowsPath",
+        )
     graph = Graph.open(opts.path, opts.storage_options)
     paths = [path] if isinstance(path, str) else list(path)
-    text_df = (spark.read.text(paths, wholetext=True)
-               .select(F.col("value"), F.col("_metadata.file_path").alias("file")))
+    text_df = spark.read.text(paths, wholetext=True).select(F.col("value"), F.col("_metadata.file_path").alias("file"))
     if opts.branch == MAIN:
         keys = graph.catalog.table_keys()  # pinning a table on main has no side effect
     else:

@@ -23,6 +23,7 @@ Column pruning is pushed, and so are the filters Lance evaluates exactly as Spar
 source's rules, ``jvm-shim`` ``FilterSql``: no floats, lists or DateTime); Lance then reads the
 other columns only for the rows that pass, and Spark applies every filter again after the scan.
 """
+
 from __future__ import annotations
 
 import json
@@ -80,15 +81,21 @@ def shim_blocker(spark: SparkSession) -> str | None:
         log.debug("JVM shim probe failed: %s", first)
         libs = re.search(r"the shim's libraries are not on the class path: [^\n]*?\)", str(e))
         if libs:  # the shim's own answer (LanceSnapshotSource.requireLibraries)
-            return (f"{libs.group(0)}; omnigraph_spark.configure_spark(builder) adds them (docs/api.md, "
-                    "\"The JVM paths: set-up\")")
+            return (
+                f"{libs.group(0)}; omnigraph_spark.configure_spark(builder) adds them (docs/api.md, "
+                '"The JVM paths: set-up")'
+            )
         if "DATA_SOURCE_NOT_FOUND" in str(e) or "ClassNotFound" in str(e):
-            return (f"the JVM shim ({SHIM_CLASS}) is not on the class path; build it with `make jvm-shim` and "
-                    "add it with omnigraph_spark.configure_spark(builder) (docs/api.md)")
+            return (
+                f"the JVM shim ({SHIM_CLASS}) is not on the class path; build it with `make jvm-shim` and "
+                "add it with omnigraph_spark.configure_spark(builder) (docs/api.md)"
+            )
         return f"the JVM shim ({SHIM_CLASS}) does not answer this package's probe: {first}"
     if names != [PROBE_COLUMN]:
-        return (f"the JVM shim on the class path speaks {names}, this package {PROBE_COLUMN}: install the shim "
-                "jar of this package's release")
+        return (
+            f"the JVM shim on the class path speaks {names}, this package {PROBE_COLUMN}: install the shim "
+            "jar of this package's release"
+        )
     return None
 
 
@@ -161,10 +168,19 @@ def column_blockers(stored: pa.Schema, target: pa.Schema) -> list[str]:
     return out
 
 
-def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeDef, *,
-               columns: Sequence[str] | None = None, storage_options: dict[str, str] | None = None,
-               engine: str = "auto", min_partitions: int | None = None,
-               max_rows_per_partition: int | None = None, shim: ShimSession | None = None) -> DataFrame:
+def load_table(
+    spark: SparkSession,
+    graph: Graph,
+    snap: Snapshot,
+    typedef: TypeDef,
+    *,
+    columns: Sequence[str] | None = None,
+    storage_options: dict[str, str] | None = None,
+    engine: str = "auto",
+    min_partitions: int | None = None,
+    max_rows_per_partition: int | None = None,
+    shim: ShimSession | None = None,
+) -> DataFrame:
     """Driver: one type of an already resolved snapshot as a DataFrame, through the JVM scan
     when ``engine`` allows and the table qualifies, else through ``format("omnigraph")``.
     ``shim``: the caller's :class:`ShimSession` when it reads several tables of one session.
@@ -183,15 +199,28 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
             ds = graph.open_table(typedef.table_key, snap)  # opened once: checked, then planned
             why = "; ".join(column_blockers(ds.schema, _types.arrow_target_schema(schema))) or None
             if why is None:
-                return _jvm_frame(spark, snap, typedef, schema, ds, min_partitions or shim.parallelism(),
-                                  max_rows_per_partition, storage_options)
+                return _jvm_frame(
+                    spark,
+                    snap,
+                    typedef,
+                    schema,
+                    ds,
+                    min_partitions or shim.parallelism(),
+                    max_rows_per_partition,
+                    storage_options,
+                )
         if engine == "jvm":
-            raise JvmReadUnavailableError(f"cannot read '{typedef.name}' through the JVM path: {why}",
-                                          type=typedef.name)
+            raise JvmReadUnavailableError(
+                f"cannot read '{typedef.name}' through the JVM path: {why}", type=typedef.name
+            )
         log.info("reading %s through the Python source: %s", typedef.table_key, why)
-    r = (spark.read.format("omnigraph").option("engine", "python")  # this IS the fallback: no second planning
-         .option("type", typedef.name).option("branch", snap.branch)
-         .option("version", str(snap.version)))
+    r = (
+        spark.read.format("omnigraph")
+        .option("engine", "python")  # this IS the fallback: no second planning
+        .option("type", typedef.name)
+        .option("branch", snap.branch)
+        .option("version", str(snap.version))
+    )
     if columns is not None:
         r = r.option("columns", ",".join(columns))
     if min_partitions is not None:
@@ -203,9 +232,16 @@ def load_table(spark: SparkSession, graph: Graph, snap: Snapshot, typedef: TypeD
     return r.load(graph.root)
 
 
-def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds,
-               parallelism: int, max_rows_per_partition: int | None,
-               storage_options: dict[str, str] | None) -> DataFrame:
+def _jvm_frame(
+    spark: SparkSession,
+    snap: Snapshot,
+    typedef: TypeDef,
+    schema,
+    ds,
+    parallelism: int,
+    max_rows_per_partition: int | None,
+    storage_options: dict[str, str] | None,
+) -> DataFrame:
     r = spark.read.format(SHIM_CLASS).schema(schema)
     for k, v in scan_options(snap, typedef, schema, ds, parallelism, max_rows_per_partition).items():
         r = r.option(k, v)
@@ -214,8 +250,15 @@ def _jvm_frame(spark: SparkSession, snap: Snapshot, typedef: TypeDef, schema, ds
     return r.load()
 
 
-def scan_options(snap: Snapshot, typedef: TypeDef, schema, ds, parallelism: int,
-                 max_rows_per_partition: int | None, pushdown: bool = True) -> dict[str, str]:
+def scan_options(
+    snap: Snapshot,
+    typedef: TypeDef,
+    schema,
+    ds,
+    parallelism: int,
+    max_rows_per_partition: int | None,
+    pushdown: bool = True,
+) -> dict[str, str]:
     """The JVM scan's options (``LanceSnapshotSource``) for one table of ``snap``: the pinned
     table version and the tasks (the Python reader's fragment groups and row ranges), no
     credentials. ``pushdown`` False: no column is offered to Lance's filters."""
@@ -223,26 +266,52 @@ def scan_options(snap: Snapshot, typedef: TypeDef, schema, ds, parallelism: int,
     read_columns = set(schema.fieldNames())
     frags = fragment_rows(ds)
     tasks = []
-    for ids, rng in plan_partitions(frags, max_rows_per_partition or default_max_rows(ds, frags, parallelism),
-                                    parallelism):
+    for ids, rng in plan_partitions(
+        frags, max_rows_per_partition or default_max_rows(ds, frags, parallelism), parallelism
+    ):
         if ids:  # an empty table plans one empty task: the JVM source just gets none
             tasks.append({"fragments": list(ids), "filter": _range_filter(ids[0], rng) if rng else None})
-    log.info("omnigraph JVM read %s on %s: manifest v%d (commit %s), table version %d, %d fragments, %d tasks",
-             typedef.table_key, snap.branch, snap.version, snap.commit_id, table.version, len(frags), len(tasks))
-    out = {"path": table.base_path, "version": str(table.version), "partitions": json.dumps(tasks),
-           "table": typedef.table_key, "batchSize": str(JVM_BATCH_SIZE),
-           # the columns Lance may filter on (their kinds decide what translates exactly, see FilterSql)
-           "pushable": json.dumps({c: k.scalar for c, k in column_kinds(typedef).items()
-                                   if pushdown and k.pushable and c in read_columns})}
+    log.info(
+        "omnigraph JVM read %s on %s: manifest v%d (commit %s), table version %d, %d fragments, %d tasks",
+        typedef.table_key,
+        snap.branch,
+        snap.version,
+        snap.commit_id,
+        table.version,
+        len(frags),
+        len(tasks),
+    )
+    out = {
+        "path": table.base_path,
+        "version": str(table.version),
+        "partitions": json.dumps(tasks),
+        "table": typedef.table_key,
+        "batchSize": str(JVM_BATCH_SIZE),
+        # the columns Lance may filter on (their kinds decide what translates exactly, see FilterSql)
+        "pushable": json.dumps(
+            {c: k.scalar for c, k in column_kinds(typedef).items() if pushdown and k.pushable and c in read_columns}
+        ),
+    }
     if table.lance_branch:
         out["branch"] = table.lance_branch
     return out
 
 
-def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main", version: int | None = None,
-               commit: str | None = None, timestamp=None, columns: Sequence[str] | None = None,
-               storage_options: dict[str, str] | None = None, engine: str = "auto",
-               min_partitions: int | None = None, max_rows_per_partition: int | None = None) -> DataFrame:
+def read_table(
+    spark: SparkSession,
+    uri: str,
+    type: str,
+    *,
+    branch: str = "main",
+    version: int | None = None,
+    commit: str | None = None,
+    timestamp=None,
+    columns: Sequence[str] | None = None,
+    storage_options: dict[str, str] | None = None,
+    engine: str = "auto",
+    min_partitions: int | None = None,
+    max_rows_per_partition: int | None = None,
+) -> DataFrame:
     """One node or edge type of one snapshot, through the fastest path that can read it.
 
     The same rows, columns and Spark types as
@@ -256,13 +325,35 @@ def read_table(spark: SparkSession, uri: str, type: str, *, branch: str = "main"
     """
     graph = Graph.open(uri, storage_options)
     for path in graph.pending_sidecars():
-        log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only",
-                    graph.root, path)
+        log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only", graph.root, path)
     typedef = graph.catalog.resolve(type)
     snap = graph.snapshot(branch, version, commit=commit, timestamp=timestamp)
-    return load_table(spark, graph, snap, typedef, columns=columns, storage_options=storage_options,
-                      engine=engine, min_partitions=min_partitions, max_rows_per_partition=max_rows_per_partition)
+    return load_table(
+        spark,
+        graph,
+        snap,
+        typedef,
+        columns=columns,
+        storage_options=storage_options,
+        engine=engine,
+        min_partitions=min_partitions,
+        max_rows_per_partition=max_rows_per_partition,
+    )
 
 
-__all__ = ["read_table", "load_table", "shim_jars", "shim_spark_conf", "configure_spark", "shim_loaded", "shim_blocker", "ShimSession",
-           "default_parallelism", "is_connect", "scan_options", "column_blockers", "ENGINES", "SHIM_CLASS"]
+__all__ = [
+    "read_table",
+    "load_table",
+    "shim_jars",
+    "shim_spark_conf",
+    "configure_spark",
+    "shim_loaded",
+    "shim_blocker",
+    "ShimSession",
+    "default_parallelism",
+    "is_connect",
+    "scan_options",
+    "column_blockers",
+    "ENGINES",
+    "SHIM_CLASS",
+]

@@ -25,6 +25,7 @@ in Python). Everything else (given U32/U64/Vector/Blob columns, decimals, string
 dates, range and pattern rules) goes through the Python path, logged;
 ``engine="jvm"`` raises :class:`~omnigraph_spark.errors.JvmWriteUnavailableError` instead.
 """
+
 from __future__ import annotations
 
 import base64
@@ -144,7 +145,7 @@ def _widens(src: DataType, target: pa.DataType) -> bool:
 
 
 def _how(src: DataType | None, target: DataType) -> str:
-    """"as_is" when the input column already has the target's Spark type (no projection), else "cast"."""
+    """ "as_is" when the input column already has the target's Spark type (no projection), else "cast"."""
     return "as_is" if src is not None and src == target else "cast"
 
 
@@ -154,7 +155,9 @@ def setup_blocker(spark: SparkSession, target: WriteTarget, shim: ShimSession | 
     return (shim or ShimSession(spark)).blocker()
 
 
-def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) -> tuple[JvmStagePlan | None, list[str]]:
+def plan_stage(
+    typedef: TypeDef, target: WriteTarget, input_schema: StructType
+) -> tuple[JvmStagePlan | None, list[str]]:
     """The sink's plan for a DataFrame of ``input_schema``, or (None, the reasons it cannot).
 
     Call after :func:`~omnigraph_spark.spark.writer.precheck_columns`: unknown, missing and
@@ -175,8 +178,11 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
                 how = "micros_date" if isinstance(src, DateType) else "micros_ts"
                 columns.append((f.name, None if isinstance(src, NullType) else f.name, LongType(), how))
                 kinds.append((f.name, "micros"))
-            elif src is None and f.nullable and not (pt.is_large_binary(f.type) or pt.is_binary(f.type)
-                                                     or isinstance(f.type, pa.ExtensionType)):
+            elif (
+                src is None
+                and f.nullable
+                and not (pt.is_large_binary(f.type) or pt.is_binary(f.type) or isinstance(f.type, pa.ExtensionType))
+            ):
                 kinds.append((f.name, "null"))  # not given: nulls, written by the sink itself
             elif src is None:
                 why.append(f"column '{f.name}' is stored as {f.type} (Blob columns stay on the Python path)")
@@ -230,8 +236,9 @@ def plan_stage(typedef: TypeDef, target: WriteTarget, input_schema: StructType) 
             rules.append(rule)
     if typedef.is_edge:
         rules += [{"column": "src", "notNull": "String"}, {"column": "dst", "notNull": "String"}]
-    return JvmStagePlan(tuple(columns), tuple(rules), mint, tuple(kinds),
-                        unique_column=provable_unique_column(typedef, target)), []
+    return JvmStagePlan(
+        tuple(columns), tuple(rules), mint, tuple(kinds), unique_column=provable_unique_column(typedef, target)
+    ), []
 
 
 def _q(name: str) -> str:
@@ -268,9 +275,15 @@ def projected(df: DataFrame, plan: JvmStagePlan) -> DataFrame:
     return df.selectExpr(*exprs)
 
 
-def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
-              journal_dir: str, ends: tuple[IdSource, IdSource] | None = None,
-              fresh: IdSource | None = None) -> list[StagedTable]:
+def stage_jvm(
+    df: DataFrame,
+    typedef: TypeDef,
+    target: WriteTarget,
+    plan: JvmStagePlan,
+    journal_dir: str,
+    ends: tuple[IdSource, IdSource] | None = None,
+    fresh: IdSource | None = None,
+) -> list[StagedTable]:
     """Driver: run one Spark job that stages ``df`` through the sink; one StagedTable per task.
 
     Each committed task's files are also noted in ``journal_dir`` (the caller's staging
@@ -307,18 +320,32 @@ def stage_jvm(df: DataFrame, typedef: TypeDef, target: WriteTarget, plan: JvmSta
     return staged_from_tasks(typedef, target, plan, tasks, ends, fresh)
 
 
-def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal_dir: str, handoff: str,
-              ends: tuple[IdSource, IdSource] | None = None,
-              fresh: IdSource | None = None) -> dict[str, str]:
+def sink_spec(
+    typedef: TypeDef,
+    target: WriteTarget,
+    plan: JvmStagePlan,
+    journal_dir: str,
+    handoff: str,
+    ends: tuple[IdSource, IdSource] | None = None,
+    fresh: IdSource | None = None,
+) -> dict[str, str]:
     """The sink's ``spec`` option (the JVM unpacks it): everything a task needs, no credentials."""
-    spec = {"datasetUri": target.stage_uri, "tableKey": target.table_key,
-            "label": f"{typedef.kind} {typedef.name}", "typeName": typedef.name,
-            "where": f"{typedef.name} partition",
-            "arrowSchema": base64.b64encode(target.schema.serialize().to_pybytes()).decode("ascii"),
-            "rules": json.dumps(list(plan.rules)), "kinds": json.dumps(dict(plan.kinds)),
-            "maxRowsPerFile": str(target.max_rows_per_file), "maxBytesPerFile": str(target.max_bytes_per_file or 0),
-            "batchRows": str(JVM_BATCH_ROWS), "dataStorageVersion": target.data_storage_version,
-            "journal": journal_dir, "handoff": handoff}
+    spec = {
+        "datasetUri": target.stage_uri,
+        "tableKey": target.table_key,
+        "label": f"{typedef.kind} {typedef.name}",
+        "typeName": typedef.name,
+        "where": f"{typedef.name} partition",
+        "arrowSchema": base64.b64encode(target.schema.serialize().to_pybytes()).decode("ascii"),
+        "rules": json.dumps(list(plan.rules)),
+        "kinds": json.dumps(dict(plan.kinds)),
+        "maxRowsPerFile": str(target.max_rows_per_file),
+        "maxBytesPerFile": str(target.max_bytes_per_file or 0),
+        "batchRows": str(JVM_BATCH_ROWS),
+        "dataStorageVersion": target.data_storage_version,
+        "journal": journal_dir,
+        "handoff": handoff,
+    }
     if plan.mint_column:
         spec["mintColumn"] = plan.mint_column
     if plan.unique_column is not None:
@@ -326,8 +353,15 @@ def sink_spec(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, journal
     keep = kept_indexes(target.root)
     if ends is not None:
         # the journal directory is unique to the load: executors share an index within it only
-        spec["endpoints"] = json.dumps({"load": journal_dir, "src": ends[0].to_json(), "dst": ends[1].to_json(),
-                                        "keep": keep, "sketchMinEdges": SKETCH_MIN_EDGES})
+        spec["endpoints"] = json.dumps(
+            {
+                "load": journal_dir,
+                "src": ends[0].to_json(),
+                "dst": ends[1].to_json(),
+                "keep": keep,
+                "sketchMinEdges": SKETCH_MIN_EDGES,
+            }
+        )
     if fresh is not None:
         spec["freshIds"] = json.dumps({"load": journal_dir, "ids": fresh.to_json(), "keep": keep})
     return spec  # type: ignore[return-value]  # dataStorageVersion None goes as JSON null
@@ -355,15 +389,21 @@ def delete_handoff(handoff: str, journal_dir: str, storage_options: dict[str, st
         log.warning("cannot delete the hand-off file %s: %s", handoff, e)
 
 
-def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, tasks: Sequence[dict[str, Any]],
-                      ends: tuple[IdSource, IdSource] | None = None,
-                      fresh: IdSource | None = None) -> list[StagedTable]:
+def staged_from_tasks(
+    typedef: TypeDef,
+    target: WriteTarget,
+    plan: JvmStagePlan,
+    tasks: Sequence[dict[str, Any]],
+    ends: tuple[IdSource, IdSource] | None = None,
+    fresh: IdSource | None = None,
+) -> list[StagedTable]:
     """The staged tables of the sink's tasks, one per task; raises the ONE typed error of the
     tasks that refused their rows (nothing staged then: the caller's journal clean-up deletes
     what the others staged)."""
     # a task whose rows broke a rule staged nothing and handed over the error (bad_rows.py)
-    raise_refused([Refusal.from_json(t["error"]) for t in sorted(tasks, key=lambda t: t["partition"])
-                   if t.get("error")])
+    raise_refused(
+        [Refusal.from_json(t["error"]) for t in sorted(tasks, key=lambda t: t["partition"]) if t.get("error")]
+    )
     out = []
     for t in sorted(tasks, key=lambda t: t["partition"]):
         frags = tuple(FragmentMetadata.from_json(f) for f in t["fragments"])
@@ -371,14 +411,32 @@ def staged_from_tasks(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan,
         proof = None
         if ends is not None and int(t["dangling"]) >= 0:
             sketch = t.get("src_sketch")
-            proof = EndsProof(ends[0], ends[1], int(t["dangling"]), int(t["src_bound"]),
-                              src_sketches=(sketch,) if sketch else (), unsketched_bound=0 if sketch else None)
+            proof = EndsProof(
+                ends[0],
+                ends[1],
+                int(t["dangling"]),
+                int(t["src_bound"]),
+                src_sketches=(sketch,) if sketch else (),
+                unsketched_bound=0 if sketch else None,
+            )
         keys = t.get("key_hashes")
         conflicts = int(t.get("fresh_conflicts", -1))
-        out.append(StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, frags,
-                               int(t["rows"]), int(t["bytes"]), minted_ids=minted, ends=proof,
-                               key_hashes=(keys,) if keys else None, key_column=plan.unique_column if keys else None,
-                               fresh=FreshIdsProof(fresh, conflicts) if fresh is not None and conflicts >= 0 else None))
+        out.append(
+            StagedTable(
+                target.table_key,
+                target.mode,
+                target.stage_uri,
+                target.base_version,
+                frags,
+                int(t["rows"]),
+                int(t["bytes"]),
+                minted_ids=minted,
+                ends=proof,
+                key_hashes=(keys,) if keys else None,
+                key_column=plan.unique_column if keys else None,
+                fresh=FreshIdsProof(fresh, conflicts) if fresh is not None and conflicts >= 0 else None,
+            )
+        )
     return out
 
 
@@ -402,25 +460,47 @@ def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap
     return IdSource((t.base_path, t.lance_branch, t.version))
 
 
-def endpoint_sources(typedef: TypeDef, snap: Snapshot,
-                     staged: Sequence[StagedTable]) -> tuple[IdSource, IdSource] | None:
+def endpoint_sources(
+    typedef: TypeDef, snap: Snapshot, staged: Sequence[StagedTable]
+) -> tuple[IdSource, IdSource] | None:
     """Driver, before staging an edge table: the id sources its tasks check endpoints against
     (the validator's own rule, :func:`~.writer.id_source`, on the snapshot the job starts from
     and the node tables staged so far), or None when the node tables are too large to index in
     an executor (the driver checks them as before)."""
-    merged = {k: StagedTable.merge([s for s in staged if s.table_key == k])  # one StagedTable per task
-              for k in {s.table_key for s in staged}}
+    merged = {
+        k: StagedTable.merge([s for s in staged if s.table_key == k])  # one StagedTable per task
+        for k in {s.table_key for s in staged}
+    }
     out = []
     for node_type in (typedef.from_type, typedef.to_type):
         key = f"node:{node_type}"
         source = id_source(snap, merged, key)
         rows = (snap.table(key).row_count if source.table else 0) + (merged[key].rows if key in merged else 0)
         if rows > MAX_INDEXED_IDS:
-            log.info("%s: %s has %d ids (> %d): endpoints checked on the driver", typedef.table_key, key, rows,
-                     MAX_INDEXED_IDS)
+            log.info(
+                "%s: %s has %d ids (> %d): endpoints checked on the driver",
+                typedef.table_key,
+                key,
+                rows,
+                MAX_INDEXED_IDS,
+            )
             return None
         out.append(source)
     return out[0], out[1]
 
 
-__all__ = ["SINK_CLASS", "delete_handoff", "read_handoff", "sink_spec", "staged_from_tasks", "endpoint_sources", "fresh_source", "provable_unique_column", "JvmStagePlan", "plan_stage", "projected", "setup_blocker", "stage_jvm"]
+__all__ = [
+    "SINK_CLASS",
+    "delete_handoff",
+    "read_handoff",
+    "sink_spec",
+    "staged_from_tasks",
+    "endpoint_sources",
+    "fresh_source",
+    "provable_unique_column",
+    "JvmStagePlan",
+    "plan_stage",
+    "projected",
+    "setup_blocker",
+    "stage_jvm",
+]

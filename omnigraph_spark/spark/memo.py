@@ -1,4 +1,5 @@
 """A memo shared by the load-wide checks (in memory and distributed)."""
+
 from __future__ import annotations
 
 import threading

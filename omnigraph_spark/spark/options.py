@@ -9,6 +9,7 @@ and the allowed ones.
 ``OPTIONS`` is the single documented table of every option (docs and a test check it).
 This module does not import pyspark (the option objects are pickled to executors).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,64 +38,111 @@ class OptionSpec:
 
 #: Every option the connector accepts. Keys are matched case-insensitively.
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("path", "read/write", None,
-               "Graph root URI (the argument of save()/load()). Required."),
-    OptionSpec("type", "read/write", None,
-               "Node or edge type name (or table key node:X / edge:Y). Edge names match exactly, "
-               "then case-insensitively. Required."),
+    OptionSpec("path", "read/write", None, "Graph root URI (the argument of save()/load()). Required."),
+    OptionSpec(
+        "type",
+        "read/write",
+        None,
+        "Node or edge type name (or table key node:X / edge:Y). Edge names match exactly, "
+        "then case-insensitively. Required.",
+    ),
     OptionSpec("branch", "read/write", "main", "Graph branch to read from or commit to."),
-    OptionSpec("writeMode", "write", "append",
-               "append (a strict insert: an id already committed is KEY_CONFLICT) | merge (upsert on id) | "
-               "overwrite (replace the type's rows) | delete (remove the rows named by @key/id, or edge "
-               "src+dst; a node delete cascades to its edges). Spark's mode('overwrite') means overwrite; "
-               "combining it with another writeMode is an error."),
-    OptionSpec("cascade", "write", "false",
-               "true: a node overwrite deletes, in the same commit, the committed edges it would leave "
-               "pointing at removed nodes; false: such an overwrite fails with DANGLING_EDGE."),
-    OptionSpec("rejectedRowsPath", "write", None,
-               "Quarantine instead of refusing: rows breaking a per-row rule (type, null, enum, range, pattern, "
-               "key/id, edges to nodes rejected by the same load) are written to Parquet under this path with "
-               "_omnigraph_table/_omnigraph_code/_omnigraph_reason columns, the valid rows are committed "
-               "(docs/troubleshooting.md, Quarantine). Unset: one bad row refuses the whole load."),
+    OptionSpec(
+        "writeMode",
+        "write",
+        "append",
+        "append (a strict insert: an id already committed is KEY_CONFLICT) | merge (upsert on id) | "
+        "overwrite (replace the type's rows) | delete (remove the rows named by @key/id, or edge "
+        "src+dst; a node delete cascades to its edges). Spark's mode('overwrite') means overwrite; "
+        "combining it with another writeMode is an error.",
+    ),
+    OptionSpec(
+        "cascade",
+        "write",
+        "false",
+        "true: a node overwrite deletes, in the same commit, the committed edges it would leave "
+        "pointing at removed nodes; false: such an overwrite fails with DANGLING_EDGE.",
+    ),
+    OptionSpec(
+        "rejectedRowsPath",
+        "write",
+        None,
+        "Quarantine instead of refusing: rows breaking a per-row rule (type, null, enum, range, pattern, "
+        "key/id, edges to nodes rejected by the same load) are written to Parquet under this path with "
+        "_omnigraph_table/_omnigraph_code/_omnigraph_reason columns, the valid rows are committed "
+        "(docs/troubleshooting.md, Quarantine). Unset: one bad row refuses the whole load.",
+    ),
     OptionSpec("actor", "write", None, "Actor recorded on the graph commit (_graph_commit_actors)."),
-    OptionSpec("txnAppId", "write", None,
-               "Idempotency token application id; with txnVersion, a re-run of an applied "
-               "(txnAppId, txnVersion) is a no-op. Both or neither."),
+    OptionSpec(
+        "txnAppId",
+        "write",
+        None,
+        "Idempotency token application id; with txnVersion, a re-run of an applied "
+        "(txnAppId, txnVersion) is a no-op. Both or neither.",
+    ),
     OptionSpec("txnVersion", "write", None, "Idempotency token version: an integer >= 0."),
-    OptionSpec("maxRowsPerFile", "write", str(DEFAULT_MAX_ROWS_PER_FILE),
-               "Maximum rows per staged Lance data file."),
+    OptionSpec("maxRowsPerFile", "write", str(DEFAULT_MAX_ROWS_PER_FILE), "Maximum rows per staged Lance data file."),
     OptionSpec("maxBytesPerFile", "write", None, "Maximum bytes per staged Lance data file (Lance default)."),
-    OptionSpec("commitLeaseTimeout", "write", str(int(DEFAULT_LEASE_TIMEOUT_S)),
-               "Seconds to wait for the graph's commit lease (serialises concurrent writers)."),
-    OptionSpec("distributedCheckRows", "write", str(DEFAULT_DISTRIBUTED_CHECK_ROWS),
-               "A load-wide check (key/@unique uniqueness, the strict-append id check, endpoint existence, @card) "
-               "that reads at least this many staged + committed rows runs as Spark jobs on the executors, "
-               "before the commit lease; the driver holds only counts and the first offenders. Below it the "
-               "check reads its columns into the driver. 0: never distributed. Needs an active SparkSession in "
-               "the committing process: write_graph, write_table, load_jsonl; df.write.format('omnigraph') "
-               "commits in a Python worker without one, so its checks always run in that worker's memory."),
-    OptionSpec("version", "read", None,
-               "Read the branch at this manifest (graph) version. Excludes commit/timestampAsOf."),
+    OptionSpec(
+        "commitLeaseTimeout",
+        "write",
+        str(int(DEFAULT_LEASE_TIMEOUT_S)),
+        "Seconds to wait for the graph's commit lease (serialises concurrent writers).",
+    ),
+    OptionSpec(
+        "distributedCheckRows",
+        "write",
+        str(DEFAULT_DISTRIBUTED_CHECK_ROWS),
+        "A load-wide check (key/@unique uniqueness, the strict-append id check, endpoint existence, @card) "
+        "that reads at least this many staged + committed rows runs as Spark jobs on the executors, "
+        "before the commit lease; the driver holds only counts and the first offenders. Below it the "
+        "check reads its columns into the driver. 0: never distributed. Needs an active SparkSession in "
+        "the committing process: write_graph, write_table, load_jsonl; df.write.format('omnigraph') "
+        "commits in a Python worker without one, so its checks always run in that worker's memory.",
+    ),
+    OptionSpec(
+        "version", "read", None, "Read the branch at this manifest (graph) version. Excludes commit/timestampAsOf."
+    ),
     OptionSpec("commit", "read", None, "Read at this graph commit id. Excludes version/timestampAsOf."),
-    OptionSpec("timestampAsOf", "read", None,
-               "Read the latest commit at or before this ISO-8601 timestamp. Excludes version/commit."),
+    OptionSpec(
+        "timestampAsOf",
+        "read",
+        None,
+        "Read the latest commit at or before this ISO-8601 timestamp. Excludes version/commit.",
+    ),
     OptionSpec("columns", "read", None, "Comma-separated columns to read (default: all)."),
-    OptionSpec("maxRowsPerPartition", "read", "Spark's file split size in rows",
-               "At most this many rows per read task (a larger fragment is split into row ranges). "
-               "Default: whole fragments grouped up to `min(128 MB, max(4 MB, table bytes / cores))` of "
-               "data files, as Spark packs Parquet files into tasks, and never fewer rows than one writer "
-               "file (1,048,576)."),
-    OptionSpec("minPartitions", "read", None,
-               "Spread the read over at least this many tasks when each keeps >= 65,536 rows "
-               "(default: the driver's CPU count; on a cluster, the executor cores)."),
+    OptionSpec(
+        "maxRowsPerPartition",
+        "read",
+        "Spark's file split size in rows",
+        "At most this many rows per read task (a larger fragment is split into row ranges). "
+        "Default: whole fragments grouped up to `min(128 MB, max(4 MB, table bytes / cores))` of "
+        "data files, as Spark packs Parquet files into tasks, and never fewer rows than one writer "
+        "file (1,048,576).",
+    ),
+    OptionSpec(
+        "minPartitions",
+        "read",
+        None,
+        "Spread the read over at least this many tasks when each keeps >= 65,536 rows "
+        "(default: the driver's CPU count; on a cluster, the executor cores).",
+    ),
     OptionSpec("pushdown", "read", "true", "Push filters down to Lance (true/false)."),
-    OptionSpec("engine", "read/write", "auto",
-               "Which path format('omnigraph') takes: auto (the JVM provider when the shim jar is on the class "
-               "path and the read or write qualifies, else this package's Python source, the reason logged), "
-               "jvm (the JVM path or JVM_READ_UNAVAILABLE / JVM_WRITE_UNAVAILABLE naming every reason), "
-               "python (the Python source). docs/api.md, 'format(\"omnigraph\") and the JVM paths'."),
-    OptionSpec("storage.<key>", "read/write", None,
-               "Passed through to Lance/object-store storage options as <key> (e.g. storage.aws_region)."),
+    OptionSpec(
+        "engine",
+        "read/write",
+        "auto",
+        "Which path format('omnigraph') takes: auto (the JVM provider when the shim jar is on the class "
+        "path and the read or write qualifies, else this package's Python source, the reason logged), "
+        "jvm (the JVM path or JVM_READ_UNAVAILABLE / JVM_WRITE_UNAVAILABLE naming every reason), "
+        "python (the Python source). docs/api.md, 'format(\"omnigraph\") and the JVM paths'.",
+    ),
+    OptionSpec(
+        "storage.<key>",
+        "read/write",
+        None,
+        "Passed through to Lance/object-store storage options as <key> (e.g. storage.aws_region).",
+    ),
 )
 
 
@@ -111,16 +159,17 @@ def _split(options: Mapping[str, str], scope: str) -> tuple[dict[str, str], dict
     for key, value in dict(options).items():
         low = str(key).lower()
         if low.startswith(STORAGE_PREFIX):
-            sub = str(key)[len(STORAGE_PREFIX):]
+            sub = str(key)[len(STORAGE_PREFIX) :]
             if not sub:
-                raise OptionError("option 'storage.' needs a key after the prefix, e.g. storage.aws_region",
-                                  option=key)
+                raise OptionError("option 'storage.' needs a key after the prefix, e.g. storage.aws_region", option=key)
             storage[sub] = "" if value is None else str(value)
             continue
         if low not in allowed:
             raise OptionError(
                 f"unknown {scope} option '{key}'; allowed: {', '.join(sorted(allowed.values()))}, storage.<key>",
-                option=key, allowed=sorted(allowed.values()))
+                option=key,
+                allowed=sorted(allowed.values()),
+            )
         if low in plain:
             raise OptionError(f"option '{key}' given twice (keys are case-insensitive)", option=key)
         plain[low] = value
@@ -196,16 +245,22 @@ ENGINES = ("auto", "python", "jvm")
 def _engine(plain: Mapping[str, str]) -> str:
     v = (_str(plain, "engine") or "auto").lower()
     if v not in ENGINES:
-        raise OptionError(f"option 'engine' must be one of {', '.join(ENGINES)}, got {plain.get('engine')!r}",
-                          option="engine", value=plain.get("engine"))
+        raise OptionError(
+            f"option 'engine' must be one of {', '.join(ENGINES)}, got {plain.get('engine')!r}",
+            option="engine",
+            value=plain.get("engine"),
+        )
     return v
 
 
 def _rejected_rows_path(plain: Mapping[str, str], mode: str) -> str | None:
     path = _str(plain, "rejectedRowsPath")
     if path is not None and mode == "delete":
-        raise OptionError("option 'rejectedRowsPath' quarantines rows a write would add; writeMode=delete adds none",
-                          option="rejectedRowsPath", value=path)
+        raise OptionError(
+            "option 'rejectedRowsPath' quarantines rows a write would add; writeMode=delete adds none",
+            option="rejectedRowsPath",
+            value=path,
+        )
     return path
 
 
@@ -231,8 +286,9 @@ class WriteOptions:
     storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str], *, overwrite: bool = False,
-                     require_type: bool = True) -> WriteOptions:
+    def from_options(
+        cls, options: Mapping[str, str], *, overwrite: bool = False, require_type: bool = True
+    ) -> WriteOptions:
         """Parse Spark's option map. ``overwrite`` is Spark's ``mode("overwrite")`` flag (the
         ``overwrite`` argument of ``DataSource.writer``). Driver only."""
         plain, storage = _split(options, "write")
@@ -242,32 +298,49 @@ class WriteOptions:
         if mode_raw is not None:
             mode = mode_raw.lower()
             if mode not in WRITE_MODES:
-                raise OptionError(f"option 'writeMode' must be one of {', '.join(WRITE_MODES)}, got {mode_raw!r}",
-                                  option="writeMode", value=mode_raw)
+                raise OptionError(
+                    f"option 'writeMode' must be one of {', '.join(WRITE_MODES)}, got {mode_raw!r}",
+                    option="writeMode",
+                    value=mode_raw,
+                )
             if overwrite and mode != "overwrite":
                 raise OptionError(
                     f"Spark save mode 'overwrite' contradicts writeMode={mode!r}; drop one of them "
-                    "(mode('overwrite') alone means writeMode=overwrite)", option="writeMode", value=mode_raw)
+                    "(mode('overwrite') alone means writeMode=overwrite)",
+                    option="writeMode",
+                    value=mode_raw,
+                )
         else:
             mode = "overwrite" if overwrite else "append"
         app = _str(plain, "txnAppId")
         ver = _int(plain, "txnVersion", minimum=0)
         if (app is None) != (ver is None):
-            raise OptionError("options 'txnAppId' and 'txnVersion' go together: give both or neither",
-                              option="txnAppId" if app is None else "txnVersion")
+            raise OptionError(
+                "options 'txnAppId' and 'txnVersion' go together: give both or neither",
+                option="txnAppId" if app is None else "txnVersion",
+            )
         rows = _int(plain, "maxRowsPerFile", minimum=1)
         nbytes = _int(plain, "maxBytesPerFile", minimum=1)
         lease = _float(plain, "commitLeaseTimeout")
-        return cls(path=path, type=type_name, branch=_branch(plain), write_mode=mode, actor=_str(plain, "actor"),
-                   txn_app_id=app, txn_version=ver,
-                   max_rows_per_file=rows if rows is not None else DEFAULT_MAX_ROWS_PER_FILE,
-                   max_bytes_per_file=nbytes,
-                   commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
-                   cascade=_bool(plain, "cascade", False),
-                   rejected_rows_path=_rejected_rows_path(plain, mode),
-                   distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)  # type: ignore[arg-type]  # the key is set, so _int gives a number
-                   if _str(plain, "distributedCheckRows") is not None else DEFAULT_DISTRIBUTED_CHECK_ROWS,
-                   engine=_engine(plain), storage=tuple(sorted(storage.items())))
+        return cls(
+            path=path,
+            type=type_name,
+            branch=_branch(plain),
+            write_mode=mode,
+            actor=_str(plain, "actor"),
+            txn_app_id=app,
+            txn_version=ver,
+            max_rows_per_file=rows if rows is not None else DEFAULT_MAX_ROWS_PER_FILE,
+            max_bytes_per_file=nbytes,
+            commit_lease_timeout=lease if lease is not None else DEFAULT_LEASE_TIMEOUT_S,
+            cascade=_bool(plain, "cascade", False),
+            rejected_rows_path=_rejected_rows_path(plain, mode),
+            distributed_check_rows=_int(plain, "distributedCheckRows", minimum=0)  # type: ignore[arg-type]  # the key is set, so _int gives a number
+            if _str(plain, "distributedCheckRows") is not None
+            else DEFAULT_DISTRIBUTED_CHECK_ROWS,
+            engine=_engine(plain),
+            storage=tuple(sorted(storage.items())),
+        )
 
     @property
     def storage_options(self) -> dict[str, str] | None:
@@ -310,14 +383,16 @@ class ReadOptions:
         ts = _str(plain, "timestampAsOf")
         given = [k for k, v in (("version", version), ("commit", commit), ("timestampAsOf", ts)) if v is not None]
         if len(given) > 1:
-            raise OptionError(f"options {', '.join(given)} are mutually exclusive: give at most one",
-                              option=given[1])
+            raise OptionError(f"options {', '.join(given)} are mutually exclusive: give at most one", option=given[1])
         if ts is not None:
             try:
                 dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
             except ValueError:
-                raise OptionError(f"option 'timestampAsOf' must be an ISO-8601 timestamp, got {ts!r}",
-                                  option="timestampAsOf", value=ts) from None
+                raise OptionError(
+                    f"option 'timestampAsOf' must be an ISO-8601 timestamp, got {ts!r}",
+                    option="timestampAsOf",
+                    value=ts,
+                ) from None
         cols_raw = _str(plain, "columns")
         columns = None
         if cols_raw is not None:
@@ -327,11 +402,20 @@ class ReadOptions:
             dup = sorted({c for c in columns if columns.count(c) > 1})
             if dup:
                 raise OptionError(f"option 'columns' names {dup} twice", option="columns", value=cols_raw)
-        return cls(path=_required(plain, "path"), type=_required(plain, "type"), branch=_branch(plain),
-                   version=version, commit=commit, timestamp_as_of=ts, columns=columns,
-                   max_rows_per_partition=_int(plain, "maxRowsPerPartition", minimum=1),
-                   min_partitions=_int(plain, "minPartitions", minimum=1),
-                   pushdown=_bool(plain, "pushdown", True), engine=_engine(plain), storage=tuple(sorted(storage.items())))
+        return cls(
+            path=_required(plain, "path"),
+            type=_required(plain, "type"),
+            branch=_branch(plain),
+            version=version,
+            commit=commit,
+            timestamp_as_of=ts,
+            columns=columns,
+            max_rows_per_partition=_int(plain, "maxRowsPerPartition", minimum=1),
+            min_partitions=_int(plain, "minPartitions", minimum=1),
+            pushdown=_bool(plain, "pushdown", True),
+            engine=_engine(plain),
+            storage=tuple(sorted(storage.items())),
+        )
 
     @property
     def storage_options(self) -> dict[str, str] | None:

@@ -36,6 +36,7 @@ The commit's Lance transaction properties of each table record ``omnigraph-spark
 (that table's count) and every table of the commit ``omnigraph-spark.rejected_rows_at`` (the
 ``load=`` directory): the proof :func:`recover_quarantine` looks for.
 """
+
 from __future__ import annotations
 
 import json
@@ -88,14 +89,15 @@ class Quarantine:
         try:
             fs, base = pafs.FileSystem.from_uri(self.path if "://" in self.path else _absolute(self.path))
         except Exception as e:
-            raise StorageError(f"rejectedRowsPath '{self.path}' is not a location pyarrow can write: {e}",
-                               option="rejectedRowsPath") from e
+            raise StorageError(
+                f"rejectedRowsPath '{self.path}' is not a location pyarrow can write: {e}", option="rejectedRowsPath"
+            ) from e
         return fs, base.rstrip("/")
 
     def _local(self, uri_path: str) -> str:
         """A path of ours (``self.path``-based) as the file system's path."""
         fs, base = self._fs()
-        return base + uri_path[len(self.path):]
+        return base + uri_path[len(self.path) :]
 
     # -- executor -----------------------------------------------------------------------------
 
@@ -112,8 +114,14 @@ class Quarantine:
         fs, _ = self._fs()
         staging = self._local(self.staging_dir)
         fs.create_dir(staging, recursive=True)
-        record = {"load_id": self.load_id, "graph": graph_root, "branch": branch, "final": self.final_dir,
-                  "files": [f[len(self.staging_dir) + 1:] for f in files], "tables": dict(bases)}
+        record = {
+            "load_id": self.load_id,
+            "graph": graph_root,
+            "branch": branch,
+            "final": self.final_dir,
+            "files": [f[len(self.staging_dir) + 1 :] for f in files],
+            "tables": dict(bases),
+        }
         with fs.open_output_stream(f"{staging}/{PENDING}") as out:
             out.write(json.dumps(record).encode())
 
@@ -128,12 +136,15 @@ class Quarantine:
             rec = self._pending(fs)
             rels = set(rec["files"]) if rec is not None else None
         else:
-            rels = {f[len(self.staging_dir) + 1:] for f in files}
-        present = [i.path for i in fs.get_file_info(pafs.FileSelector(staging, allow_not_found=True, recursive=True))
-                   if i.type == pafs.FileType.File]
+            rels = {f[len(self.staging_dir) + 1 :] for f in files}
+        present = [
+            i.path
+            for i in fs.get_file_info(pafs.FileSelector(staging, allow_not_found=True, recursive=True))
+            if i.type == pafs.FileType.File
+        ]
         if rels is not None:
             for p in present:
-                if p[len(staging) + 1:] not in rels and not p.endswith("/" + PENDING):
+                if p[len(staging) + 1 :] not in rels and not p.endswith("/" + PENDING):
                     fs.delete_file(p)  # an attempt Spark did not use (failed, speculative)
             if not rels:
                 self.discard()
@@ -150,8 +161,8 @@ class Quarantine:
             if not moved:  # object store, or a move a crash interrupted: file by file
                 for i in fs.get_file_info(pafs.FileSelector(staging, allow_not_found=True, recursive=True)):
                     if i.type == pafs.FileType.File:
-                        fs.create_dir(final + i.path[len(staging):].rsplit("/", 1)[0], recursive=True)
-                        fs.move(i.path, final + i.path[len(staging):])
+                        fs.create_dir(final + i.path[len(staging) :].rsplit("/", 1)[0], recursive=True)
+                        fs.move(i.path, final + i.path[len(staging) :])
                 fs.delete_dir(staging)
         failpoints.hit("after_quarantine_move")
         with fs.open_output_stream(final + "/" + SUCCESS) as out:
@@ -229,11 +240,14 @@ class RejectSink:
             return
         taken = batch.take(pa.array(rows, pa.int64()))
         codes = pa.array([e.code for e in errors], pa.string())
-        reasons = pa.array([str(e.message if str(e.message).startswith("[") else f"[{e.code}] {e.message}")
-                            for e in errors], pa.string())
+        reasons = pa.array(
+            [str(e.message if str(e.message).startswith("[") else f"[{e.code}] {e.message}") for e in errors],
+            pa.string(),
+        )
         out = pa.RecordBatch.from_arrays(
             list(taken.columns) + [pa.array([self.typedef.table_key] * len(rows), pa.string()), codes, reasons],
-            names=list(taken.schema.names) + [TABLE_COLUMN, CODE_COLUMN, REASON_COLUMN])
+            names=list(taken.schema.names) + [TABLE_COLUMN, CODE_COLUMN, REASON_COLUMN],
+        )
         if self._writer is None:
             fs, _ = self.q._fs()
             path = self.q._local(self.file)
@@ -247,8 +261,9 @@ class RejectSink:
     def close(self) -> Rejected:
         if self._writer is not None:
             self._writer.close()
-        return Rejected(self.typedef.table_key, self.rows, self.file if self._writer is not None else None,
-                        tuple(self.node_ids))
+        return Rejected(
+            self.typedef.table_key, self.rows, self.file if self._writer is not None else None, tuple(self.node_ids)
+        )
 
     def abandon(self) -> None:
         """The task failed: delete this attempt's file (the driver would not publish it anyway)."""
@@ -310,11 +325,13 @@ def _committed(graph, rec: Mapping) -> bool | None:
         return None
     branch = rec["branch"]
     try:
-        state = _manifest.read_state(_manifest.open_manifest(graph.root, branch,
-                                                             storage_options=graph.storage_options), branch)
+        state = _manifest.read_state(
+            _manifest.open_manifest(graph.root, branch, storage_options=graph.storage_options), branch
+        )
     except Exception as e:
-        log.warning("quarantine %s: branch %s of %s unreadable (%s); left as it is", rec["final"], branch,
-                    graph.root, e)
+        log.warning(
+            "quarantine %s: branch %s of %s unreadable (%s); left as it is", rec["final"], branch, graph.root, e
+        )
         return None
     for key, base in rec["tables"].items():
         if key not in state.locations:
@@ -322,15 +339,24 @@ def _committed(graph, rec: Mapping) -> bool | None:
         versions = sorted(v for k, v in state.existing_versions if k == key and v > int(base))
         if not versions:
             continue
-        ds = _tables.open_dataset(f"{graph.root}/{state.locations[key]}", branch=None if branch == MAIN else branch,
-                                  storage_options=graph.storage_options)
+        ds = _tables.open_dataset(
+            f"{graph.root}/{state.locations[key]}",
+            branch=None if branch == MAIN else branch,
+            storage_options=graph.storage_options,
+        )
         if any(_tables.transaction_property(ds, v, REJECTED_AT_PROP) == rec["final"] for v in versions):
             return True
     return False
 
 
-def recover_quarantine(graph, path: str, storage_options: Mapping[str, str] | None = None, *,
-                       stale_after_s: float = 86400.0, lease_timeout_s: float = 300.0) -> dict[str, int]:
+def recover_quarantine(
+    graph,
+    path: str,
+    storage_options: Mapping[str, str] | None = None,
+    *,
+    stale_after_s: float = 86400.0,
+    lease_timeout_s: float = 300.0,
+) -> dict[str, int]:
     """Finish or delete what crashed loads of ``graph`` left under ``rejectedRowsPath`` ``path``:
     a ``load=<id>/`` without ``_SUCCESS`` (a publish cut short: its load committed) is finished;
     a ``_staging/<id>/`` is published if its load committed, deleted if it provably did not (or
@@ -351,12 +377,18 @@ def _recover_quarantine(graph, path: str, storage_options, stale_after_s: float)
 
     fs, base = Quarantine(path.rstrip("/"), "x", tuple(sorted((storage_options or {}).items())))._fs()
     out = {"published": 0, "deleted": 0, "left": 0}
-    candidates = [("final", i.base_name[5:]) for i in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
-                  if i.type == pafs.FileType.Directory and i.base_name.startswith("load=")
-                  and fs.get_file_info(f"{i.path}/{SUCCESS}").type == pafs.FileType.NotFound]
-    candidates += [("staging", i.base_name) for i in fs.get_file_info(pafs.FileSelector(f"{base}/_staging",
-                                                                                         allow_not_found=True))
-                   if i.type == pafs.FileType.Directory]
+    candidates = [
+        ("final", i.base_name[5:])
+        for i in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+        if i.type == pafs.FileType.Directory
+        and i.base_name.startswith("load=")
+        and fs.get_file_info(f"{i.path}/{SUCCESS}").type == pafs.FileType.NotFound
+    ]
+    candidates += [
+        ("staging", i.base_name)
+        for i in fs.get_file_info(pafs.FileSelector(f"{base}/_staging", allow_not_found=True))
+        if i.type == pafs.FileType.Directory
+    ]
     for where, load_id in candidates:
         q = Quarantine(path.rstrip("/"), load_id, tuple(sorted((storage_options or {}).items())))
         rec = q._pending(fs)
@@ -369,8 +401,7 @@ def _recover_quarantine(graph, path: str, storage_options, stale_after_s: float)
         if rec is None:
             if fs.get_file_info(f"{q._local(q.final_dir)}").type != pafs.FileType.NotFound:
                 continue  # a publish in flight or cut short: its load= side is handled above
-            files = fs.get_file_info(pafs.FileSelector(q._local(q.staging_dir), allow_not_found=True,
-                                                       recursive=True))
+            files = fs.get_file_info(pafs.FileSelector(q._local(q.staging_dir), allow_not_found=True, recursive=True))
             newest = max((i.mtime.timestamp() for i in files if i.mtime is not None), default=0.0)
             if newest > time.time() - stale_after_s:
                 out["left"] += 1  # may be a load still staging
@@ -392,5 +423,17 @@ def _recover_quarantine(graph, path: str, storage_options, stale_after_s: float)
     return out
 
 
-__all__ = ["table_dir", "Quarantine", "Rejected", "RejectSink", "TABLE_COLUMN", "CODE_COLUMN", "REASON_COLUMN",
-           "REJECTED_PROP", "REJECTED_AT_PROP", "facts", "recover_quarantine", "rejected_ends"]
+__all__ = [
+    "table_dir",
+    "Quarantine",
+    "Rejected",
+    "RejectSink",
+    "TABLE_COLUMN",
+    "CODE_COLUMN",
+    "REASON_COLUMN",
+    "REJECTED_PROP",
+    "REJECTED_AT_PROP",
+    "facts",
+    "recover_quarantine",
+    "rejected_ends",
+]

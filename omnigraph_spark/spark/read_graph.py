@@ -12,6 +12,7 @@ Example::
     from graphframes import GraphFrame
     gf = GraphFrame(g.vertices(), g.edges_df())
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -61,8 +62,9 @@ class GraphFrames:
                 f, t = self.edge_endpoints[name]
                 src = F.concat(F.lit(f + ID_SEPARATOR), src)
                 dst = F.concat(F.lit(t + ID_SEPARATOR), dst)
-            frames.append(self.edges[name].select(src.alias("src"), dst.alias("dst"), F.col("id"),
-                                                  F.lit(name).alias("type")))
+            frames.append(
+                self.edges[name].select(src.alias("src"), dst.alias("dst"), F.col("id"), F.lit(name).alias("type"))
+            )
         return _union(spark, frames, "src STRING, dst STRING, id STRING, type STRING")
 
 
@@ -75,9 +77,16 @@ def _union(spark: SparkSession, frames, empty_schema: str) -> DataFrame:
     return out
 
 
-def read_graph(spark: SparkSession, uri: str, branch: str = MAIN, version: int | None = None,
-               commit: str | None = None, timestamp: None | str | dt.datetime = None,
-               storage_options: dict[str, str] | None = None, engine: str = "auto") -> GraphFrames:
+def read_graph(
+    spark: SparkSession,
+    uri: str,
+    branch: str = MAIN,
+    version: int | None = None,
+    commit: str | None = None,
+    timestamp: None | str | dt.datetime = None,
+    storage_options: dict[str, str] | None = None,
+    engine: str = "auto",
+) -> GraphFrames:
     """Driver: resolve one snapshot (head of ``branch``, a manifest ``version``, a graph
     ``commit`` id, or the latest commit at or before ``timestamp``) and return every type at
     it. Nothing is read until an action runs; every action reads the same pinned versions.
@@ -95,19 +104,26 @@ def read_graph(spark: SparkSession, uri: str, branch: str = MAIN, version: int |
     shim = ShimSession(spark)  # the JVM path's probe and parallelism: asked once for every table
     snap = graph.snapshot(branch, version, commit=commit, timestamp=timestamp)
     for path in graph.pending_sidecars():
-        log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only",
-                    graph.root, path)
+        log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only", graph.root, path)
 
     def load(key: str) -> DataFrame:
-        return load_table(spark, graph, snap, graph.catalog.resolve(key), storage_options=storage_options,
-                          engine=engine, shim=shim)
+        return load_table(
+            spark, graph, snap, graph.catalog.resolve(key), storage_options=storage_options, engine=engine, shim=shim
+        )
 
     cat = graph.catalog
     nodes = {n: load(f"node:{n}") for n in sorted(cat.nodes)}
     edges = {e: load(f"edge:{e}") for e in sorted(cat.edges)}
     ends = {e: (cat.edges[e].from_type, cat.edges[e].to_type) for e in cat.edges}
-    log.info("read_graph %s: branch %s manifest v%d (commit %s), %d node and %d edge types", graph.root,
-             snap.branch, snap.version, snap.commit_id, len(nodes), len(edges))
+    log.info(
+        "read_graph %s: branch %s manifest v%d (commit %s), %d node and %d edge types",
+        graph.root,
+        snap.branch,
+        snap.version,
+        snap.commit_id,
+        len(nodes),
+        len(edges),
+    )
     return GraphFrames(snap, nodes, edges, ends)
 
 

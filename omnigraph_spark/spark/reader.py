@@ -29,6 +29,7 @@ change that added ``DataSourceReader.pushLimit``, so on a pyspark without ``push
 pushdown is used only when the ``pushdown`` option is given explicitly as ``true`` (the user
 then promises one filtered query per ``load()``); by default every filter stays with Spark.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -124,7 +125,9 @@ def read_schema(options: Any) -> StructType:
         if opts.engine == "jvm":  # the JVM provider would have taken it: the shim is not loaded
             raise JvmReadUnavailableError(
                 "option engine=jvm: format('omnigraph') resolved to the Python source, so the shim jar is not on "
-                "this session's class path (omnigraph_spark.configure_spark, docs/api.md)", option="engine")
+                "this session's class path (omnigraph_spark.configure_spark, docs/api.md)",
+                option="engine",
+            )
         graph = _open_graph(opts)
         typedef = graph.catalog.resolve(opts.type)
         return _types.spark_schema(typedef, opts.columns)
@@ -145,8 +148,13 @@ class OmnigraphPartition(InputPartition):
     """One read task: whole fragments (``fragment_ids``), or one physical row range
     ``row_range`` = [start, end) of a single fragment, plus the pushed filter. Picklable."""
 
-    def __init__(self, index: int, fragment_ids: tuple[int, ...] = (),
-                 row_range: tuple[int, int] | None = None, filter: str | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        fragment_ids: tuple[int, ...] = (),
+        row_range: tuple[int, int] | None = None,
+        filter: str | None = None,
+    ) -> None:
         super().__init__(index)
         self.index = index
         self.fragment_ids = tuple(fragment_ids)
@@ -177,8 +185,9 @@ def default_max_rows(ds, fragments: Sequence[tuple[int, int, int]], parallelism:
     return max(DEFAULT_MAX_ROWS_PER_PARTITION, split * physical // total)
 
 
-def task_rows(fragments: Sequence[tuple[int, int, int]], max_rows: int, parallelism: int,
-              min_rows: int = MIN_ROWS_PER_PARTITION) -> int:
+def task_rows(
+    fragments: Sequence[tuple[int, int, int]], max_rows: int, parallelism: int, min_rows: int = MIN_ROWS_PER_PARTITION
+) -> int:
     """Target rows per read task: enough tasks to keep ``parallelism`` cores busy, but none
     smaller than ``min_rows`` (nor larger than ``max_rows``). Spark's file sources size splits
     the same way from ``defaultParallelism``."""
@@ -186,8 +195,12 @@ def task_rows(fragments: Sequence[tuple[int, int, int]], max_rows: int, parallel
     return max(1, min(max_rows, max(min_rows, -(-total // max(1, parallelism)))))
 
 
-def plan_partitions(fragments: Sequence[tuple[int, int, int]], max_rows: int, parallelism: int = 1,
-                    min_rows: int = MIN_ROWS_PER_PARTITION) -> list[tuple[tuple[int, ...], tuple[int, int] | None]]:
+def plan_partitions(
+    fragments: Sequence[tuple[int, int, int]],
+    max_rows: int,
+    parallelism: int = 1,
+    min_rows: int = MIN_ROWS_PER_PARTITION,
+) -> list[tuple[tuple[int, ...], tuple[int, int] | None]]:
     """Group fragments into read tasks. Pure (tested without Spark).
 
     Args:
@@ -252,9 +265,12 @@ class OmnigraphReader(DataSourceReader):
         opts = _read_options(options)
         graph = _open_graph(opts)
         for path in graph.pending_sidecars():
-            log.warning("graph %s has a pending recovery sidecar %s: reading the published snapshot only "
-                        "(reads never recover; run graph.recover() or `omnigraph-spark recover`)",
-                        graph.root, path)
+            log.warning(
+                "graph %s has a pending recovery sidecar %s: reading the published snapshot only "
+                "(reads never recover; run graph.recover() or `omnigraph-spark recover`)",
+                graph.root,
+                path,
+            )
         typedef = graph.catalog.resolve(opts.type)
         snap = _resolve_snapshot(graph, opts)
         table = snap.table(typedef.table_key)
@@ -277,15 +293,30 @@ class OmnigraphReader(DataSourceReader):
         _types.check_readable(typedef, stored, wanted)
         absent = [c for c in wanted if c not in stored.names]
         if absent:
-            log.info("columns %s are not stored in %s v%d (older schema): they read as nulls", absent,
-                     typedef.table_key, table.version)
-        self.plan = ReadPlan(table.base_path, table.lance_branch, table.version,
-                             tuple(c for c in wanted if c in stored.names),
-                             tuple(sorted((opts.storage_options or {}).items())) or None)
+            log.info(
+                "columns %s are not stored in %s v%d (older schema): they read as nulls",
+                absent,
+                typedef.table_key,
+                table.version,
+            )
+        self.plan = ReadPlan(
+            table.base_path,
+            table.lance_branch,
+            table.version,
+            tuple(c for c in wanted if c in stored.names),
+            tuple(sorted((opts.storage_options or {}).items())) or None,
+        )
         self._fragments = fragment_rows(ds)
         self.max_rows = opts.max_rows_per_partition or default_max_rows(ds, self._fragments, self.parallelism)
-        log.info("omnigraph read %s on %s: manifest v%d (commit %s), table version %d, %d fragments",
-                 typedef.table_key, snap.branch, snap.version, snap.commit_id, table.version, len(self._fragments))
+        log.info(
+            "omnigraph read %s on %s: manifest v%d (commit %s), table version %d, %d fragments",
+            typedef.table_key,
+            snap.branch,
+            snap.version,
+            snap.commit_id,
+            table.version,
+            len(self._fragments),
+        )
 
     @staticmethod
     def _check_schema(typedef: TypeDef, schema: StructType | None) -> StructType:
@@ -299,7 +330,9 @@ class OmnigraphReader(DataSourceReader):
                 raise UnknownColumnError(
                     f"column '{theirs.name}' of '{typedef.name}' reads as {mine.dataType.simpleString()}, not "
                     f"{theirs.dataType.simpleString()}; drop the user schema or cast after loading",
-                    type=typedef.name, column=theirs.name)
+                    type=typedef.name,
+                    column=theirs.name,
+                )
         return StructType([StructField(t.name, m.dataType, t.nullable) for m, t in zip(ours.fields, schema.fields)])
 
     @property
@@ -309,8 +342,9 @@ class OmnigraphReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         """Driver: one task per group of small fragments or per row range of a large one."""
         groups = plan_partitions(self._fragments, self.max_rows, self.parallelism)
-        parts: list[InputPartition] = [OmnigraphPartition(i, ids, rng, self.filter_sql)
-                                       for i, (ids, rng) in enumerate(groups)]
+        parts: list[InputPartition] = [
+            OmnigraphPartition(i, ids, rng, self.filter_sql) for i, (ids, rng) in enumerate(groups)
+        ]
         log.debug("omnigraph read %s: %d partitions, filter %r", self.table_key, len(parts), self.filter_sql)
         return parts
 
@@ -327,8 +361,12 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
     """Executor: open the dataset at the pinned version and stream converted batches."""
     from ..store.tables import open_dataset
 
-    ds = open_dataset(plan.base_uri, branch=plan.lance_branch, version=plan.version,
-                      storage_options=dict(plan.storage_options) if plan.storage_options else None)
+    ds = open_dataset(
+        plan.base_uri,
+        branch=plan.lance_branch,
+        version=plan.version,
+        storage_options=dict(plan.storage_options) if plan.storage_options else None,
+    )
     conds = []
     if partition.row_range is not None:
         conds.append(_range_filter(partition.fragment_ids[0], partition.row_range))
@@ -336,8 +374,13 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
         conds.append(f"({partition.filter})")
     frags = [ds.get_fragment(i) for i in partition.fragment_ids]
     columns = list(plan.columns)
-    scanner = ds.scanner(columns=columns, filter=" AND ".join(conds) or None, fragments=frags,  # type: ignore[arg-type]  # the planned ids exist at the pinned version
-                         batch_size=READ_BATCH_SIZE, scan_in_order=True)
+    scanner = ds.scanner(
+        columns=columns,
+        filter=" AND ".join(conds) or None,
+        fragments=frags,  # type: ignore[arg-type]  # the planned ids exist at the pinned version
+        batch_size=READ_BATCH_SIZE,
+        scan_in_order=True,
+    )
     with _tagged():
         for batch in scanner.to_batches():
             if batch.num_rows:

@@ -11,6 +11,7 @@ threads wait (perf: a 1M-edge ``write_table`` ran on 1.52 of 2 cores and took
 The embedded session's executor is the JVM this process launches, so it inherits this
 process's environment; a cluster sets ``spark.executorEnv.LANCE_CPU_THREADS`` (docs/api.md).
 """
+
 from __future__ import annotations
 
 import importlib

@@ -22,6 +22,7 @@ Three places, first found wins:
 :func:`configure_spark` applies the settings to a ``SparkSession.Builder`` (before the session
 starts: the JVM reads its class path once).
 """
+
 from __future__ import annotations
 
 import glob
@@ -39,26 +40,36 @@ PLUGIN = "io.omnigraph.spark.BridgePlugin"
 SHIM_DIR_ENV = "OMNIGRAPH_SPARK_SHIM_DIR"
 
 #: the shim's runtime libraries as Maven coordinates (jvm-shim/pom.xml's dependencies)
-SHIM_PACKAGES = ("org.lance:lance-core:7.0.0", "org.apache.arrow:arrow-c-data:19.0.0",
-                 "org.apache.arrow:arrow-dataset:18.3.0")
+SHIM_PACKAGES = (
+    "org.lance:lance-core:7.0.0",
+    "org.apache.arrow:arrow-c-data:19.0.0",
+    "org.apache.arrow:arrow-dataset:18.3.0",
+)
 #: what Ivy must not add beside Spark's own jars (Spark 4 ships Arrow 19, Jackson 2.x, slf4j 2,
 #: commons-lang3): the transitive dependencies jvm-shim/pom.xml excludes
 SHIM_EXCLUDES = (
-    "org.apache.arrow:arrow-vector", "org.apache.arrow:arrow-memory-core", "org.apache.arrow:arrow-memory-netty",
-    "org.apache.arrow:arrow-memory-unsafe", "org.apache.arrow:arrow-format", "org.apache.arrow:arrow-compression",
+    "org.apache.arrow:arrow-vector",
+    "org.apache.arrow:arrow-memory-core",
+    "org.apache.arrow:arrow-memory-netty",
+    "org.apache.arrow:arrow-memory-unsafe",
+    "org.apache.arrow:arrow-format",
+    "org.apache.arrow:arrow-compression",
     "org.apache.arrow:arrow-memory-netty-buffer-patch",
-    "com.fasterxml.jackson.core:jackson-core", "com.fasterxml.jackson.core:jackson-databind",
+    "com.fasterxml.jackson.core:jackson-core",
+    "com.fasterxml.jackson.core:jackson-databind",
     "com.fasterxml.jackson.core:jackson-annotations",
     # Ivy takes the newest version a module asks for (Maven the nearest): lance's jsr310 module
     # would come at 2.19 beside Spark's own 2.21
     "com.fasterxml.jackson.datatype:jackson-datatype-jsr310",
-    "org.slf4j:slf4j-api", "org.apache.commons:commons-lang3",
+    "org.slf4j:slf4j-api",
+    "org.apache.commons:commons-lang3",
 )
 
 
 def _checkout_target() -> str:
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "jvm-shim", "target")
+    return os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "jvm-shim", "target"
+    )
 
 
 def built_shim_jars(shim_dir: str | None = None) -> list[str]:
@@ -101,13 +112,23 @@ def shim_spark_conf(shim_dir: str | None = None) -> dict[str, str]:
     # spark-submit puts spark.jars (and Ivy's jars of the packages) in the driver's class loader before
     # the context loads its plugins; the plugin also ships Ivy's jars to the executors where pyspark's
     # builder has set spark.jars back to this one jar (BridgePlugin)
-    return {"spark.jars": jar, "spark.jars.packages": ",".join(SHIM_PACKAGES),
-            "spark.jars.excludes": ",".join(SHIM_EXCLUDES), "spark.plugins": PLUGIN}
+    return {
+        "spark.jars": jar,
+        "spark.jars.packages": ",".join(SHIM_PACKAGES),
+        "spark.jars.excludes": ",".join(SHIM_EXCLUDES),
+        "spark.plugins": PLUGIN,
+    }
 
 
 #: settings whose values are lists: configure_spark appends to what the builder already has
-_LISTS = {"spark.jars": ",", "spark.jars.packages": ",", "spark.jars.excludes": ",", "spark.plugins": ",",
-          "spark.driver.extraClassPath": os.pathsep, "spark.executor.extraClassPath": os.pathsep}
+_LISTS = {
+    "spark.jars": ",",
+    "spark.jars.packages": ",",
+    "spark.jars.excludes": ",",
+    "spark.plugins": ",",
+    "spark.driver.extraClassPath": os.pathsep,
+    "spark.executor.extraClassPath": os.pathsep,
+}
 
 
 def configure_spark(builder, extra_packages: Iterable[str] | None = None, shim_dir: str | None = None):
@@ -137,9 +158,11 @@ def configure_spark(builder, extra_packages: Iterable[str] | None = None, shim_d
     warm_imports()  # while the session this builder makes starts its JVM
     conf = shim_spark_conf(shim_dir)
     if not conf:
-        raise OptionError("no JVM shim here: this install has no packaged omnigraph-spark-shim.jar and no "
-                          "jvm-shim/target build (make jvm-shim, or make wheel and install the wheel)",
-                          option="spark.jars")
+        raise OptionError(
+            "no JVM shim here: this install has no packaged omnigraph-spark-shim.jar and no "
+            "jvm-shim/target build (make jvm-shim, or make wheel and install the wheel)",
+            option="spark.jars",
+        )
     if extra_packages:
         packages = [p for p in conf.get("spark.jars.packages", "").split(",") if p] + list(extra_packages)
         conf["spark.jars.packages"] = ",".join(packages)
@@ -156,5 +179,14 @@ def configure_spark(builder, extra_packages: Iterable[str] | None = None, shim_d
     return builder
 
 
-__all__ = ["HIDE_TRACEBACK", "SHIM_JAR", "SHIM_PACKAGES", "SHIM_EXCLUDES", "built_shim_jars", "packaged_shim_jar", "shim_jars",
-           "shim_spark_conf", "configure_spark"]
+__all__ = [
+    "HIDE_TRACEBACK",
+    "SHIM_JAR",
+    "SHIM_PACKAGES",
+    "SHIM_EXCLUDES",
+    "built_shim_jars",
+    "packaged_shim_jar",
+    "shim_jars",
+    "shim_spark_conf",
+    "configure_spark",
+]

@@ -6,6 +6,7 @@ Reads delegate to :mod:`.reader` (imported lazily: it is another module's job an
 more than a write needs); writes go to :class:`.writer.OmnigraphWriter`, streams to
 :class:`.stream.OmnigraphStreamWriter`.
 """
+
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter, DataSourceWriter

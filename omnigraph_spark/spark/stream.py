@@ -27,6 +27,7 @@ in their commit messages; the Python process that runs ``commit`` has no SparkCo
 reads it from there. Spark builds a new stream writer for every micro-batch (and another for
 its commit), so each batch is planned on the branch's current snapshot.
 """
+
 from __future__ import annotations
 
 import copy
@@ -80,19 +81,28 @@ def _sink_options(options: Mapping[str, str], overwrite: bool) -> dict[str, str]
     """The batch writer's options from a stream sink's option map: Spark's own keys dropped,
     the txn token refused (a stream's token is its query id and batch id), overwrite refused."""
     if overwrite:
-        raise OptionError("a stream cannot overwrite a type: Spark's 'complete' output mode is not supported; "
-                          "use outputMode('append')", option="outputMode")
+        raise OptionError(
+            "a stream cannot overwrite a type: Spark's 'complete' output mode is not supported; "
+            "use outputMode('append')",
+            option="outputMode",
+        )
     out: dict[str, str] = {}
     for k, v in dict(options).items():
         low = str(k).lower()
         if low in SPARK_STREAM_OPTIONS:
             continue
         if low in ("txnappid", "txnversion"):
-            raise OptionError(f"option '{k}' is not accepted by a stream: its idempotency token is the streaming "
-                              "query id and the micro-batch id (docs/streaming.md)", option=k)
+            raise OptionError(
+                f"option '{k}' is not accepted by a stream: its idempotency token is the streaming "
+                "query id and the micro-batch id (docs/streaming.md)",
+                option=k,
+            )
         if low == "writemode" and str(v).strip().lower() not in STREAM_WRITE_MODES:
-            raise OptionError(f"a stream's writeMode must be one of {', '.join(STREAM_WRITE_MODES)}, got {v!r}",
-                              option="writeMode", value=v)
+            raise OptionError(
+                f"a stream's writeMode must be one of {', '.join(STREAM_WRITE_MODES)}, got {v!r}",
+                option="writeMode",
+                value=v,
+            )
         out[k] = v
     return out
 
@@ -119,8 +129,9 @@ def _local_ids() -> tuple[str | None, int | None]:
     return q or None, int(b) if b not in (None, "") else None
 
 
-def rows_to_batches(rows: Iterable[Any], schema: pa.Schema | None, size: int = ROW_BATCH_SIZE
-                    ) -> Iterator[pa.RecordBatch]:
+def rows_to_batches(
+    rows: Iterable[Any], schema: pa.Schema | None, size: int = ROW_BATCH_SIZE
+) -> Iterator[pa.RecordBatch]:
     """Spark Rows (the Row stream writer of pyspark 4.0) as Arrow batches of ``size`` rows."""
     buf: list[dict] = []
     for r in rows:
@@ -183,10 +194,13 @@ class _StreamWriting:
         query_ids = {m.query_id for m in messages if isinstance(m, StreamMessage) and m.query_id}
         if len(query_ids) != 1:
             self.batch.abort(inner)
-            raise tag_error(OptionError(
-                f"micro-batch {batchId}: the streaming query id is not visible to the writer tasks (found "
-                f"{sorted(query_ids)}), so the micro-batch cannot be committed exactly once; nothing committed",
-                batch_id=batchId))
+            raise tag_error(
+                OptionError(
+                    f"micro-batch {batchId}: the streaming query id is not visible to the writer tasks (found "
+                    f"{sorted(query_ids)}), so the micro-batch cannot be committed exactly once; nothing committed",
+                    batch_id=batchId,
+                )
+            )
         query_id = query_ids.pop()
         other = {m.batch_id for m in messages if isinstance(m, StreamMessage) and m.batch_id is not None}
         if other - {batchId}:
@@ -210,6 +224,7 @@ class OmnigraphRowStreamWriter(_StreamWriting, DataSourceStreamWriter):
 
 
 if DataSourceStreamArrowWriter is not None:
+
     class OmnigraphArrowStreamWriter(_StreamWriting, DataSourceStreamArrowWriter):
         """The stream writer for pyspark 4.1+: Spark hands it Arrow batches."""
 
@@ -249,12 +264,18 @@ class GraphBatchWriter:
 
     def __post_init__(self) -> None:
         if self.mode not in STREAM_WRITE_MODES:
-            raise OptionError(f"a stream's mode must be one of {', '.join(STREAM_WRITE_MODES)}, got {self.mode!r}",
-                              option="mode", value=self.mode)
+            raise OptionError(
+                f"a stream's mode must be one of {', '.join(STREAM_WRITE_MODES)}, got {self.mode!r}",
+                option="mode",
+                value=self.mode,
+            )
         for k in self.options or {}:
             if str(k).lower() in ("txnappid", "txnversion"):
-                raise OptionError(f"option '{k}' is not accepted by a stream: its idempotency token is the "
-                                  "streaming query id and the micro-batch id", option=k)
+                raise OptionError(
+                    f"option '{k}' is not accepted by a stream: its idempotency token is the "
+                    "streaming query id and the micro-batch id",
+                    option=k,
+                )
 
     def _query_id(self, batch_df) -> str:
         if self.query_id:
@@ -265,8 +286,11 @@ class GraphBatchWriter:
             log.debug("no SparkContext to read the query id from: %s", e)
             q = None
         if not q:
-            raise OptionError("the streaming query id is not visible here (not in a foreachBatch call, or Spark "
-                              "Connect); pass query_id= (one per checkpoint)", option="query_id")
+            raise OptionError(
+                "the streaming query id is not visible here (not in a foreachBatch call, or Spark "
+                "Connect); pass query_id= (one per checkpoint)",
+                option="query_id",
+            )
         return q
 
     def __call__(self, batch_df, batch_id: int) -> LoadResult | None:
@@ -278,8 +302,13 @@ class GraphBatchWriter:
         graph = Graph.open(self.uri, _storage(self.options))
         rec = already_applied(graph, txn)
         if rec is not None:
-            log.info("stream batch %d: txn (%s, %d) already applied by operation %s; skipped", batch_id, txn.app_id,
-                     txn.version, rec.get("operation_id"))
+            log.info(
+                "stream batch %d: txn (%s, %d) already applied by operation %s; skipped",
+                batch_id,
+                txn.app_id,
+                txn.version,
+                rec.get("operation_id"),
+            )
             return None
         batch_df.persist()
         try:
@@ -288,30 +317,49 @@ class GraphBatchWriter:
                 log.info("stream batch %d: no rows, nothing committed", batch_id)
                 return None
             opts = {**dict(self.options or {}), "txnAppId": txn.app_id, "txnVersion": str(txn.version)}
-            result = write_graph(self.uri, frames, mode=self.mode, branch=self.branch, actor=self.actor,
-                                 options=opts, engine=self.engine)
+            result = write_graph(
+                self.uri, frames, mode=self.mode, branch=self.branch, actor=self.actor, options=opts, engine=self.engine
+            )
         finally:
             batch_df.unpersist()
-        log.info("stream batch %d: %s", batch_id, "already applied" if result.skipped else
-                 f"committed {result.graph_commit_id} (manifest v{result.manifest_version})")
+        log.info(
+            "stream batch %d: %s",
+            batch_id,
+            "already applied"
+            if result.skipped
+            else f"committed {result.graph_commit_id} (manifest v{result.manifest_version})",
+        )
         return result
 
 
 def _storage(options: Mapping[str, Any] | None) -> dict[str, str] | None:
-    out = {str(k)[len("storage."):]: str(v) for k, v in (options or {}).items()
-           if str(k).lower().startswith("storage.")}
+    out = {
+        str(k)[len("storage.") :]: str(v) for k, v in (options or {}).items() if str(k).lower().startswith("storage.")
+    }
     return out or None
 
 
-def stream_graph(stream_df, uri: str, split: Splitter, checkpoint_location: str, *, mode: str = "append",
-                 branch: str = MAIN, actor: str | None = None, options: Mapping[str, Any] | None = None,
-                 engine: str = "auto", trigger: Mapping[str, Any] | None = None, query_name: str | None = None):
+def stream_graph(
+    stream_df,
+    uri: str,
+    split: Splitter,
+    checkpoint_location: str,
+    *,
+    mode: str = "append",
+    branch: str = MAIN,
+    actor: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    engine: str = "auto",
+    trigger: Mapping[str, Any] | None = None,
+    query_name: str | None = None,
+):
     """Start a streaming query writing ``stream_df`` into the graph at ``uri``: each micro-batch
     is split by ``split`` into node and edge DataFrames and committed once (GraphBatchWriter).
     ``trigger`` is passed to ``DataStreamWriter.trigger`` (e.g. ``{"processingTime": "5 seconds"}``,
     ``{"availableNow": True}``). Returns the StreamingQuery."""
-    w = (stream_df.writeStream.foreachBatch(GraphBatchWriter(uri, split, mode, branch, actor, options, engine))
-         .option("checkpointLocation", checkpoint_location))
+    w = stream_df.writeStream.foreachBatch(GraphBatchWriter(uri, split, mode, branch, actor, options, engine)).option(
+        "checkpointLocation", checkpoint_location
+    )
     if trigger:
         w = w.trigger(**trigger)
     if query_name:
@@ -319,5 +367,13 @@ def stream_graph(stream_df, uri: str, split: Splitter, checkpoint_location: str,
     return w.start()
 
 
-__all__ = ["OmnigraphStreamWriter", "GraphBatchWriter", "stream_graph", "StreamMessage", "stream_app_id",
-           "rows_to_batches", "ARROW_STREAM_WRITER", "STREAM_WRITE_MODES"]
+__all__ = [
+    "OmnigraphStreamWriter",
+    "GraphBatchWriter",
+    "stream_graph",
+    "StreamMessage",
+    "stream_app_id",
+    "rows_to_batches",
+    "ARROW_STREAM_WRITER",
+    "STREAM_WRITE_MODES",
+]

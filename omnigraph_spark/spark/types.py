@@ -34,6 +34,7 @@ readable yet and raise :class:`~omnigraph_spark.errors.UnsupportedValueError` at
 
 Pure functions, no state: safe on the driver and on executors.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -100,8 +101,11 @@ def spark_schema(typedef: TypeDef, columns: Sequence[str] | None = None) -> Stru
         return StructType(list(fields.values()))
     missing = [c for c in columns if c not in fields]
     if missing:
-        raise UnknownColumnError(f"column(s) {missing} are not columns of {typedef.kind} type '{typedef.name}' "
-                                 f"(columns: {list(fields)})", type=typedef.name, columns=missing)
+        raise UnknownColumnError(
+            f"column(s) {missing} are not columns of {typedef.kind} type '{typedef.name}' (columns: {list(fields)})",
+            type=typedef.name,
+            columns=missing,
+        )
     return StructType([fields[c] for c in columns])
 
 
@@ -131,7 +135,9 @@ def check_readable(typedef: TypeDef, stored: pa.Schema, columns: Sequence[str]) 
             raise UnsupportedValueError(
                 f"column '{c}' of '{typedef.name}' is a Lance blob column ({stored.field(c).type}); reading "
                 "engine-written Blob columns is not supported yet. Leave it out with the 'columns' option.",
-                type=typedef.name, column=c)
+                type=typedef.name,
+                column=c,
+            )
 
 
 def convert_array(arr: pa.Array, target: pa.DataType, column: str) -> pa.Array:
@@ -148,8 +154,9 @@ def convert_array(arr: pa.Array, target: pa.DataType, column: str) -> pa.Array:
     try:
         return arr.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise CorruptGraphError(f"column '{column}' stored as {arr.type} cannot be read as {target}: {e}",
-                                column=column) from e
+        raise CorruptGraphError(
+            f"column '{column}' stored as {arr.type} cannot be read as {target}: {e}", column=column
+        ) from e
 
 
 def convert_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
@@ -166,6 +173,5 @@ def convert_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         elif f.nullable:
             arrays.append(pa.nulls(batch.num_rows, f.type))
         else:
-            raise CorruptGraphError(f"non-null column '{f.name}' is missing from the stored table",
-                                    column=f.name)
+            raise CorruptGraphError(f"non-null column '{f.name}' is missing from the stored table", column=f.name)
     return pa.RecordBatch.from_arrays(arrays, schema=target)

@@ -16,6 +16,7 @@ Errors crossing the JVM lose their Python class; every :class:`OmnigraphError` r
 therefore carries its code as a message prefix (``[DANGLING_EDGE] ...``) and
 :func:`unwrap_error` turns a Spark exception back into the typed error.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -86,6 +87,7 @@ log = logging.getLogger(__name__)
 
 # -- errors across the JVM ----------------------------------------------------------------------
 
+
 def tag_error(e: BaseException) -> BaseException:
     """Prefix an OmnigraphError's message with ``[CODE] `` (idempotent), so the code survives
     Spark's exception wrapping. Runs wherever the error is raised (executor or driver)."""
@@ -127,6 +129,7 @@ def unwrap_error(exc: BaseException) -> OmnigraphError | None:
 
 # -- commit messages -------------------------------------------------------------------------
 
+
 @dataclass
 class StagedMessage(WriterCommitMessage):
     """What one task attempt staged: one StagedTable per table it wrote (usually one), or,
@@ -149,10 +152,15 @@ def _task_ids() -> tuple[int, int]:
     return ctx.partitionId(), ctx.attemptNumber()
 
 
-def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
-                      where: str, rejects: RejectSink | None = None,
-                      rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
-                      key_hashes_to: str | None = None) -> StagedTable:
+def convert_and_stage(
+    target: WriteTarget,
+    typedef: TypeDef,
+    batches: Iterable[pa.RecordBatch],
+    where: str,
+    rejects: RejectSink | None = None,
+    rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
+    key_hashes_to: str | None = None,
+) -> StagedTable:
     """Executor: stream user batches through RowConverter into ``stage`` (bounded memory).
 
     Rows are numbered from 0 within the task; ``where`` names the task (e.g. "partition 3").
@@ -235,8 +243,9 @@ def convert_and_stage(target: WriteTarget, typedef: TypeDef, batches: Iterable[p
     return staged
 
 
-def _with_key_hashes(staged: StagedTable, column: str, hashes: list[np.ndarray], uri: str, target: WriteTarget,
-                     where: str) -> StagedTable:
+def _with_key_hashes(
+    staged: StagedTable, column: str, hashes: list[np.ndarray], uri: str, target: WriteTarget, where: str
+) -> StagedTable:
     """``staged`` naming the file of its key fingerprints (sorted, written at ``uri``); a task
     that staged no value names no file. Unwritable: no proof (the driver checks exactly)."""
     values = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
@@ -246,15 +255,21 @@ def _with_key_hashes(staged: StagedTable, column: str, hashes: list[np.ndarray],
     try:
         side_files.write_fingerprints(uri, values, target.storage_options)
     except Exception as e:  # e.g. an object store refusing the PUT: the proof is an optimisation
-        log.warning("%s: cannot write key fingerprints to %s (%s); the driver checks %s exactly", where, uri, e,
-                    column)
+        log.warning("%s: cannot write key fingerprints to %s (%s); the driver checks %s exactly", where, uri, e, column)
         return staged
     return dataclasses.replace(staged, key_hashes=(uri,), key_column=column)
 
 
-def _not_pointing_at_rejected(typedef: TypeDef, out: pa.RecordBatch, start: int, offset: int, where: str,
-                              ends: Mapping[str, Mapping[str, str]] | None, rows: list[int],
-                              errs: list[OmnigraphError]) -> pa.Array | None:
+def _not_pointing_at_rejected(
+    typedef: TypeDef,
+    out: pa.RecordBatch,
+    start: int,
+    offset: int,
+    where: str,
+    ends: Mapping[str, Mapping[str, str]] | None,
+    rows: list[int],
+    errs: list[OmnigraphError],
+) -> pa.Array | None:
     """Quarantine: the mask of converted edge rows whose endpoints are not nodes this load
     rejected (None: all are fine); the others are added to ``rows``/``errs`` as DANGLING_EDGE."""
     if not typedef.is_edge or not ends or not (ends.get("src") or ends.get("dst")):
@@ -273,17 +288,28 @@ def _not_pointing_at_rejected(typedef: TypeDef, out: pa.RecordBatch, start: int,
         value = out.column(col)[i].as_py()
         row = offset + start + i
         rows.append(start + i)
-        errs.append(DanglingEdgeError(
-            f"edge {typedef.name} column '{col}' row {row}: endpoint {value!r} is a {node[col]} node this load "
-            f"rejected ({ends[col][value]}) ({where})", table=f"edge {typedef.name}", column=col, row=row,
-            value=value))
+        errs.append(
+            DanglingEdgeError(
+                f"edge {typedef.name} column '{col}' row {row}: endpoint {value!r} is a {node[col]} node this load "
+                f"rejected ({ends[col][value]}) ({where})",
+                table=f"edge {typedef.name}",
+                column=col,
+                row=row,
+                value=value,
+            )
+        )
     return pc.invert(hit)
 
 
-def stage_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.RecordBatch],
-               where: str, rejects: RejectSink | None = None,
-               rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
-               key_hashes_to: str | None = None) -> StagedTable | Refusal:
+def stage_task(
+    target: WriteTarget,
+    typedef: TypeDef,
+    batches: Iterable[pa.RecordBatch],
+    where: str,
+    rejects: RejectSink | None = None,
+    rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
+    key_hashes_to: str | None = None,
+) -> StagedTable | Refusal:
     """Executor: :func:`convert_and_stage`, with a data error returned as a :class:`Refusal`
     (the task succeeds, so Spark neither logs nor retries it) instead of raised. Any other
     error raises, tagged, so Spark retries the task. A refused or failed task's quarantined
@@ -312,8 +338,16 @@ def delete_task(target: WriteTarget, typedef: TypeDef, batches: Iterable[pa.Reco
         tag_error(e)
         raise
     table = pa.concat_tables(keys) if keys else None
-    return StagedTable(target.table_key, "delete", target.stage_uri, target.base_version, (),
-                       0 if table is None else table.num_rows, 0, deletes=table)
+    return StagedTable(
+        target.table_key,
+        "delete",
+        target.stage_uri,
+        target.base_version,
+        (),
+        0 if table is None else table.num_rows,
+        0,
+        deletes=table,
+    )
 
 
 def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: pa.Schema | None) -> None:
@@ -340,8 +374,8 @@ def spark_to_arrow_schema(schema: StructType | None) -> pa.Schema | None:
 
 # -- load-wide validation (driver, inside the commit lease) --------------------------------
 
-def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None = None
-                   ) -> Callable[..., object]:
+
+def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None = None) -> Callable[..., object]:
     """A ``validate(snapshot, staged_by_key)`` callback for ``commit_load``.
 
     Runs on the driver, under the commit lease, against the fresh snapshot; it reads only the
@@ -395,14 +429,18 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
 
         def summed() -> int:
             bound = proven_src_bound(proof, so)
-            log.info("the staging tasks' bucket counts bound a source's edges in the load at %d (their bounds "
-                     "summed: %d)", bound, proof.src_bound)
+            log.info(
+                "the staging tasks' bucket counts bound a source's edges in the load at %d (their bounds summed: %d)",
+                bound,
+                proof.src_bound,
+            )
             return bound
 
         return bucket_bounds((proof.src_sketches, proof.src_bound, proof.unsketched_bound), summed)
 
-    def validate(snap: Snapshot, staged: Mapping[str, StagedTable],
-                 distributed_only: bool = False) -> dict[str, dict[str, str]] | Checked:
+    def validate(
+        snap: Snapshot, staged: Mapping[str, StagedTable], distributed_only: bool = False
+    ) -> dict[str, dict[str, str]] | Checked:
         # Every read is lazy and shared (Once): the checks below run concurrently and each
         # reads what it needs, so Lance reads overlap other checks' hashing instead of all
         # reads running first. Each column set is still read once.
@@ -416,6 +454,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                     schema = graph.open_table(key, snap).schema
                     t = pa.Table.from_batches([], schema=pa.schema([schema.field(c) for c in cols]))
                 return t
+
             return once(("staged", key, tuple(cols)), read)
 
         def committed(key: str, cols: Sequence[str]) -> pa.Table:
@@ -431,8 +470,16 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
         facts: dict[str, dict[str, str]] = {}  # each check writes only its own table's entry
 
         def card_check(td: TypeDef, mode: str, proof: EndsProof | None, key: str, end_cols: list[str]) -> None:
-            most = _card_of(td, mode, None if proof is None else tasks_bound(proof), staged_cols, key, end_cols,
-                            committed, lambda: recorded_bound(key))
+            most = _card_of(
+                td,
+                mode,
+                None if proof is None else tasks_bound(proof),
+                staged_cols,
+                key,
+                end_cols,
+                committed,
+                lambda: recorded_bound(key),
+            )
             if most is not None:
                 facts[key] = {SRC_BOUND_PROP: str(most)}
 
@@ -455,8 +502,11 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
 
         def spread(rows: int, *keys_cols: tuple[str, Sequence[str]]) -> bool:
             """This check reads ``rows`` rows: run it as Spark jobs?"""
-            return (dist is not None and dist.wants(rows)
-                    and all(dist.supports(schema_of(k), cols) for k, cols in keys_cols))
+            return (
+                dist is not None
+                and dist.wants(rows)
+                and all(dist.supports(schema_of(k), cols) for k, cols in keys_cols)
+            )
 
         def ids_rows(type_name: str) -> int:
             nkey = f"node:{type_name}"
@@ -472,8 +522,9 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                     _card_proven(td, bound)
                     facts[key] = {SRC_BOUND_PROP: str(bound)}
                     return
-            most = jobs.card(td, mode, staged[key], schema_of(key),
-                             None if mode == "overwrite" else committed_pin(snap, key))
+            most = jobs.card(
+                td, mode, staged[key], schema_of(key), None if mode == "overwrite" else committed_pin(snap, key)
+            )
             if most is not None and card.max is not None:
                 facts[key] = {SRC_BOUND_PROP: str(most)}
 
@@ -492,8 +543,7 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 conflict = strict and id_by_key and cols == (td.key_property,)
                 spread_out = spread(s.rows, (key, cols))
                 if spread_out:  # I21
-                    exact = functools.partial(jobs.unique, td, s, schema_of(key), cols, what,
-                                              conflict=conflict)
+                    exact = functools.partial(jobs.unique, td, s, schema_of(key), cols, what, conflict=conflict)
                 else:
                     exact = functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict)
                 if s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
@@ -504,19 +554,33 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
             if not id_by_key and not s.minted_ids:
                 what = "duplicate id in one load (merge never picks a winner)" if s.mode == "merge" else "id"
                 if spread(s.rows, (key, ["id"])):
-                    checks.append((functools.partial(jobs.unique, td, s, schema_of(key), ["id"], what,
-                                                     conflict=strict), True))
+                    checks.append(
+                        (functools.partial(jobs.unique, td, s, schema_of(key), ["id"], what, conflict=strict), True)
+                    )
                 else:  # edges: read id, src and dst in one pass and check id on that table
-                    checks.append((functools.partial(_unique_of, td, staged_cols, key, ["id"], what,
-                                                     read_cols=id_cols, conflict=strict), False))
+                    checks.append(
+                        (
+                            functools.partial(
+                                _unique_of, td, staged_cols, key, ["id"], what, read_cols=id_cols, conflict=strict
+                            ),
+                            False,
+                        )
+                    )
             committed_rows = snap.table(key).row_count
             if strict and committed_rows and not _fresh_proven(td, s, snap):
                 if spread(s.rows + committed_rows, (key, ["id"])):
-                    checks.append((functools.partial(jobs.fresh, td, s, schema_of(key),
-                                                     committed_pin(snap, key), committed_rows, snap.branch), True))
+                    checks.append(
+                        (
+                            functools.partial(
+                                jobs.fresh, td, s, schema_of(key), committed_pin(snap, key), committed_rows, snap.branch
+                            ),
+                            True,
+                        )
+                    )
                 else:
-                    checks.append((functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key,
-                                                     id_cols), False))
+                    checks.append(
+                        (functools.partial(_fresh_of, td, snap.branch, staged_cols, committed, key, id_cols), False)
+                    )
             if not td.is_edge:
                 continue
             # minted ids are all new: nothing to shadow, nothing to collapse, so no id column,
@@ -524,11 +588,27 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
             end_cols = ["src", "dst"] if s.minted_ids else ["id", "src", "dst"]
             fkey, tkey = f"node:{td.from_type}", f"node:{td.to_type}"
             if not _ends_proven(td, s, snap, staged):
-                if spread(s.rows + ids_rows(td.from_type or "") + ids_rows(td.to_type or ""),
-                          (key, ["src", "dst"]), (fkey, ["id"]), (tkey, ["id"])):
-                    checks.append((functools.partial(
-                        jobs.endpoints, td, s, schema_of(key), id_source(snap, staged, fkey),
-                        id_source(snap, staged, tkey), schema_of(fkey), schema_of(tkey)), True))
+                if spread(
+                    s.rows + ids_rows(td.from_type or "") + ids_rows(td.to_type or ""),
+                    (key, ["src", "dst"]),
+                    (fkey, ["id"]),
+                    (tkey, ["id"]),
+                ):
+                    checks.append(
+                        (
+                            functools.partial(
+                                jobs.endpoints,
+                                td,
+                                s,
+                                schema_of(key),
+                                id_source(snap, staged, fkey),
+                                id_source(snap, staged, tkey),
+                                schema_of(fkey),
+                                schema_of(tkey),
+                            ),
+                            True,
+                        )
+                    )
                 else:
                     checks.append((functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids), False))
             card = td.cardinality
@@ -543,22 +623,30 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
         # a merge's commit deletes the committed rows it replaces: above the threshold the
         # executors find them and write the deletion files (on the table's own lineage: a
         # branch's first write forks the table inside the lease, so it is found there)
-        merges = [key for key in sorted(staged)
-                  if staged[key].mode == "merge" and snap.table(key).row_count
-                  and snap.table(key).branch == snap.branch
-                  and spread(staged[key].rows + snap.table(key).row_count, (key, ["id"]))]
+        merges = [
+            key
+            for key in sorted(staged)
+            if staged[key].mode == "merge"
+            and snap.table(key).row_count
+            and snap.table(key).branch == snap.branch
+            and spread(staged[key].rows + snap.table(key).row_count, (key, ["id"]))
+        ]
         replaced: dict[str, Replaced] = {}
 
         def replace(key: str) -> None:
-            replaced[key] = jobs.replaced(key, staged[key], schema_of(key),
-                                          committed_pin(snap, key))
+            replaced[key] = jobs.replaced(key, staged[key], schema_of(key), committed_pin(snap, key))
 
         def integrity() -> tuple[dict[str, pa.Array], dict[str, int]]:
             """I18, each part in memory or as Spark jobs (I21) by the rows it reads."""
             in_memory = InMemory(committed, staged_cols)
             spark_jobs = Distributed(dist, snap, staged, schema_of) if dist is not None else None
-            return _deletions(catalog, snap, staged, cascade,
-                              lambda rows, *keys_cols: spark_jobs if spread(rows, *keys_cols) else in_memory)
+            return _deletions(
+                catalog,
+                snap,
+                staged,
+                cascade,
+                lambda rows, *keys_cols: spark_jobs if spread(rows, *keys_cols) else in_memory,
+            )
 
         if distributed_only:
             if dist is not None:
@@ -590,11 +678,12 @@ def _integrity_rows(catalog: Catalog, snap: Snapshot, staged: Mapping[str, Stage
     """At least the rows the largest part of I18 (:func:`~.deletions.deletions`) reads: the
     biggest committed table plus every staged row; 0 when the load neither deletes nor
     overwrites a node type (I18 has no part to run)."""
-    if not any(s.mode == "delete" or s.deletes is not None
-               or (s.mode == "overwrite" and not catalog.by_table_key(k).is_edge) for k, s in staged.items()):
+    if not any(
+        s.mode == "delete" or s.deletes is not None or (s.mode == "overwrite" and not catalog.by_table_key(k).is_edge)
+        for k, s in staged.items()
+    ):
         return 0
-    return (max(snap.table(td.table_key).row_count for td in catalog.types())
-            + sum(s.rows for s in staged.values()))
+    return max(snap.table(td.table_key).row_count for td in catalog.types()) + sum(s.rows for s in staged.values())
 
 
 def _read_staged(s: StagedTable, cols: Sequence[str], storage_options) -> pa.Table:
@@ -637,12 +726,20 @@ def _ends_proven(td: TypeDef, s: StagedTable, snap: Snapshot, staged: Mapping[st
     """The staging tasks found no dangling endpoint against exactly the ids this commit would
     check against (I15): the same committed versions, the same staged files."""
     p = s.ends
-    ok = (p is not None and p.dangling == 0
-          and p.src_ids == id_source(snap, staged, f"node:{td.from_type}")
-          and p.dst_ids == id_source(snap, staged, f"node:{td.to_type}"))
+    ok = (
+        p is not None
+        and p.dangling == 0
+        and p.src_ids == id_source(snap, staged, f"node:{td.from_type}")
+        and p.dst_ids == id_source(snap, staged, f"node:{td.to_type}")
+    )
     if p is not None:
-        log.info("%s endpoints: %s", td.table_key, "proven while staging" if ok else
-                 f"checked on the driver ({p.dangling} rows unproven or the node tables moved)")
+        log.info(
+            "%s endpoints: %s",
+            td.table_key,
+            "proven while staging"
+            if ok
+            else f"checked on the driver ({p.dangling} rows unproven or the node tables moved)",
+        )
     return ok
 
 
@@ -654,19 +751,24 @@ def _fresh_proven(td: TypeDef, s: StagedTable, snap: Snapshot) -> bool:
         return False
     t = snap.table(td.table_key)
     ok = p.conflicts == 0 and p.committed == IdSource((t.base_path, t.lance_branch, t.version))
-    log.info("%s strict append: %s", td.table_key, "no committed id, proven while staging" if ok else
-             f"checked on the driver ({p.conflicts} conflicts found while staging or the table moved)")
+    log.info(
+        "%s strict append: %s",
+        td.table_key,
+        "no committed id, proven while staging"
+        if ok
+        else f"checked on the driver ({p.conflicts} conflicts found while staging or the table moved)",
+    )
     return ok
 
 
 def _fresh_of(td: TypeDef, branch: str, staged_cols, committed, key: str, read_cols: Sequence[str]) -> None:
     """Strict append (I17): no staged id is already committed (the id columns only)."""
-    check_fresh_ids(td, staged_cols(key, read_cols).column("id"), committed(key, ["id"]).column("id"),
-                    branch=branch)
+    check_fresh_ids(td, staged_cols(key, read_cols).column("id"), committed(key, ["id"]).column("id"), branch=branch)
 
 
-def _unique_fingerprinted(td: TypeDef, s: StagedTable, what: str, exact: Callable[[], None],
-                          distinct: Callable[[tuple[str, ...]], bool]) -> None:
+def _unique_fingerprinted(
+    td: TypeDef, s: StagedTable, what: str, exact: Callable[[], None], distinct: Callable[[tuple[str, ...]], bool]
+) -> None:
     """A single-column uniqueness rule: if no two of the staging tasks' fingerprints are equal
     (``distinct``: :func:`~..store.side_files.fingerprints_distinct`), no two values are (equal
     values always fingerprint alike); otherwise ``exact()`` decides and words any error (in
@@ -682,8 +784,15 @@ def _unique_fingerprinted(td: TypeDef, s: StagedTable, what: str, exact: Callabl
     exact()
 
 
-def _unique_of(td: TypeDef, staged_cols, key: str, cols: Sequence[str], what: str,
-               read_cols: Sequence[str] | None = None, conflict: bool = False) -> None:
+def _unique_of(
+    td: TypeDef,
+    staged_cols,
+    key: str,
+    cols: Sequence[str],
+    what: str,
+    read_cols: Sequence[str] | None = None,
+    conflict: bool = False,
+) -> None:
     """One uniqueness rule over the staged rows; ``conflict``: the rule proves an append's ids
     distinct, so a repeat is a KEY_CONFLICT naming every repeated id (I17)."""
     table = staged_cols(key, read_cols or cols)
@@ -694,14 +803,16 @@ def _unique_of(td: TypeDef, staged_cols, key: str, cols: Sequence[str], what: st
             raise
         ids = pc.cast(table.column(cols[0]), pa.string())
         vc = pc.value_counts(ids.drop_null())
-        raise_key_conflict(td, pc.filter(vc.field("values"), pc.greater(vc.field("counts"), 1)),
-                           "given more than once in this load")
+        raise_key_conflict(
+            td, pc.filter(vc.field("values"), pc.greater(vc.field("counts"), 1)), "given more than once in this load"
+        )
 
 
 def _endpoints_of(td: TypeDef, staged_cols, key: str, end_cols: Sequence[str], node_ids) -> None:
     ends = staged_cols(key, end_cols)
-    check_endpoints(td, ends.column("src"), ends.column("dst"), node_ids(td.from_type or ""),
-                    node_ids(td.to_type or ""))
+    check_endpoints(
+        td, ends.column("src"), ends.column("dst"), node_ids(td.from_type or ""), node_ids(td.to_type or "")
+    )
 
 
 def _most_per_src(src: pa.ChunkedArray) -> int:
@@ -710,8 +821,16 @@ def _most_per_src(src: pa.ChunkedArray) -> int:
     return pc.max(counts).as_py() if len(counts) else 0
 
 
-def _card_of(td: TypeDef, mode: str, proven: int | None, staged_cols, key: str, end_cols: Sequence[str],
-             committed, recorded_bound: Callable[[], int | None]) -> int | None:
+def _card_of(
+    td: TypeDef,
+    mode: str,
+    proven: int | None,
+    staged_cols,
+    key: str,
+    end_cols: Sequence[str],
+    committed,
+    recorded_bound: Callable[[], int | None],
+) -> int | None:
     """Apply @card to one staged edge table; return an upper bound of the edges any source has
     in the version the commit creates (None: no @card max, nothing to record). ``proven``: the
     staging tasks' bound on any source's edges in the load (I15; None: none).
@@ -738,8 +857,12 @@ def _card_of(td: TypeDef, mode: str, proven: int | None, staged_cols, key: str, 
 
 
 def _card_proven(td: TypeDef, bound: int) -> None:
-    log.info("%s @card: at most %d edges per source <= max %d, proven without counting", td.table_key, bound,
-             td.cardinality.max)
+    log.info(
+        "%s @card: at most %d edges per source <= max %d, proven without counting",
+        td.table_key,
+        bound,
+        td.cardinality.max,
+    )
 
 
 def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: pa.Table | None) -> int | None:
@@ -749,8 +872,14 @@ def _check_card(td: TypeDef, mode: str, ends: pa.Table, old: pa.Table | None) ->
     if old is not None:
         committed_counts = src_counts(old.column("src"))
         shadowed = shadowed_src_counts(old.column("id"), old.column("src"), ends.column("id"))
-    return check_cardinality(td, ends.column("src"), committed_counts, overwrite=mode == "overwrite",
-                             shadowed_committed=shadowed, pending_ids=ends.column("id") if mode == "merge" else None)
+    return check_cardinality(
+        td,
+        ends.column("src"),
+        committed_counts,
+        overwrite=mode == "overwrite",
+        shadowed_committed=shadowed,
+        pending_ids=ends.column("id") if mode == "merge" else None,
+    )
 
 
 def run_checks(checks: Sequence[Callable[[], None]], max_workers: int | None = None) -> None:
@@ -773,9 +902,15 @@ def run_checks(checks: Sequence[Callable[[], None]], max_workers: int | None = N
             raise
 
 
-def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts: WriteOptions,
-                  quarantine: Quarantine | None = None, rejected: Sequence[Rejected] = (),
-                  spark: Callable[[], Any] | None = None) -> LoadResult:
+def commit_staged(
+    graph: Graph,
+    branch: str,
+    staged: Sequence[StagedTable],
+    opts: WriteOptions,
+    quarantine: Quarantine | None = None,
+    rejected: Sequence[Rejected] = (),
+    spark: Callable[[], Any] | None = None,
+) -> LoadResult:
     """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure.
     ``rejected``: what the tasks quarantined into ``quarantine`` (its counts travel in the
     commit's properties; its files are published after the commit, deleted on failure).
@@ -791,8 +926,10 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
             snap = graph.snapshot(branch)
             by_key = merge_by_key(staged)
             # no check can reach the threshold: nothing to run before the lease
-            if dist.wants(sum(s.rows for s in by_key.values())
-                          + sum(snap.table(t.table_key).row_count for t in graph.catalog.types())):
+            if dist.wants(
+                sum(s.rows for s in by_key.values())
+                + sum(snap.table(t.table_key).row_count for t in graph.catalog.types())
+            ):
                 validate(snap, by_key, distributed_only=True)
         except BaseException as e:
             _failed(graph, staged, quarantine, "checks before the commit", e)
@@ -800,12 +937,21 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
     files = [r.file for r in rejected if r.file]
     if quarantine is not None and files:
         keys = {s.table_key for s in staged}
-        validate = _with_facts(validate, _quarantine.facts(rejected, quarantine.final_dir, keys),
-                               lambda: quarantine.prepare(files, graph.root, branch,
-                                                          {s.table_key: s.base_version for s in staged}))
+        validate = _with_facts(
+            validate,
+            _quarantine.facts(rejected, quarantine.final_dir, keys),
+            lambda: quarantine.prepare(files, graph.root, branch, {s.table_key: s.base_version for s in staged}),
+        )
     try:
-        result = commit_load(graph, branch, staged, actor=opts.actor, validate=validate, txn=opts.txn,
-                             lease_timeout_s=opts.commit_lease_timeout)
+        result = commit_load(
+            graph,
+            branch,
+            staged,
+            actor=opts.actor,
+            validate=validate,
+            txn=opts.txn,
+            lease_timeout_s=opts.commit_lease_timeout,
+        )
     except BaseException as e:
         _failed(graph, staged, quarantine, "commit", e)
         raise
@@ -813,13 +959,22 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
         n = abort(staged, graph.storage_options)
         if quarantine is not None:
             quarantine.discard()
-        log.info("txn (%s, %s) already applied: nothing committed, %d staged files removed",
-                 opts.txn_app_id, opts.txn_version, n)
+        log.info(
+            "txn (%s, %s) already applied: nothing committed, %d staged files removed",
+            opts.txn_app_id,
+            opts.txn_version,
+            n,
+        )
     else:
-        log.info("omnigraph write committed %s on %s: manifest v%d, %d rows, %d bytes, %d fragments",
-                 result.graph_commit_id, result.branch, result.manifest_version,
-                 sum(t.rows_written for t in result.tables), sum(t.bytes for t in result.tables),
-                 sum(t.fragments for t in result.tables))
+        log.info(
+            "omnigraph write committed %s on %s: manifest v%d, %d rows, %d bytes, %d fragments",
+            result.graph_commit_id,
+            result.branch,
+            result.manifest_version,
+            sum(t.rows_written for t in result.tables),
+            sum(t.bytes for t in result.tables),
+            sum(t.fragments for t in result.tables),
+        )
         if quarantine is not None:
             n_rejected = sum(r.rows for r in rejected)
             where = quarantine.publish(files)
@@ -828,8 +983,9 @@ def commit_staged(graph: Graph, branch: str, staged: Sequence[StagedTable], opts
     return result
 
 
-def _failed(graph: Graph, staged: Sequence[StagedTable], quarantine: Quarantine | None, what: str,
-            e: BaseException) -> None:
+def _failed(
+    graph: Graph, staged: Sequence[StagedTable], quarantine: Quarantine | None, what: str, e: BaseException
+) -> None:
     """A load failed at ``what`` with ``e``: delete its staged files, settle its quarantine, and
     tag ``e`` with its code; the caller re-raises it."""
     n = abort(staged, graph.storage_options)
@@ -846,12 +1002,15 @@ def settle_quarantine(graph: Graph, quarantine: Quarantine) -> None:
     try:
         pending = graph.pending_sidecars()
     except Exception as e:  # unreadable: keep the rows
-        log.warning("could not list the recovery sidecars of %s (%s): quarantine %s kept", graph.root, e,
-                    quarantine.staging_dir)
+        log.warning(
+            "could not list the recovery sidecars of %s (%s): quarantine %s kept", graph.root, e, quarantine.staging_dir
+        )
         return
     if pending:
-        log.warning("commit failed with recovery sidecars pending: quarantine %s kept for recover_quarantine",
-                    quarantine.staging_dir)
+        log.warning(
+            "commit failed with recovery sidecars pending: quarantine %s kept for recover_quarantine",
+            quarantine.staging_dir,
+        )
         return
     quarantine.discard()
 
@@ -877,6 +1036,7 @@ def _with_facts(validate, extra: Mapping[str, Mapping[str, str]], before=None):
 
 # -- the DataSource writer ----------------------------------------------------------------------
 
+
 class OmnigraphWriter(DataSourceArrowWriter):
     """``DataSourceArrowWriter`` for one node or edge type. Constructed on the driver,
     pickled to executors (it holds only options, the type and the WriteTarget).
@@ -893,12 +1053,19 @@ class OmnigraphWriter(DataSourceArrowWriter):
             if self.opts.engine == "jvm":  # the JVM provider would have taken it: the shim is not loaded
                 raise JvmWriteUnavailableError(
                     "option engine=jvm: format('omnigraph') resolved to the Python source, so the shim jar is not "
-                    "on this session's class path (omnigraph_spark.configure_spark, docs/api.md)", option="engine")
+                    "on this session's class path (omnigraph_spark.configure_spark, docs/api.md)",
+                    option="engine",
+                )
             graph = Graph.open(self.opts.path, self.opts.storage_options)
             self.typedef = graph.catalog.resolve(self.opts.type or "")
-            self.target = prepare_target(graph, self.opts.branch, self.typedef.table_key, self.opts.write_mode,
-                                         max_rows_per_file=self.opts.max_rows_per_file,
-                                         max_bytes_per_file=self.opts.max_bytes_per_file)
+            self.target = prepare_target(
+                graph,
+                self.opts.branch,
+                self.typedef.table_key,
+                self.opts.write_mode,
+                max_rows_per_file=self.opts.max_rows_per_file,
+                max_bytes_per_file=self.opts.max_bytes_per_file,
+            )
             if self.opts.write_mode == "delete":
                 if schema is not None:
                     _integrity.delete_columns(self.typedef, schema.fieldNames())
@@ -907,13 +1074,22 @@ class OmnigraphWriter(DataSourceArrowWriter):
         except OmnigraphError as e:
             tag_error(e)
             raise
-        self.quarantine = (Quarantine.new(self.opts.rejected_rows_path, self.opts.storage_options)
-                           if self.opts.rejected_rows_path else None)
-        fingerprinted = (self.opts.write_mode != "delete"
-                         and fingerprint_column(self.typedef, self.target.schema) is not None)
+        self.quarantine = (
+            Quarantine.new(self.opts.rejected_rows_path, self.opts.storage_options)
+            if self.opts.rejected_rows_path
+            else None
+        )
+        fingerprinted = (
+            self.opts.write_mode != "delete" and fingerprint_column(self.typedef, self.target.schema) is not None
+        )
         self.side_dir = join(RootPaths(graph.root).staging_dir, uuid.uuid4().hex) if fingerprinted else None
-        log.info("omnigraph write planned: %s on %s (%s), base version %d", self.typedef.table_key,
-                 self.opts.branch, self.opts.write_mode, self.target.base_version)
+        log.info(
+            "omnigraph write planned: %s on %s (%s), base version %d",
+            self.typedef.table_key,
+            self.opts.branch,
+            self.opts.write_mode,
+            self.target.base_version,
+        )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedMessage:
         """Executor: convert and stage one partition; the message is the StagedTable, or the
@@ -925,13 +1101,20 @@ class OmnigraphWriter(DataSourceArrowWriter):
         keys_to = None
         if self.side_dir is not None:
             keys_to = side_files.key_hashes_location(self.side_dir, self.target.table_key, pid, attempt)
-        got = stage_task(self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}", sink,
-                         key_hashes_to=keys_to)
+        got = stage_task(
+            self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}", sink, key_hashes_to=keys_to
+        )
         if isinstance(got, Refusal):
             log.info("partition %d attempt %d refused its rows: [%s] %s", pid, attempt, got.code, got.message)
             return StagedMessage((), pid, attempt, got)
-        log.info("partition %d attempt %d staged %d rows in %d fragments for %s", pid, attempt, got.rows,
-                 len(got.fragments), got.table_key)
+        log.info(
+            "partition %d attempt %d staged %d rows in %d fragments for %s",
+            pid,
+            attempt,
+            got.rows,
+            len(got.fragments),
+            got.table_key,
+        )
         return StagedMessage((got,), pid, attempt, rejected=sink.close() if sink is not None else None)
 
     @staticmethod
@@ -968,18 +1151,27 @@ class OmnigraphWriter(DataSourceArrowWriter):
 
     def _commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = self._staged(messages)
-        refusals = sorted((m for m in messages if isinstance(m, StagedMessage) and m.refused is not None),
-                          key=lambda m: m.partition_id)
+        refusals = sorted(
+            (m for m in messages if isinstance(m, StagedMessage) and m.refused is not None),
+            key=lambda m: m.partition_id,
+        )
         if refusals:
             n = abort(staged, self.opts.storage_options)
-            log.info("omnigraph write of %s refused: %d tasks found bad rows; removed %d staged files",
-                     self.typedef.table_key, len(refusals), n)
+            log.info(
+                "omnigraph write of %s refused: %d tasks found bad rows; removed %d staged files",
+                self.typedef.table_key,
+                len(refusals),
+                n,
+            )
             if self.quarantine is not None:
                 self.quarantine.discard()
             raise tag_error(refused_error([m.refused for m in refusals]))  # type: ignore[misc]  # refusals are the messages with one
         if not staged:  # no partitions at all: still one (empty) commit, so overwrite empties the table
-            staged = [StagedTable(self.target.table_key, self.target.mode, self.target.stage_uri,
-                                  self.target.base_version, (), 0, 0)]
+            staged = [
+                StagedTable(
+                    self.target.table_key, self.target.mode, self.target.stage_uri, self.target.base_version, (), 0, 0
+                )
+            ]
         try:
             graph = Graph.open(self.opts.path, self.opts.storage_options)
         except OmnigraphError as e:
@@ -999,10 +1191,20 @@ class OmnigraphWriter(DataSourceArrowWriter):
             try:
                 settle_quarantine(Graph.open(self.opts.path, self.opts.storage_options), self.quarantine)
             except OmnigraphError as e:
-                log.warning("graph %s unreadable (%s): quarantine %s kept", self.opts.path, e,
-                            self.quarantine.staging_dir)
+                log.warning(
+                    "graph %s unreadable (%s): quarantine %s kept", self.opts.path, e, self.quarantine.staging_dir
+                )
         log.info("omnigraph write of %s aborted: removed %d staged files", self.typedef.table_key, n)
 
 
-__all__ = ["OmnigraphWriter", "StagedMessage", "make_validator", "commit_staged", "convert_and_stage",
-           "stage_task", "tag_error", "unwrap_error", "precheck_columns"]
+__all__ = [
+    "OmnigraphWriter",
+    "StagedMessage",
+    "make_validator",
+    "commit_staged",
+    "convert_and_stage",
+    "stage_task",
+    "tag_error",
+    "unwrap_error",
+    "precheck_columns",
+]

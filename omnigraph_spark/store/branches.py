@@ -3,6 +3,7 @@
 Table datasets are not touched at branch creation; a table is forked lazily on its first write
 to the branch (``ensure_fork``), at the version the branch inherited.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +23,7 @@ def list_branches(root: str, storage_options: dict[str, str] | None = None) -> l
     return [MAIN] + sorted(names)
 
 
-def create(root: str, name: str, from_branch: str = MAIN,
-           storage_options: dict[str, str] | None = None) -> int:
+def create(root: str, name: str, from_branch: str = MAIN, storage_options: dict[str, str] | None = None) -> int:
     """Create graph branch ``name`` at ``from_branch``'s current manifest version."""
     name = normalize_branch(name)
     from_branch = normalize_branch(from_branch)
@@ -43,8 +43,9 @@ def create(root: str, name: str, from_branch: str = MAIN,
         cds = lance.dataset(paths.commits, storage_options=storage_options)
         if name in cds.branches.list():
             cds.branches.delete(name)  # a stale leftover of an earlier, failed create
-        csrc = tables.open_dataset(paths.commits, branch=None if from_branch == MAIN else from_branch,
-                                   storage_options=storage_options)
+        csrc = tables.open_dataset(
+            paths.commits, branch=None if from_branch == MAIN else from_branch, storage_options=storage_options
+        )
         cref = csrc.version if from_branch == MAIN else (from_branch, csrc.version)
         csrc.create_branch(name, cref)
     except Exception:
@@ -66,8 +67,7 @@ def delete(root: str, name: str, storage_options: dict[str, str] | None = None) 
     info = mds.branches.list()
     children = [b for b, meta in info.items() if meta.get("parent_branch") == name]
     if children:
-        raise BranchError(f"branch '{name}' has descendant branches {sorted(children)}; delete them first",
-                          branch=name)
+        raise BranchError(f"branch '{name}' has descendant branches {sorted(children)}; delete them first", branch=name)
     owned = []
     for other in branches:
         if other == name:
@@ -89,8 +89,9 @@ def delete(root: str, name: str, storage_options: dict[str, str] | None = None) 
             log.warning("branch delete: could not drop Lance branch %s of %s: %s", name, uri, e)
 
 
-def ensure_fork(root: str, entry: manifest.TableEntry, branch: str,
-                storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
+def ensure_fork(
+    root: str, entry: manifest.TableEntry, branch: str, storage_options: dict[str, str] | None = None
+) -> lance.LanceDataset:
     """Open the table for writing on ``branch``, forking it lazily if it is still inherited.
 
     A leftover fork that no manifest references (a crashed or aborted earlier job) is reused if
@@ -110,8 +111,13 @@ def ensure_fork(root: str, entry: manifest.TableEntry, branch: str,
             # I8: not an orphan — a crashed load committed on this fork and recovery decides its
             # fate from it (the commit's heal rolls it forward); never delete the evidence.
             return ds
-        log.warning("reclaiming orphaned fork '%s' of %s (at %d, inherited %d)", branch, entry.table_key,
-                    ds.version, entry.version)
+        log.warning(
+            "reclaiming orphaned fork '%s' of %s (at %d, inherited %d)",
+            branch,
+            entry.table_key,
+            ds.version,
+            entry.version,
+        )
         tables.delete_lance_branch(base, branch, storage_options)
     return tables.fork(base, entry.table_branch, entry.version, branch, storage_options)
 

@@ -6,6 +6,7 @@ commas. Actions: ``exit`` (default: ``os._exit(137)``, a crash with no cleanup),
 in ``STEPS`` and in docs/guarantees.md. Read from the environment at each step (no module
 state), so a test sets it in a subprocess only.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,12 +19,12 @@ ENV = "OMNIGRAPH_SPARK_FAILPOINT"
 log = logging.getLogger(__name__)
 
 STEPS = (
-    "before_sidecar",        # staged files exist, nothing else
-    "after_sidecar",         # sidecar durable, no table committed
-    "after_table_commit",    # after EACH table commit (use after_table_commit#N for the N-th, 1-based)
-    "after_all_commits",     # every table committed, manifest not published
-    "after_publish",         # manifest published, no commit row
-    "after_commit_row",      # commit row appended, sidecar still present
+    "before_sidecar",  # staged files exist, nothing else
+    "after_sidecar",  # sidecar durable, no table committed
+    "after_table_commit",  # after EACH table commit (use after_table_commit#N for the N-th, 1-based)
+    "after_all_commits",  # every table committed, manifest not published
+    "after_publish",  # manifest published, no commit row
+    "after_commit_row",  # commit row appended, sidecar still present
     "before_sidecar_delete",  # alias point just before the sidecar delete
     "after_optimize_compact",  # optimize: compaction committed, not published
     "before_quarantine_publish",  # rejectedRowsPath: graph commit done, rejected rows still in _staging

@@ -5,6 +5,7 @@ the OS (atomic rename; create-if-absent by hard link of a complete temp file); o
 through pyarrow.fs, where a single PUT is atomic but create-if-absent is check-then-put
 (documented in docs/format.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,12 @@ class RootStorage:
                 # Lance reads an endpoint from the environment (AWS_ENDPOINT_URL / AWS_ENDPOINT);
                 # pyarrow does not, so the small files would go to AWS while the tables go to
                 # the S3-compatible server the environment names
-                ep = (opts.get("aws_endpoint") or opts.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL")
-                      or os.environ.get("AWS_ENDPOINT"))
+                ep = (
+                    opts.get("aws_endpoint")
+                    or opts.get("endpoint")
+                    or os.environ.get("AWS_ENDPOINT_URL")
+                    or os.environ.get("AWS_ENDPOINT")
+                )
                 if ep:
                     kw["endpoint_override"] = ep
                     if ep.startswith("http://"):
@@ -168,7 +173,7 @@ class RootStorage:
 
         base = self._strip(path).rstrip("/")
         sel = pafs.FileSelector(base, allow_not_found=True, recursive=True)
-        return sorted(i.path[len(base) + 1:] for i in self._pafs().get_file_info(sel) if i.type == pafs.FileType.File)
+        return sorted(i.path[len(base) + 1 :] for i in self._pafs().get_file_info(sel) if i.type == pafs.FileType.File)
 
     def size(self, path: str) -> int:
         if self.local:

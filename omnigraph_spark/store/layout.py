@@ -3,6 +3,7 @@
 Why one module: sidecars, manifest rows and the engine all have to agree on these strings
 byte for byte (format.md §A). Nothing here touches storage.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,8 +48,9 @@ def normalize_root(uri: str) -> str:
     if uri.startswith("file://"):
         uri = urlparse(uri).path
     elif "://" in uri:
-        raise OptionError(f"unsupported graph URI scheme in '{uri}' (use a local path, file://, s3://)",
-                          option="path", value=uri)
+        raise OptionError(
+            f"unsupported graph URI scheme in '{uri}' (use a local path, file://, s3://)", option="path", value=uri
+        )
     path = os.path.abspath(uri)
     return path.rstrip("/") or "/"
 
@@ -89,8 +91,8 @@ def normalize_branch(name: str | None) -> str:
     for s in segs:
         if s in ("", ".", "..") or not _BRANCH_SEGMENT.match(s):
             raise BranchError(
-                f"invalid branch name '{b}': segments must match [A-Za-z0-9._-]+ and not be '.' or '..'",
-                branch=b)
+                f"invalid branch name '{b}': segments must match [A-Za-z0-9._-]+ and not be '.' or '..'", branch=b
+            )
     return b
 
 

@@ -12,6 +12,7 @@ metadata holds the record, and a change is an Overwrite committed at ``read_vers
 retries, which Lance lands at exactly the next version (a conditional PUT) or refuses. That
 compare-and-swap takes, breaks (stale holder) and releases the lease.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,11 +43,18 @@ CAS_PRUNE_OLDER_THAN_S = 3600.0
 
 
 @contextlib.contextmanager
-def hold(storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: float = DEFAULT_TTL_S,
-         owner: str = "") -> Iterator[str]:
+def hold(
+    storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: float = DEFAULT_TTL_S, owner: str = ""
+) -> Iterator[str]:
     token = uuid.uuid4().hex
-    record = {"token": token, "owner": owner, "host": socket.gethostname(), "pid": os.getpid(),
-              "acquired_at": time.time(), "expires_at": time.time() + ttl_s}
+    record = {
+        "token": token,
+        "owner": owner,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "acquired_at": time.time(),
+        "expires_at": time.time() + ttl_s,
+    }
     spark_dir = RootPaths(root).spark_dir
     slot: _FileSlot | _LanceSlot
     if storage.local:
@@ -57,8 +65,12 @@ def hold(storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: fl
     delay = 0.02
     while not slot.try_take(record):
         if time.monotonic() > deadline:
-            raise LeaseTimeoutError(f"could not take the commit lease of graph '{root}' within {timeout_s:.0f} s; "
-                                    f"another writer holds it ({slot.path})", root=root, path=slot.path)
+            raise LeaseTimeoutError(
+                f"could not take the commit lease of graph '{root}' within {timeout_s:.0f} s; "
+                f"another writer holds it ({slot.path})",
+                root=root,
+                path=slot.path,
+            )
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
     try:
@@ -126,9 +138,13 @@ class _LanceSlot:
         schema = pa.schema([pa.field("lease", pa.string())], metadata={CAS_LEASE_KEY: json.dumps(record)})
         expected = 1 if ds is None else ds.version + 1
         try:
-            landed = lance.LanceDataset.commit(self.path, lance.LanceOperation.Overwrite(schema, []),
-                                               read_version=None if ds is None else ds.version,
-                                               max_retries=0, storage_options=self.storage_options)
+            landed = lance.LanceDataset.commit(
+                self.path,
+                lance.LanceOperation.Overwrite(schema, []),
+                read_version=None if ds is None else ds.version,
+                max_retries=0,
+                storage_options=self.storage_options,
+            )
         except (OSError, ValueError):
             again, _ = self._read()  # lost the race, or a real storage error
             if again is not None and again.version >= expected:

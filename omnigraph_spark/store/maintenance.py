@@ -21,6 +21,7 @@ safe to run against graphs the engine also uses. See docs/maintenance.md.
 It receives the Graph duck-typed (``root``, ``storage``, ``storage_options``, ``snapshot``,
 ``branches``, ``pending_sidecars``) and never imports pyspark or ``omnigraph_spark.graph``.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -119,15 +120,22 @@ class OptimizeReport:
 
 # -- helpers ------------------------------------------------------------------------------
 
+
 def is_retryable_conflict(e: BaseException) -> bool:
     """A Lance commit conflict a reopen-and-retry can fix (the engine's classifier, by message)."""
     m = str(e).lower()
-    return ("conflict" in m or "too many concurrent writers" in m or "contention" in m
-            or "retryable" in m or "preempted" in m)
+    return (
+        "conflict" in m
+        or "too many concurrent writers" in m
+        or "contention" in m
+        or "retryable" in m
+        or "preempted" in m
+    )
 
 
 def has_blob_columns(schema: pa.Schema) -> bool:
     """Blob columns: the ``lance.blob.v2`` extension type or Lance's blob encoding metadata."""
+
     def blob(f: pa.Field) -> bool:
         meta = f.metadata or {}
         if any(b"blob" in k.lower() for k in meta):
@@ -174,14 +182,24 @@ def _require_clean(graph, what: str) -> None:
         raise RecoveryPendingError(
             f"{what} requires a clean recovery state; reopen the graph to run the recovery sweep before "
             f"optimizing (graph.recover() or `omnigraph-spark recover`); pending sidecars: {pending}",
-            sidecars=pending)
+            sidecars=pending,
+        )
 
 
 # -- optimize -----------------------------------------------------------------------------
 
-def optimize(graph, branch: str = MAIN, *, tables: Iterable[str] | None = None,
-             target_rows_per_fragment: int = _tables.DEFAULT_MAX_ROWS_PER_FILE, min_fragments: int = 2,
-             dry_run: bool = False, compact_internal: bool = True, lease_timeout_s: float = 300.0) -> OptimizeReport:
+
+def optimize(
+    graph,
+    branch: str = MAIN,
+    *,
+    tables: Iterable[str] | None = None,
+    target_rows_per_fragment: int = _tables.DEFAULT_MAX_ROWS_PER_FILE,
+    min_fragments: int = 2,
+    dry_run: bool = False,
+    compact_internal: bool = True,
+    lease_timeout_s: float = 300.0,
+) -> OptimizeReport:
     """Compact small fragments of ``branch``'s tables and publish them as ONE graph commit.
 
     Only tables the branch owns are compacted (on main: every table; on a branch: the tables
@@ -193,8 +211,9 @@ def optimize(graph, branch: str = MAIN, *, tables: Iterable[str] | None = None,
     """
     t0 = time.monotonic()
     if target_rows_per_fragment < 1:
-        raise OptionError("target_rows_per_fragment must be >= 1", option="target_rows_per_fragment",
-                          value=target_rows_per_fragment)
+        raise OptionError(
+            "target_rows_per_fragment must be >= 1", option="target_rows_per_fragment", value=target_rows_per_fragment
+        )
     if min_fragments < 1:
         raise OptionError("min_fragments must be >= 1", option="min_fragments", value=min_fragments)
     report = OptimizeReport(branch=branch, dry_run=dry_run)
@@ -212,22 +231,29 @@ def optimize(graph, branch: str = MAIN, *, tables: Iterable[str] | None = None,
         if compact_internal:
             report.internal = compact_internal_datasets(graph, branch)
     report.seconds = time.monotonic() - t0
-    log.info("optimize %s: compacted %s, skipped %s, graph version %s (%.2fs)", branch, report.compacted,
-             {t.table_key: t.skipped for t in report.tables if t.skipped}, report.manifest_version,
-             report.seconds)
+    log.info(
+        "optimize %s: compacted %s, skipped %s, graph version %s (%.2fs)",
+        branch,
+        report.compacted,
+        {t.table_key: t.skipped for t in report.tables if t.skipped},
+        report.manifest_version,
+        report.seconds,
+    )
     return report
 
 
-def _plan(graph, branch: str, only: Iterable[str] | None, target_rows: int, min_fragments: int,
-          report: OptimizeReport):
+def _plan(graph, branch: str, only: Iterable[str] | None, target_rows: int, min_fragments: int, report: OptimizeReport):
     snap = graph.snapshot(branch)
     wanted = None
     if only is not None:
         wanted = set(only)
         unknown = sorted(wanted - set(snap.tables))
         if unknown:
-            raise OptionError(f"optimize: tables {unknown} are not in branch '{branch}' (tables: "
-                              f"{sorted(snap.tables)})", option="tables", value=unknown)
+            raise OptionError(
+                f"optimize: tables {unknown} are not in branch '{branch}' (tables: {sorted(snap.tables)})",
+                option="tables",
+                value=unknown,
+            )
     work = []
     for key, t in snap.tables.items():
         res = TableOptimizeResult(key, t.branch, version_before=t.version, version_after=t.version, rows=t.row_count)
@@ -237,8 +263,10 @@ def _plan(graph, branch: str, only: Iterable[str] | None, target_rows: int, min_
             continue
         if t.branch != branch:
             res.skipped = SKIP_INHERITED
-            res.detail = (f"inherited from lineage '{t.branch}' at version {t.version}; optimize branch "
-                          f"'{t.branch}' (or write to the table on '{branch}' first)")
+            res.detail = (
+                f"inherited from lineage '{t.branch}' at version {t.version}; optimize branch "
+                f"'{t.branch}' (or write to the table on '{branch}' first)"
+            )
             continue
         try:
             ds = _tables.open_dataset(t.base_path, branch=t.lance_branch, storage_options=graph.storage_options)
@@ -251,8 +279,9 @@ def _plan(graph, branch: str, only: Iterable[str] | None, target_rows: int, min_
                 continue
             if ds.version != t.version:
                 res.skipped = SKIP_DRIFT
-                res.detail = (f"Lance HEAD {ds.version} != manifest pin {t.version}; run graph.recover() or "
-                              "`omnigraph repair`")
+                res.detail = (
+                    f"Lance HEAD {ds.version} != manifest pin {t.version}; run graph.recover() or `omnigraph repair`"
+                )
                 continue
             if any(k.startswith(_tables.AUTO_CLEANUP_PREFIX) for k in ds.config()):
                 res.skipped = SKIP_AUTO_CLEANUP
@@ -289,8 +318,9 @@ def _compact_one(graph, t, target_rows: int) -> tuple[lance.LanceDataset, int]:
                 continue
             raise
         return _tables.open_dataset(t.base_path, branch=t.lance_branch, storage_options=graph.storage_options), attempt
-    raise StorageError(f"compaction of {t.table_key} exhausted {COMPACTION_RETRY_BUDGET} attempts: {last}",
-                       table=t.table_key)
+    raise StorageError(
+        f"compaction of {t.table_key} exhausted {COMPACTION_RETRY_BUDGET} attempts: {last}", table=t.table_key
+    )
 
 
 def _compact_and_publish(graph, branch: str, snap, work, target_rows: int, report: OptimizeReport) -> None:
@@ -316,9 +346,15 @@ def _compact_and_publish(graph, branch: str, snap, work, target_rows: int, repor
             res.error = f"row count changed by compaction ({t.row_count} -> {rows}); not published"
             continue
         loc = table_uri(graph.root, t.table_path, lb)
-        updates.append(_manifest.TableUpdate(key, ds.version, lb, rows,
-                                             _tables.version_metadata_json(loc, ds.version, t.table_path,
-                                                                           graph.storage_options)))
+        updates.append(
+            _manifest.TableUpdate(
+                key,
+                ds.version,
+                lb,
+                rows,
+                _tables.version_metadata_json(loc, ds.version, t.table_path, graph.storage_options),
+            )
+        )
     failpoints.hit("after_optimize_compact")
     if updates:
         state = _publish_fast_forward(graph, branch, updates, {p.table_key: p.expected_version for p in pins})
@@ -328,8 +364,9 @@ def _compact_and_publish(graph, branch: str, snap, work, target_rows: int, repor
     _sidecar.delete(graph.storage, graph.root, sc.operation_id)
 
 
-def _publish_fast_forward(graph, branch: str, updates: list[_manifest.TableUpdate],
-                          expected: dict[str, int]) -> _manifest.ManifestState:
+def _publish_fast_forward(
+    graph, branch: str, updates: list[_manifest.TableUpdate], expected: dict[str, int]
+) -> _manifest.ManifestState:
     """Publish the compacted versions; on a moved pin, fast-forward monotonically (§K.12):
     a table whose pin is already >= its compacted version is dropped (Lance versions are
     linear: the newer pin includes the compaction); others retry with expected = current."""
@@ -341,8 +378,9 @@ def _publish_fast_forward(graph, branch: str, updates: list[_manifest.TableUpdat
         except ExpectedVersionMismatchError as e:
             if attempt >= PUBLISH_RETRY_BUDGET:
                 raise
-            st = _manifest.read_state(_manifest.open_manifest(graph.root, branch,
-                                                              storage_options=graph.storage_options), branch)
+            st = _manifest.read_state(
+                _manifest.open_manifest(graph.root, branch, storage_options=graph.storage_options), branch
+            )
             pending = [u for u in pending if st.latest_visible.get(u.table_key, 0) < u.version]
             exp = {u.table_key: st.latest_visible.get(u.table_key, 0) for u in pending}
             log.info("optimize publish: pins moved (%s); fast-forwarding %s", e, [u.table_key for u in pending])
@@ -352,6 +390,7 @@ def _publish_fast_forward(graph, branch: str, updates: list[_manifest.TableUpdat
 
 
 # -- internal datasets --------------------------------------------------------------------
+
 
 def compact_internal_datasets(graph, branch: str = MAIN) -> list[InternalCompactResult]:
     """Compact ``__manifest`` and ``_graph_commits.lance`` on ``branch``'s lineage and
@@ -365,8 +404,11 @@ def compact_internal_datasets(graph, branch: str = MAIN) -> list[InternalCompact
     paths = RootPaths(graph.root)
     lb = None if branch == MAIN else branch
     out = []
-    for name, uri, lineage in (("__manifest", paths.manifest, lb), ("_graph_commits.lance", paths.commits, lb),
-                               ("_graph_commit_actors.lance", paths.actors, None)):
+    for name, uri, lineage in (
+        ("__manifest", paths.manifest, lb),
+        ("_graph_commits.lance", paths.commits, lb),
+        ("_graph_commit_actors.lance", paths.actors, None),
+    ):
         res = InternalCompactResult(name)
         out.append(res)
         try:
@@ -407,13 +449,27 @@ def _compact_internal(graph, uri: str, lineage: str | None, res: InternalCompact
 
 # -- cleanup (implemented in maintenance_cleanup) -------------------------------------------
 
-def cleanup(graph, *, keep_versions: int | None = None,
-            older_than: None | dt.timedelta | int | float = None, dry_run: bool = False,
-            orphan_grace_s: float = 3600.0, include_orphans: bool = True, **kw):
+
+def cleanup(
+    graph,
+    *,
+    keep_versions: int | None = None,
+    older_than: None | dt.timedelta | int | float = None,
+    dry_run: bool = False,
+    orphan_grace_s: float = 3600.0,
+    include_orphans: bool = True,
+    **kw,
+):
     """Remove old table versions by policy, orphaned data files and orphaned table forks.
     See :func:`omnigraph_spark.store.maintenance_cleanup.cleanup`."""
     from . import maintenance_cleanup
 
-    return maintenance_cleanup.cleanup(graph, keep_versions=keep_versions, older_than=older_than,
-                                       dry_run=dry_run, orphan_grace_s=orphan_grace_s,
-                                       include_orphans=include_orphans, **kw)
+    return maintenance_cleanup.cleanup(
+        graph,
+        keep_versions=keep_versions,
+        older_than=older_than,
+        dry_run=dry_run,
+        orphan_grace_s=orphan_grace_s,
+        include_orphans=include_orphans,
+        **kw,
+    )

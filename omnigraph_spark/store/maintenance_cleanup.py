@@ -25,6 +25,7 @@ load read or wrote for ``orphan_grace_s``.
 
 Failures are isolated per table: recorded in the report, the other tables continue.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -115,12 +116,14 @@ def _as_timedelta(v) -> dt.timedelta | None:
         return v
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return dt.timedelta(seconds=float(v))
-    raise OptionError(f"older_than must be a timedelta or seconds, not {type(v).__name__}", option="older_than",
-                      value=repr(v))
+    raise OptionError(
+        f"older_than must be a timedelta or seconds, not {type(v).__name__}", option="older_than", value=repr(v)
+    )
 
 
-def _deletable_by_policy(version: int, ts: dt.datetime, head: int, keep: int | None,
-                         cutoff: dt.datetime | None) -> bool:
+def _deletable_by_policy(
+    version: int, ts: dt.datetime, head: int, keep: int | None, cutoff: dt.datetime | None
+) -> bool:
     """Outside the policy: older than the last ``keep`` versions AND older than ``cutoff``
     (both must hold when both are given, as in Lance and the engine)."""
     if version >= head:
@@ -146,6 +149,7 @@ def _cut(versions: list[dict], head: int, keep, cutoff, protected_min: int | Non
 
 # -- what the graph references ----------------------------------------------------------------
 
+
 def _kept_graph_state(graph, keep, cutoff, report: CleanupReport):
     """Protected (table_path, lineage) -> min version over every kept __manifest version of every
     branch; plus table_path -> table_key and the head placement of each branch."""
@@ -161,8 +165,11 @@ def _kept_graph_state(graph, keep, cutoff, report: CleanupReport):
     for b in graph.branches():
         head_ds = _manifest.open_manifest(root, b, storage_options=so)
         head = head_ds.version
-        kept = [v["version"] for v in head_ds.versions()
-                if not _deletable_by_policy(v["version"], v["timestamp"], head, keep, cutoff)]
+        kept = [
+            v["version"]
+            for v in head_ds.versions()
+            if not _deletable_by_policy(v["version"], v["timestamp"], head, keep, cutoff)
+        ]
         report.kept_graph_versions[b] = kept
         for mv in kept:
             st = _manifest.read_state(_manifest.open_manifest(root, b, mv, storage_options=so), b)
@@ -182,6 +189,7 @@ def _kept_graph_state(graph, keep, cutoff, report: CleanupReport):
 
 # -- file listing -------------------------------------------------------------------------------
 
+
 def _list_files(storage, base: str) -> list[tuple[str, float, int]]:
     """(relative path, mtime epoch seconds, size) of every file below ``base``."""
     if storage.local:
@@ -200,14 +208,21 @@ def _list_files(storage, base: str) -> list[tuple[str, float, int]]:
     fs = storage._pafs()
     b = storage._strip(base).rstrip("/")
     sel = pafs.FileSelector(b, allow_not_found=True, recursive=True)
-    return [(i.path[len(b) + 1:], i.mtime.timestamp() if i.mtime else time.time(), i.size or 0)
-            for i in fs.get_file_info(sel) if i.type == pafs.FileType.File]
+    return [
+        (i.path[len(b) + 1 :], i.mtime.timestamp() if i.mtime else time.time(), i.size or 0)
+        for i in fs.get_file_info(sel)
+        if i.type == pafs.FileType.File
+    ]
 
 
 def _is_data_file(rel: str) -> bool:
     parts = rel.split("/")
-    return (len(parts) >= 2 and parts[-2] == "data" and parts[-1].endswith(".lance")
-            and (len(parts) == 2 or parts[0] == "tree"))
+    return (
+        len(parts) >= 2
+        and parts[-2] == "data"
+        and parts[-1].endswith(".lance")
+        and (len(parts) == 2 or parts[0] == "tree")
+    )
 
 
 def _referenced_names(base: str, lineages: Iterable[str], so) -> set[str]:
@@ -227,10 +242,19 @@ def _referenced_names(base: str, lineages: Iterable[str], so) -> set[str]:
 
 # -- cleanup ------------------------------------------------------------------------------------
 
-def cleanup(graph, *, keep_versions: int | None = None,
-            older_than: None | dt.timedelta | int | float = None, dry_run: bool = False,
-            orphan_grace_s: float = 3600.0, include_orphans: bool = True, reconcile_forks: bool = True,
-            lease_timeout_s: float = 300.0, rejected_rows_path: str | None = None) -> CleanupReport:
+
+def cleanup(
+    graph,
+    *,
+    keep_versions: int | None = None,
+    older_than: None | dt.timedelta | int | float = None,
+    dry_run: bool = False,
+    orphan_grace_s: float = 3600.0,
+    include_orphans: bool = True,
+    reconcile_forks: bool = True,
+    lease_timeout_s: float = 300.0,
+    rejected_rows_path: str | None = None,
+) -> CleanupReport:
     """Remove old table versions by policy, orphaned data files and orphaned forks (module doc).
 
     At least one of ``keep_versions`` (keep the last N versions) / ``older_than`` (timedelta or
@@ -266,16 +290,30 @@ def cleanup(graph, *, keep_versions: int | None = None,
         res = TableCleanupResult(keys[path], path)
         report.tables.append(res)
         try:
-            _cleanup_table(graph, res, protected, placements, live, keep, cutoff, now, dry_run, orphan_grace_s,
-                           include_orphans, reconcile_forks, lease_timeout_s)
+            _cleanup_table(
+                graph,
+                res,
+                protected,
+                placements,
+                live,
+                keep,
+                cutoff,
+                now,
+                dry_run,
+                orphan_grace_s,
+                include_orphans,
+                reconcile_forks,
+                lease_timeout_s,
+            )
         except Exception as e:  # isolate: record and continue with the next table
             res.error = f"{type(e).__name__}: {e}"
             report.errors[res.table_key] = res.error
             log.warning("cleanup of %s (%s) failed: %s", res.table_key, path, e)
     if reconcile_forks:
         try:
-            report.commit_graph_forks_removed = _reconcile_commit_graph(graph, live, now, orphan_grace_s, dry_run,
-                                                                        lease_timeout_s)
+            report.commit_graph_forks_removed = _reconcile_commit_graph(
+                graph, live, now, orphan_grace_s, dry_run, lease_timeout_s
+            )
         except Exception as e:
             report.errors["_graph_commits.lance"] = f"{type(e).__name__}: {e}"
     if include_orphans:
@@ -288,33 +326,56 @@ def cleanup(graph, *, keep_versions: int | None = None,
         except Exception as e:
             report.errors["_omnigraph_spark/id_indexes"] = f"{type(e).__name__}: {e}"
     report.seconds = time.monotonic() - t0
-    log.info("cleanup%s: %d versions, %d orphan files, %d bytes, forks %s, %d staging journals, errors %s (%.2fs)",
-             " (dry run)" if dry_run else "", report.versions_removed, report.orphan_files, report.bytes_removed,
-             [(t.table_key, f) for t in report.tables for f in t.forks_removed],
-             len(report.staging_journals_removed), report.errors, report.seconds)
+    log.info(
+        "cleanup%s: %d versions, %d orphan files, %d bytes, forks %s, %d staging journals, errors %s (%.2fs)",
+        " (dry run)" if dry_run else "",
+        report.versions_removed,
+        report.orphan_files,
+        report.bytes_removed,
+        [(t.table_key, f) for t in report.tables for f in t.forks_removed],
+        len(report.staging_journals_removed),
+        report.errors,
+        report.seconds,
+    )
     return report
 
 
-def _cleanup_table(graph, res: TableCleanupResult, protected, placements, live, keep, cutoff, now, dry_run,
-                   grace, include_orphans, reconcile_forks, lease_timeout_s) -> None:
+def _cleanup_table(
+    graph,
+    res: TableCleanupResult,
+    protected,
+    placements,
+    live,
+    keep,
+    cutoff,
+    now,
+    dry_run,
+    grace,
+    include_orphans,
+    reconcile_forks,
+    lease_timeout_s,
+) -> None:
     so = graph.storage_options
     base = join(graph.root, res.table_path)
     branches = _tables.lance_branches(base, so)
     if reconcile_forks:
-        removed = _reconcile_forks(graph, res, base, branches, protected, placements, live, now, grace, dry_run,
-                                   lease_timeout_s)
+        removed = _reconcile_forks(
+            graph, res, base, branches, protected, placements, live, now, grace, dry_run, lease_timeout_s
+        )
         res.forks_removed = removed
         branches = {b: m for b, m in branches.items() if b not in removed}
     lineages = [MAIN] + sorted(branches)
     for lin in lineages:
-        res.lineages.append(_cleanup_lineage(base, lin, branches, protected.get((res.table_path, lin)), keep, cutoff,
-                                             dry_run, so))
+        res.lineages.append(
+            _cleanup_lineage(base, lin, branches, protected.get((res.table_path, lin)), keep, cutoff, dry_run, so)
+        )
     if include_orphans:
         _sweep_orphans(graph, res, base, lineages, now, grace, dry_run)
 
 
-def _cleanup_lineage(base: str, lin: str, branches: dict[str, dict], protected_min: int | None, keep, cutoff,
-                     dry_run: bool, so) -> LineageCleanup:
+def _cleanup_lineage(
+    base: str, lin: str, branches: dict[str, dict], protected_min: int | None, keep, cutoff, dry_run: bool, so
+) -> LineageCleanup:
     lb = None if lin == MAIN else lin
     ds = _tables.open_dataset(base, branch=lb, storage_options=so)
     head = ds.version
@@ -322,8 +383,11 @@ def _cleanup_lineage(base: str, lin: str, branches: dict[str, dict], protected_m
     cut = _cut(versions, head, keep, cutoff, protected_min)
     out = LineageCleanup(lin, head, cut)
     # Lance keeps the version each child branch was forked from
-    parents = {int(v) for v in (m.get("parent_version") for m in branches.values()
-                                if (m.get("parent_branch") or MAIN) == lin) if v is not None}
+    parents = {
+        int(v)
+        for v in (m.get("parent_version") for m in branches.values() if (m.get("parent_branch") or MAIN) == lin)
+        if v is not None
+    }
     doomed = [v["version"] for v in versions if v["version"] < cut and v["version"] not in parents]
     if not doomed:
         return out
@@ -336,8 +400,13 @@ def _cleanup_lineage(base: str, lin: str, branches: dict[str, dict], protected_m
     out.versions_removed = [v for v in doomed if v not in left]
     out.bytes_removed = int(stats.bytes_removed)
     if len(out.versions_removed) != int(stats.old_versions):
-        log.info("cleanup %s@%s: Lance removed %d versions, %d expected", base, lin, stats.old_versions,
-                 len(out.versions_removed))
+        log.info(
+            "cleanup %s@%s: Lance removed %d versions, %d expected",
+            base,
+            lin,
+            stats.old_versions,
+            len(out.versions_removed),
+        )
     return out
 
 
@@ -345,9 +414,21 @@ def _fork_dir(base: str, b: str) -> str:
     return join(base, "tree", *b.split("/"))
 
 
-def _reconcile_forks(graph, res: TableCleanupResult, base: str, branches: dict[str, dict], protected, placements,
-                     live, now, grace, dry_run, lease_timeout_s) -> list[str]:
+def _reconcile_forks(
+    graph,
+    res: TableCleanupResult,
+    base: str,
+    branches: dict[str, dict],
+    protected,
+    placements,
+    live,
+    now,
+    grace,
+    dry_run,
+    lease_timeout_s,
+) -> list[str]:
     """Delete Lance branches of this table no live graph branch places the table on."""
+
     def orphan(b: str, meta: dict) -> bool:
         if b == MAIN or b == SCHEMA_APPLY_LOCK_BRANCH:
             return False
@@ -367,8 +448,10 @@ def _reconcile_forks(graph, res: TableCleanupResult, base: str, branches: dict[s
     removed = []
     with _lease.hold(graph.storage, graph.root, timeout_s=lease_timeout_s, owner=CLEANUP_ACTOR):
         # re-check under the lease from fresh authority (a writer may have published meanwhile)
-        fresh = {b: _manifest.read_state(_manifest.open_manifest(graph.root, b, storage_options=graph.storage_options),
-                                         b) for b in graph.branches()}
+        fresh = {
+            b: _manifest.read_state(_manifest.open_manifest(graph.root, b, storage_options=graph.storage_options), b)
+            for b in graph.branches()
+        }
         for b in cands:
             st = fresh.get(b)
             if st is not None and any(e.table_path == res.table_path and e.branch == b for e in st.entries.values()):
@@ -434,8 +517,7 @@ def _sweep_id_indexes(graph, now: float, grace: float, dry_run: bool) -> list[st
     if not graph.storage.local:
         return []  # kept on local roots only
     base = RootPaths(graph.root).id_indexes
-    gone = sorted(rel for rel, mtime, _ in _list_files(graph.storage, base)
-                  if "/" not in rel and now - mtime >= grace)
+    gone = sorted(rel for rel, mtime, _ in _list_files(graph.storage, base) if "/" not in rel and now - mtime >= grace)
     if not dry_run:
         for rel in gone:
             graph.storage.delete(join(base, rel))
@@ -448,9 +530,14 @@ def _reconcile_commit_graph(graph, live: set[str], now, grace, dry_run, lease_ti
     if not graph.storage.exists(uri):
         return []
     ds = lance.dataset(uri, storage_options=graph.storage_options)
-    cands = sorted((b for b, m in ds.branches.list().items()
-                    if b not in live and b != SCHEMA_APPLY_LOCK_BRANCH
-                    and now - float(m.get("create_at") or 0) >= grace), key=lambda b: (-len(b), b))
+    cands = sorted(
+        (
+            b
+            for b, m in ds.branches.list().items()
+            if b not in live and b != SCHEMA_APPLY_LOCK_BRANCH and now - float(m.get("create_at") or 0) >= grace
+        ),
+        key=lambda b: (-len(b), b),
+    )
     if dry_run or not cands:
         return cands
     out = []

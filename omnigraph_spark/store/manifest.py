@@ -5,6 +5,7 @@ only once a ``table_version`` row names it. Publish is the engine's: expected-ve
 first (never retried), then one merge-insert with no conflict retries; a lost row-level CAS
 race reloads and retries, up to 6 attempts in all.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,17 +45,19 @@ OBJ_TOMBSTONE = "table_tombstone"
 
 def manifest_schema() -> pa.Schema:
     """§C.1: exactly Utf8 and UInt64; PK metadata on object_id (immutable once set)."""
-    return pa.schema([
-        pa.field("object_id", pa.string(), False, metadata={"lance-schema:unenforced-primary-key": "true"}),
-        pa.field("object_type", pa.string(), False),
-        pa.field("location", pa.string(), True),
-        pa.field("metadata", pa.string(), True),
-        pa.field("base_objects", pa.list_(pa.field("item", pa.string(), True)), True),
-        pa.field("table_key", pa.string(), False),
-        pa.field("table_version", pa.uint64(), True),
-        pa.field("table_branch", pa.string(), True),
-        pa.field("row_count", pa.uint64(), True),
-    ])
+    return pa.schema(
+        [
+            pa.field("object_id", pa.string(), False, metadata={"lance-schema:unenforced-primary-key": "true"}),
+            pa.field("object_type", pa.string(), False),
+            pa.field("location", pa.string(), True),
+            pa.field("metadata", pa.string(), True),
+            pa.field("base_objects", pa.list_(pa.field("item", pa.string(), True)), True),
+            pa.field("table_key", pa.string(), False),
+            pa.field("table_version", pa.uint64(), True),
+            pa.field("table_branch", pa.string(), True),
+            pa.field("row_count", pa.uint64(), True),
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -99,16 +102,20 @@ class TableUpdate:
     metadata: str
 
 
-def open_manifest(root: str, branch: str = MAIN, version: int | None = None,
-                  storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
+def open_manifest(
+    root: str, branch: str = MAIN, version: int | None = None, storage_options: dict[str, str] | None = None
+) -> lance.LanceDataset:
     from .layout import MANIFEST, join
 
     uri = join(root, MANIFEST)
     try:
         ds = lance.dataset(uri, storage_options=storage_options)
     except (ValueError, OSError) as e:
-        what = ("there is no __manifest dataset there: create a graph with Graph.init or "
-                "`omnigraph-spark init`" if "not found" in str(e).lower() else f"its __manifest is unreadable ({e})")
+        what = (
+            "there is no __manifest dataset there: create a graph with Graph.init or `omnigraph-spark init`"
+            if "not found" in str(e).lower()
+            else f"its __manifest is unreadable ({e})"
+        )
         raise GraphNotFoundError(f"no Omnigraph graph at '{root}': {what}", root=root) from e
     if branch != MAIN:
         if branch not in ds.branches.list():
@@ -122,8 +129,9 @@ def open_manifest(root: str, branch: str = MAIN, version: int | None = None,
         except (ValueError, OSError) as e:
             from ..errors import CommitNotFoundError
 
-            raise CommitNotFoundError(f"graph version {version} not found on branch '{branch}': {e}",
-                                      version=version, branch=branch) from e
+            raise CommitNotFoundError(
+                f"graph version {version} not found on branch '{branch}': {e}", version=version, branch=branch
+            ) from e
     return ds
 
 
@@ -134,11 +142,15 @@ def check_stamp(ds: lance.LanceDataset, root: str) -> None:
     stamp = raw.decode() if raw is not None else "1"
     if stamp != MANIFEST_STAMP:
         if stamp.isdigit() and int(stamp) > int(MANIFEST_STAMP):
-            msg = (f"__manifest at '{root}' is stamped at internal schema v{stamp} but omnigraph-spark expects "
-                   f"v{MANIFEST_STAMP}: the graph was written by a newer Omnigraph; upgrade omnigraph-spark")
+            msg = (
+                f"__manifest at '{root}' is stamped at internal schema v{stamp} but omnigraph-spark expects "
+                f"v{MANIFEST_STAMP}: the graph was written by a newer Omnigraph; upgrade omnigraph-spark"
+            )
         else:
-            msg = (f"__manifest at '{root}' is stamped at internal schema v{stamp} but omnigraph-spark expects "
-                   f"v{MANIFEST_STAMP}: open it once read-write with Omnigraph 0.7.x to migrate it")
+            msg = (
+                f"__manifest at '{root}' is stamped at internal schema v{stamp} but omnigraph-spark expects "
+                f"v{MANIFEST_STAMP}: open it once read-write with Omnigraph 0.7.x to migrate it"
+            )
         raise UnsupportedFormatError(msg, stamp=stamp, expected=MANIFEST_STAMP)
 
 
@@ -196,8 +208,14 @@ def read_state(ds: lance.LanceDataset, branch: str) -> ManifestState:
             latest[key] = t
     for key, t in tombstones.items():
         latest.setdefault(key, t)
-    return ManifestState(branch=branch, version=ds.version, entries=dict(sorted(entries.items())),
-                         locations=locations, latest_visible=latest, existing_versions=frozenset(existing))
+    return ManifestState(
+        branch=branch,
+        version=ds.version,
+        entries=dict(sorted(entries.items())),
+        locations=locations,
+        latest_visible=latest,
+        existing_versions=frozenset(existing),
+    )
 
 
 def rows_batch(rows: list[dict]) -> pa.Table:
@@ -211,13 +229,23 @@ def table_row(table_key: str, location: str) -> dict:
 
 
 def version_row(u: TableUpdate) -> dict:
-    return {"object_id": version_object_id(u.table_key, u.version), "object_type": OBJ_VERSION,
-            "metadata": u.metadata, "table_key": u.table_key, "table_version": u.version,
-            "table_branch": u.table_branch, "row_count": u.row_count}
+    return {
+        "object_id": version_object_id(u.table_key, u.version),
+        "object_type": OBJ_VERSION,
+        "metadata": u.metadata,
+        "table_key": u.table_key,
+        "table_version": u.version,
+        "table_branch": u.table_branch,
+        "row_count": u.row_count,
+    }
 
 
-def create(root: str, locations: Mapping[str, str], updates: Iterable[TableUpdate],
-           storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
+def create(
+    root: str,
+    locations: Mapping[str, str],
+    updates: Iterable[TableUpdate],
+    storage_options: dict[str, str] | None = None,
+) -> lance.LanceDataset:
     """§C.5 step 7: write (v1), update_config (v2), stamp 3 (v3)."""
     from .layout import MANIFEST, join
 
@@ -236,7 +264,9 @@ def check_not_locked(root: str, storage_options: dict[str, str] | None = None) -
     if SCHEMA_APPLY_LOCK_BRANCH in ds.branches.list():
         raise SchemaApplyLockedError(
             f"graph '{root}' is unavailable while schema apply is in progress (branch "
-            f"'{SCHEMA_APPLY_LOCK_BRANCH}' exists); retry when it finishes", root=root)
+            f"'{SCHEMA_APPLY_LOCK_BRANCH}' exists); retry when it finishes",
+            root=root,
+        )
 
 
 def _is_cas_contention(e: Exception) -> bool:
@@ -244,8 +274,15 @@ def _is_cas_contention(e: Exception) -> bool:
     return "too many concurrent writers" in m or "too much write contention" in m or "toomuchwritecontention" in m
 
 
-def publish(root: str, branch: str, updates: list[TableUpdate], expected: Mapping[str, int],
-            storage_options: dict[str, str] | None = None, *, sleep=time.sleep) -> ManifestState:
+def publish(
+    root: str,
+    branch: str,
+    updates: list[TableUpdate],
+    expected: Mapping[str, int],
+    storage_options: dict[str, str] | None = None,
+    *,
+    sleep=time.sleep,
+) -> ManifestState:
     """Publish ``updates`` on ``branch`` if every ``expected`` pin still holds (§E).
 
     Raises ExpectedVersionMismatchError (not retried here: the caller decides, using the
@@ -265,7 +302,11 @@ def publish(root: str, branch: str, updates: list[TableUpdate], expected: Mappin
             if actual != exp:
                 raise ExpectedVersionMismatchError(
                     f"stale view of '{key}': expected manifest table version {exp} but current is {actual} "
-                    "— refresh and retry", table=key, expected=exp, actual=actual)
+                    "— refresh and retry",
+                    table=key,
+                    expected=exp,
+                    actual=actual,
+                )
         if not updates:
             return state
         seen = set()
@@ -274,13 +315,22 @@ def publish(root: str, branch: str, updates: list[TableUpdate], expected: Mappin
                 raise CorruptGraphError(f"table {u.table_key} not found", table=u.table_key)
             if (u.table_key, u.version) in seen or (u.table_key, u.version) in state.existing_versions:
                 raise ExpectedVersionMismatchError(
-                    f"table version {u.version} already exists for {u.table_key}", table=u.table_key,
-                    expected=expected.get(u.table_key), actual=u.version)
+                    f"table version {u.version} already exists for {u.table_key}",
+                    table=u.table_key,
+                    expected=expected.get(u.table_key),
+                    actual=u.version,
+                )
             seen.add((u.table_key, u.version))
         batch = rows_batch([version_row(u) for u in updates])
         try:
-            (ds.merge_insert("object_id").when_matched_update_all().when_not_matched_insert_all()
-             .conflict_retries(0).use_index(False).execute(batch))
+            (
+                ds.merge_insert("object_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .conflict_retries(0)
+                .use_index(False)
+                .execute(batch)
+            )
         except OSError as e:
             if _is_cas_contention(e):
                 last = e

@@ -9,6 +9,7 @@ matrix can be read as a table (docs/guarantees.md). Actions (§H.3):
 - Abort: a table's HEAD is behind the manifest -> refuse, keep the sidecar (operator review).
 A sidecar is deleted only after its resolution is durable (I9).
 """
+
 from __future__ import annotations
 
 import enum
@@ -106,27 +107,49 @@ def _observe(root: str, sc: Sidecar, state: manifest.ManifestState, storage_opti
         head = tables.head_version(pin.table_path, pin.table_branch, storage_options)
         entry = state.entries.get(pin.table_key)
         pinned = entry.version if entry else 0
-        out.append(TableObservation(pin, head, pinned, entry.table_branch if entry else None,
-                                    classify(pin, head, pinned, mode)))
+        out.append(
+            TableObservation(
+                pin, head, pinned, entry.table_branch if entry else None, classify(pin, head, pinned, mode)
+            )
+        )
     return out
 
 
-def _audit(root: str, sc: Sidecar, kind: str, manifest_version: int, outcomes: list[dict], storage_options,
-           branch: str | None = None) -> None:
-    c = commits.append(root, branch or sc.graph_branch, manifest_version, actor=commits.RECOVERY_ACTOR,
-                       storage_options=storage_options)
-    commits.append_recovery_audit(root, graph_commit_id=c.graph_commit_id, kind=kind, actor=sc.actor_id,
-                                  operation_id=sc.operation_id, writer_kind=sc.writer_kind, outcomes=outcomes,
-                                  storage_options=storage_options)
+def _audit(
+    root: str,
+    sc: Sidecar,
+    kind: str,
+    manifest_version: int,
+    outcomes: list[dict],
+    storage_options,
+    branch: str | None = None,
+) -> None:
+    c = commits.append(
+        root, branch or sc.graph_branch, manifest_version, actor=commits.RECOVERY_ACTOR, storage_options=storage_options
+    )
+    commits.append_recovery_audit(
+        root,
+        graph_commit_id=c.graph_commit_id,
+        kind=kind,
+        actor=sc.actor_id,
+        operation_id=sc.operation_id,
+        writer_kind=sc.writer_kind,
+        outcomes=outcomes,
+        storage_options=storage_options,
+    )
 
 
 def _update_at(root: str, pin: SidecarPin, version: int, storage_options) -> manifest.TableUpdate:
-    ds = tables.open_dataset(pin.table_path, branch=pin.table_branch, version=version,
-                             storage_options=storage_options)
+    ds = tables.open_dataset(pin.table_path, branch=pin.table_branch, version=version, storage_options=storage_options)
     loc = table_uri(pin.table_path, "", pin.table_branch)
     rel = pin.table_dir or pin.table_path
-    return manifest.TableUpdate(pin.table_key, version, pin.table_branch, ds.count_rows(),
-                                tables.version_metadata_json(loc, version, rel, storage_options))
+    return manifest.TableUpdate(
+        pin.table_key,
+        version,
+        pin.table_branch,
+        ds.count_rows(),
+        tables.version_metadata_json(loc, version, rel, storage_options),
+    )
 
 
 def _intent_satisfied(obs: list[TableObservation], state: manifest.ManifestState) -> bool:
@@ -137,16 +160,19 @@ def _intent_satisfied(obs: list[TableObservation], state: manifest.ManifestState
     return True
 
 
-def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "full",
-                storage_options=None) -> RecoveryOutcome:
+def resolve_one(
+    root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "full", storage_options=None
+) -> RecoveryOutcome:
     """Resolve one sidecar (its pins under ``root``: see :func:`sidecar.read`). Raises
     InvariantViolationError (Abort) in full mode."""
     branch = sc.graph_branch
     mds = manifest.open_manifest(root, MAIN, storage_options=storage_options)
     if branch != MAIN and branch not in mds.branches.list():
         # The branch was deleted after the sidecar was written: nothing of it can be visible.
-        already = any(a["operation_id"] == sc.operation_id and a["recovery_kind"] == "OrphanedBranchDiscarded"
-                      for a in commits.list_recovery_audits(root, storage_options))
+        already = any(
+            a["operation_id"] == sc.operation_id and a["recovery_kind"] == "OrphanedBranchDiscarded"
+            for a in commits.list_recovery_audits(root, storage_options)
+        )
         if not already:
             _audit(root, sc, "OrphanedBranchDiscarded", mds.version, [], storage_options, branch=MAIN)
         sidecars.delete(storage, root, sc.operation_id)
@@ -156,14 +182,31 @@ def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "fu
     classes = [o.cls for o in obs]
     decision = decide(classes)
     summary = tuple((o.pin.table_key, o.cls.value, o.pinned, o.head) for o in obs)
-    log.info("recovery sidecar %s (%s): %s -> %s", sc.operation_id, sc.writer_kind,
-             [c.value for c in classes], decision.value)
+    log.info(
+        "recovery sidecar %s (%s): %s -> %s",
+        sc.operation_id,
+        sc.writer_kind,
+        [c.value for c in classes],
+        decision.value,
+    )
 
-    if obs and all(c == TableClass.NO_MOVEMENT for c in classes) and any(o.pinned > o.pin.expected_version for o in obs):
+    if (
+        obs
+        and all(c == TableClass.NO_MOVEMENT for c in classes)
+        and any(o.pinned > o.pin.expected_version for o in obs)
+    ):
         # An earlier roll-forward already published; only the sidecar was left behind.
-        _audit(root, sc, "RolledForward", state.version,
-               [{"table_key": o.pin.table_key, "from_version": o.pin.expected_version, "to_version": o.pinned}
-                for o in obs], storage_options)
+        _audit(
+            root,
+            sc,
+            "RolledForward",
+            state.version,
+            [
+                {"table_key": o.pin.table_key, "from_version": o.pin.expected_version, "to_version": o.pinned}
+                for o in obs
+            ],
+            storage_options,
+        )
         sidecars.delete(storage, root, sc.operation_id)
         return RecoveryOutcome(sc.operation_id, sc.writer_kind, "StaleCleaned", summary)
 
@@ -173,7 +216,8 @@ def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "fu
         raise InvariantViolationError(
             f"recovery sidecar '{sc.operation_id}' has invariant violation; refusing to act — operator review "
             f"required (tables: {[(o.pin.table_key, o.head, o.pinned) for o in obs]})",
-            operation_id=sc.operation_id)
+            operation_id=sc.operation_id,
+        )
 
     if decision == Decision.ROLL_FORWARD:
         updates = [_update_at(root, o.pin, o.head, storage_options) for o in obs]
@@ -184,15 +228,32 @@ def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "fu
             fresh = manifest.read_state(manifest.open_manifest(root, branch, storage_options=storage_options), branch)
             if _intent_satisfied(obs, fresh):
                 if storage.exists(RootPaths(root).sidecar(sc.operation_id)):
-                    _audit(root, sc, "RolledForward", fresh.version,
-                           [{"table_key": o.pin.table_key, "from_version": o.pin.expected_version,
-                             "to_version": fresh.entries[o.pin.table_key].version} for o in obs], storage_options)
+                    _audit(
+                        root,
+                        sc,
+                        "RolledForward",
+                        fresh.version,
+                        [
+                            {
+                                "table_key": o.pin.table_key,
+                                "from_version": o.pin.expected_version,
+                                "to_version": fresh.entries[o.pin.table_key].version,
+                            }
+                            for o in obs
+                        ],
+                        storage_options,
+                    )
                     sidecars.delete(storage, root, sc.operation_id)
                 return RecoveryOutcome(sc.operation_id, sc.writer_kind, "Converged", summary)
             return RecoveryOutcome(sc.operation_id, sc.writer_kind, "Deferred", summary)
-        _audit(root, sc, "RolledForward", new_state.version,
-               [{"table_key": o.pin.table_key, "from_version": o.pin.expected_version, "to_version": o.head}
-                for o in obs], storage_options)
+        _audit(
+            root,
+            sc,
+            "RolledForward",
+            new_state.version,
+            [{"table_key": o.pin.table_key, "from_version": o.pin.expected_version, "to_version": o.head} for o in obs],
+            storage_options,
+        )
         sidecars.delete(storage, root, sc.operation_id)
         return RecoveryOutcome(sc.operation_id, sc.writer_kind, "RolledForward", summary)
 
@@ -223,8 +284,9 @@ def resolve_one(root: str, storage: RootStorage, sc: Sidecar, *, mode: str = "fu
     return RecoveryOutcome(sc.operation_id, sc.writer_kind, "RolledBack", summary)
 
 
-def sweep(root: str, storage: RootStorage, *, mode: str = "full", storage_options=None,
-          only: str | None = None) -> list[RecoveryOutcome]:
+def sweep(
+    root: str, storage: RootStorage, *, mode: str = "full", storage_options=None, only: str | None = None
+) -> list[RecoveryOutcome]:
     """Resolve every pending sidecar in ULID order. A corrupt sidecar raises and stays."""
     out = []
     for path in sidecars.list_paths(storage, root):

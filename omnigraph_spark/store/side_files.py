@@ -9,6 +9,7 @@ all of it or nothing) named with a ``.lance`` suffix: a ``text`` column of one r
 ``hash`` column of 64-bit integers, read here with pylance's ``LanceFileReader`` and the
 graph's storage options.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,9 @@ def location(directory: str, base: str, ext: str) -> str:
 def key_hashes_location(directory: str, table_key: str, partition: int, attempt: int) -> str:
     """Where one task attempt writes its key fingerprints in ``directory``: unique per attempt,
     named as the JVM tasks name theirs."""
-    return location(directory, f"keys-{table_key.replace(':', '-')}-p{partition}-a{attempt}-{uuid.uuid4().hex[:8]}",
-                    ".bin")
+    return location(
+        directory, f"keys-{table_key.replace(':', '-')}-p{partition}-a{attempt}-{uuid.uuid4().hex[:8]}", ".bin"
+    )
 
 
 def is_entry(name: str) -> bool:
@@ -115,8 +117,9 @@ FINGERPRINT_WINDOW_BYTES = 16 << 20
 _SAMPLES_PER_RANGE = 64
 
 
-def fingerprints_distinct(uris: Sequence[str], storage_options: dict[str, str] | None = None,
-                          window_bytes: int | None = None) -> bool:
+def fingerprints_distinct(
+    uris: Sequence[str], storage_options: dict[str, str] | None = None, window_bytes: int | None = None
+) -> bool:
     """Whether no fingerprint occurs twice across the staging tasks' files (each sorted ascending).
 
     The driver's memory stays bounded by ``window_bytes``, not by the load's rows: the value
@@ -195,11 +198,23 @@ def _quantiles(runs: Sequence[_Run], total: int, ranges: int) -> list[np.uint64]
     if ranges == 1:
         return []
     want = ranges * _SAMPLES_PER_RANGE
-    sample = np.sort(np.array([r.at(int(i)) for r in runs
-                               for i in np.linspace(0, len(r) - 1, max(1, want * len(r) // total))], dtype="<u8"))
+    sample = np.sort(
+        np.array(
+            [r.at(int(i)) for r in runs for i in np.linspace(0, len(r) - 1, max(1, want * len(r) // total))],
+            dtype="<u8",
+        )
+    )
     cuts = sample[np.linspace(0, len(sample) - 1, ranges + 1).astype(np.int64)[1:-1]]
     return [np.uint64(c) for c in np.unique(cuts)]
 
 
-__all__ = ["FINGERPRINT_WINDOW_BYTES", "LANCE_SUFFIX", "fingerprints_distinct", "is_entry", "location",
-           "read_fingerprints", "read_text", "write_fingerprints"]
+__all__ = [
+    "FINGERPRINT_WINDOW_BYTES",
+    "LANCE_SUFFIX",
+    "fingerprints_distinct",
+    "is_entry",
+    "location",
+    "read_fingerprints",
+    "read_text",
+    "write_fingerprints",
+]

@@ -4,6 +4,7 @@ A sidecar is the serialised value of a write's intent: which tables it will comm
 pinned version to which. It is written before the first table commit and deleted after the
 commit row, so a crash anywhere in between leaves enough on disk to finish or undo the write.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,12 @@ class SidecarPin:
         return m.group(1) if m else None
 
     def to_obj(self) -> dict:
-        o = {"table_key": self.table_key, "table_path": self.table_path,
-             "expected_version": self.expected_version, "post_commit_pin": self.post_commit_pin}
+        o = {
+            "table_key": self.table_key,
+            "table_path": self.table_path,
+            "expected_version": self.expected_version,
+            "post_commit_pin": self.post_commit_pin,
+        }
         if self.confirmed_version is not None:
             o["confirmed_version"] = self.confirmed_version
         if self.table_branch is not None:
@@ -65,8 +70,14 @@ class Sidecar:
 
     @classmethod
     def new(cls, branch: str, actor: str | None, writer_kind: str, pins: list[SidecarPin]) -> Sidecar:
-        return cls(operation_id=new_ulid(), branch=None if branch == MAIN else branch, actor_id=actor,
-                   writer_kind=writer_kind, tables=tuple(pins), started_at=str(now_us()))
+        return cls(
+            operation_id=new_ulid(),
+            branch=None if branch == MAIN else branch,
+            actor_id=actor,
+            writer_kind=writer_kind,
+            tables=tuple(pins),
+            started_at=str(now_us()),
+        )
 
     @property
     def graph_branch(self) -> str:
@@ -84,16 +95,27 @@ class Sidecar:
         for pin in self.tables:
             local = join(root, pin.table_dir) if pin.table_dir else pin.table_path
             if local != pin.table_path:
-                log.warning("recovery sidecar %s pins %s at %s; using the table under this root instead: %s",
-                            self.operation_id, pin.table_key, pin.table_path, local)
+                log.warning(
+                    "recovery sidecar %s pins %s at %s; using the table under this root instead: %s",
+                    self.operation_id,
+                    pin.table_key,
+                    pin.table_path,
+                    local,
+                )
                 pin = dataclasses.replace(pin, table_path=local)
             pins.append(pin)
         return dataclasses.replace(self, tables=tuple(pins))
 
     def to_json(self) -> str:
-        o = {"schema_version": self.schema_version, "operation_id": self.operation_id,
-             "started_at": self.started_at, "branch": self.branch, "actor_id": self.actor_id,
-             "writer_kind": self.writer_kind, "tables": [p.to_obj() for p in self.tables]}
+        o = {
+            "schema_version": self.schema_version,
+            "operation_id": self.operation_id,
+            "started_at": self.started_at,
+            "branch": self.branch,
+            "actor_id": self.actor_id,
+            "writer_kind": self.writer_kind,
+            "tables": [p.to_obj() for p in self.tables],
+        }
         if self.merge_source_commit_id is not None:
             o["merge_source_commit_id"] = self.merge_source_commit_id
         if self.additional_registrations:
@@ -107,8 +129,11 @@ class Sidecar:
         try:
             o = json.loads(text)
         except json.JSONDecodeError as e:
-            raise CorruptSidecarError(f"recovery sidecar at '{where}' is not valid JSON ({e}); operator review "
-                                      "required: it was left in place", path=where) from e
+            raise CorruptSidecarError(
+                f"recovery sidecar at '{where}' is not valid JSON ({e}); operator review "
+                "required: it was left in place",
+                path=where,
+            ) from e
         if not isinstance(o, dict):
             raise CorruptSidecarError(f"recovery sidecar at '{where}' is not a JSON object", path=where)
         sv = o.get("schema_version")
@@ -116,24 +141,44 @@ class Sidecar:
             raise UnsupportedFormatError(
                 f"recovery sidecar at '{where}' declares schema_version={sv}, newer than the maximum this "
                 f"build supports (schema_version={SIDECAR_SCHEMA_VERSION}); refusing to interpret it",
-                path=where, schema_version=sv)
+                path=where,
+                schema_version=sv,
+            )
         try:
-            pins = tuple(SidecarPin(p["table_key"], p["table_path"], int(p["expected_version"]),
-                                    int(p["post_commit_pin"]), p.get("confirmed_version"), p.get("table_branch"))
-                         for p in o["tables"])
+            pins = tuple(
+                SidecarPin(
+                    p["table_key"],
+                    p["table_path"],
+                    int(p["expected_version"]),
+                    int(p["post_commit_pin"]),
+                    p.get("confirmed_version"),
+                    p.get("table_branch"),
+                )
+                for p in o["tables"]
+            )
             kind = o["writer_kind"]
             if kind not in WRITER_KINDS:
                 raise ValueError(f"unknown writer_kind {kind!r}")
             if not isinstance(sv, int) or sv < 1:
                 raise ValueError(f"bad schema_version {sv!r}")
-            return cls(operation_id=o["operation_id"], branch=o["branch"], actor_id=o["actor_id"],
-                       writer_kind=kind, tables=pins, started_at=str(o.get("started_at", "0")),
-                       schema_version=sv, merge_source_commit_id=o.get("merge_source_commit_id"),
-                       additional_registrations=tuple(o.get("additional_registrations") or ()),
-                       tombstones=tuple(o.get("tombstones") or ()))
+            return cls(
+                operation_id=o["operation_id"],
+                branch=o["branch"],
+                actor_id=o["actor_id"],
+                writer_kind=kind,
+                tables=pins,
+                started_at=str(o.get("started_at", "0")),
+                schema_version=sv,
+                merge_source_commit_id=o.get("merge_source_commit_id"),
+                additional_registrations=tuple(o.get("additional_registrations") or ()),
+                tombstones=tuple(o.get("tombstones") or ()),
+            )
         except (KeyError, TypeError, ValueError) as e:
-            raise CorruptSidecarError(f"recovery sidecar at '{where}' does not match the sidecar schema ({e!r}); "
-                                      "operator review required: it was left in place", path=where) from e
+            raise CorruptSidecarError(
+                f"recovery sidecar at '{where}' does not match the sidecar schema ({e!r}); "
+                "operator review required: it was left in place",
+                path=where,
+            ) from e
 
 
 def write(storage: RootStorage, root: str, sidecar: Sidecar) -> str:

@@ -7,6 +7,7 @@ Guards against the pylance traps (docs/invariants.md):
   commit even with ``max_retries=0`` -> ``CommitRebasedError``.
 - I7: HEAD must equal the manifest pin before a commit (drift) -> ``TableDriftError``.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,20 +44,37 @@ DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 def create_empty(uri: str, schema: pa.Schema, storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """A new dataset at version 1 with 0 rows: stable row ids, file format 2.2, no auto-cleanup."""
     empty = pa.Table.from_batches([], schema=schema)
-    return lance.write_dataset(empty, uri, schema=schema, mode="create", enable_stable_row_ids=True,
-                               data_storage_version=DATA_STORAGE_VERSION, storage_options=storage_options,
-                               auto_cleanup_options=None, enable_v2_manifest_paths=True)
+    return lance.write_dataset(
+        empty,
+        uri,
+        schema=schema,
+        mode="create",
+        enable_stable_row_ids=True,
+        data_storage_version=DATA_STORAGE_VERSION,
+        storage_options=storage_options,
+        auto_cleanup_options=None,
+        enable_v2_manifest_paths=True,
+    )
 
 
 def write_new(uri: str, table: pa.Table, storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
     """Create a dataset holding ``table`` (internal datasets: commit graph, actors, audit)."""
-    return lance.write_dataset(table, uri, schema=table.schema, mode="create", enable_stable_row_ids=True,
-                               data_storage_version=DATA_STORAGE_VERSION, storage_options=storage_options,
-                               auto_cleanup_options=None, enable_v2_manifest_paths=True)
+    return lance.write_dataset(
+        table,
+        uri,
+        schema=table.schema,
+        mode="create",
+        enable_stable_row_ids=True,
+        data_storage_version=DATA_STORAGE_VERSION,
+        storage_options=storage_options,
+        auto_cleanup_options=None,
+        enable_v2_manifest_paths=True,
+    )
 
 
-def open_dataset(uri: str, *, branch: str | None = None, version: int | None = None,
-                 storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
+def open_dataset(
+    uri: str, *, branch: str | None = None, version: int | None = None, storage_options: dict[str, str] | None = None
+) -> lance.LanceDataset:
     """Open ``uri`` on a Lance branch (None/main = main lineage) at ``version`` (None = HEAD)."""
     try:
         ds = lance.dataset(uri, storage_options=storage_options)
@@ -68,10 +86,15 @@ def open_dataset(uri: str, *, branch: str | None = None, version: int | None = N
     except (ValueError, OSError) as e:
         msg = str(e)
         if "not found" in msg.lower() or "does not exist" in msg.lower():
-            raise GraphNotFoundError(f"dataset not found at '{uri}'"
-                                     + (f" on branch '{branch}'" if branch else "")
-                                     + (f" version {version}" if version is not None else "")
-                                     + f": {msg}", uri=uri, branch=branch, version=version) from e
+            raise GraphNotFoundError(
+                f"dataset not found at '{uri}'"
+                + (f" on branch '{branch}'" if branch else "")
+                + (f" version {version}" if version is not None else "")
+                + f": {msg}",
+                uri=uri,
+                branch=branch,
+                version=version,
+            ) from e
         raise StorageError(f"cannot open dataset '{uri}': {msg}", uri=uri) from e
 
 
@@ -98,11 +121,14 @@ def check_no_auto_cleanup(ds: lance.LanceDataset, what: str) -> None:
         raise AutoCleanupConfigError(
             f"{what} carries Lance auto-cleanup config ({', '.join(sorted(keys))}); a commit could delete "
             "versions the manifest still pins. Run `omnigraph optimize` (it strips the config) and retry.",
-            dataset=what, keys=keys)
+            dataset=what,
+            keys=keys,
+        )
 
 
-def version_metadata_json(table_dir_uri: str, version: int, table_path: str,
-                          storage_options: dict[str, str] | None = None) -> str:
+def version_metadata_json(
+    table_dir_uri: str, version: int, table_path: str, storage_options: dict[str, str] | None = None
+) -> str:
     """The manifest ``metadata`` JSON for a table version (§C.3), compact, in serde key order.
 
     ``table_dir_uri`` is the version's own location (including ``/tree/<b>`` on a branch).
@@ -130,10 +156,19 @@ def version_metadata_json(table_dir_uri: str, version: int, table_path: str,
         # V1 naming fallback (graphs created by other writers)
         alt = f"{table_dir_uri.rstrip('/')}/_versions/{version}.manifest"
         if is_local(alt) and os.path.exists(alt):
-            return json.dumps({"manifest_path": alt.lstrip("/"), "manifest_size": os.path.getsize(alt),
-                               "e_tag": None, "naming_scheme": "V1"}, separators=(",", ":"))
-    return json.dumps({"manifest_path": obj_path, "manifest_size": size, "e_tag": _local_e_tag(full),
-                       "naming_scheme": "V2"}, separators=(",", ":"))
+            return json.dumps(
+                {
+                    "manifest_path": alt.lstrip("/"),
+                    "manifest_size": os.path.getsize(alt),
+                    "e_tag": None,
+                    "naming_scheme": "V1",
+                },
+                separators=(",", ":"),
+            )
+    return json.dumps(
+        {"manifest_path": obj_path, "manifest_size": size, "e_tag": _local_e_tag(full), "naming_scheme": "V2"},
+        separators=(",", ":"),
+    )
 
 
 def _local_e_tag(path: str) -> str | None:
@@ -150,6 +185,7 @@ def _local_e_tag(path: str) -> str | None:
 
 def _field_id_groups(ds: lance.LanceDataset) -> dict[str, set]:
     """Top-level column -> the field ids of it and all its descendants."""
+
     def ids(f) -> set:
         out = {f.id()}
         for c in f.children():
@@ -175,31 +211,43 @@ def check_fragment_fields(ds: lance.LanceDataset, fragments: Sequence[FragmentMe
                 raise CorruptGraphError(
                     f"staged fragment for {table} stores field ids {list(df.fields)} but the dataset's are "
                     f"{sorted(allowed)}; refusing to commit (fragments written for another schema read back "
-                    "as garbage)", table=table)
+                    "as garbage)",
+                    table=table,
+                )
             seen.update(df.fields)
         missing = [name for name, g in groups.items() if not (g & seen)]
         if frag.files and missing:
             raise CorruptGraphError(f"staged fragment for {table} lacks columns {missing}", table=table)
 
 
-def stage_fragments(ds: lance.LanceDataset, data, schema: pa.Schema, *,
-                    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-                    max_bytes_per_file: int | None = None) -> list[FragmentMetadata]:
+def stage_fragments(
+    ds: lance.LanceDataset,
+    data,
+    schema: pa.Schema,
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_bytes_per_file: int | None = None,
+) -> list[FragmentMetadata]:
     """Write data files into ``ds`` without committing (always in append mode, so field ids
     are the dataset's: I5)."""
     kw: dict[str, Any] = {}
     if max_bytes_per_file:
         kw["max_bytes_per_file"] = max_bytes_per_file
-    return lance.fragment.write_fragments(data, ds, schema=schema, mode="append",
-                                          max_rows_per_file=max_rows_per_file, **kw)
+    return lance.fragment.write_fragments(
+        data, ds, schema=schema, mode="append", max_rows_per_file=max_rows_per_file, **kw
+    )
 
 
 def data_file_uris(ds_uri: str, fragments: Iterable[FragmentMetadata]) -> list[str]:
     return [f"{ds_uri.rstrip('/')}/data/{df.path}" for frag in fragments for df in frag.files]
 
 
-def read_staged_columns(ds_uri: str, fragments: Iterable[FragmentMetadata], columns: list[str],
-                        storage_options: dict[str, str] | None = None) -> pa.Table:
+def read_staged_columns(
+    ds_uri: str,
+    fragments: Iterable[FragmentMetadata],
+    columns: list[str],
+    storage_options: dict[str, str] | None = None,
+) -> pa.Table:
     """Read some columns of uncommitted fragments (driver-side load-wide validation)."""
     from lance.file import LanceFileReader
 
@@ -254,24 +302,31 @@ class CommitResult:
 def check_head(ds_head: lance.LanceDataset, pinned: int, table: str) -> None:
     """I7: the table's HEAD must equal the manifest pin before we commit on top of it."""
     if ds_head.version < pinned:
-        raise CorruptGraphError(f"table '{table}' Lance HEAD version {ds_head.version} is behind manifest "
-                                f"version {pinned}", table=table)
+        raise CorruptGraphError(
+            f"table '{table}' Lance HEAD version {ds_head.version} is behind manifest version {pinned}", table=table
+        )
     if ds_head.version > pinned:
-        raise TableDriftError(f"table '{table}' has Lance HEAD version {ds_head.version} ahead of manifest "
-                              f"version {pinned}; another writer is mid-commit or a recovery is pending",
-                              table=table, head=ds_head.version, pinned=pinned)
+        raise TableDriftError(
+            f"table '{table}' has Lance HEAD version {ds_head.version} ahead of manifest "
+            f"version {pinned}; another writer is mid-commit or a recovery is pending",
+            table=table,
+            head=ds_head.version,
+            pinned=pinned,
+        )
 
 
-def commit_operation(ds_at_pin: lance.LanceDataset, operation, expected: int, table: str,
-                     properties: dict[str, str] | None = None) -> CommitResult:
+def commit_operation(
+    ds_at_pin: lance.LanceDataset, operation, expected: int, table: str, properties: dict[str, str] | None = None
+) -> CommitResult:
     """Commit ``operation`` on top of ``expected`` and insist it lands at ``expected + 1`` (I6).
 
     ``properties`` are stored in the Lance transaction: the operation id and idempotency token
     travel with the commit itself, so a re-run can prove whether it landed.
     """
     if ds_at_pin.version != expected:
-        raise TableDriftError(f"table '{table}' opened at version {ds_at_pin.version}, expected {expected}",
-                              table=table)
+        raise TableDriftError(
+            f"table '{table}' opened at version {ds_at_pin.version}, expected {expected}", table=table
+        )
     try:
         from lance.dataset import Transaction
 
@@ -281,29 +336,33 @@ def commit_operation(ds_at_pin: lance.LanceDataset, operation, expected: int, ta
         msg = str(e)
         if "conflict" in msg.lower() or "concurrent" in msg.lower() or "retryable" in msg.lower():
             # Lance refused: the commit did NOT land (safe: staged files are ours to delete or retry).
-            raise TableDriftError(f"commit to table '{table}' conflicted with a concurrent commit: {msg}",
-                                  table=table) from e
+            raise TableDriftError(
+                f"commit to table '{table}' conflicted with a concurrent commit: {msg}", table=table
+            ) from e
         raise StorageError(f"commit to table '{table}' failed: {msg}", table=table) from e
     if new.version != expected + 1:
         # It DID land, on top of someone else's commit. Never publish it; the sidecar lets
         # recovery roll it back (Strict class UnexpectedMultistep / UnexpectedAtP1).
         raise CommitRebasedError(
             f"commit to table '{table}' landed at version {new.version}, expected {expected + 1}: a concurrent "
-            "commit was rebased over; the recovery sweep will roll this write back", table=table,
-            expected=expected + 1, actual=new.version)
+            "commit was rebased over; the recovery sweep will roll this write back",
+            table=table,
+            expected=expected + 1,
+            actual=new.version,
+        )
     return CommitResult(new.version, new.count_rows())
 
 
-def restore_to(uri: str, branch: str | None, version: int,
-               storage_options: dict[str, str] | None = None) -> int:
+def restore_to(uri: str, branch: str | None, version: int, storage_options: dict[str, str] | None = None) -> int:
     """Roll back by restore: a new commit at HEAD+1 whose content is ``version``'s."""
     ds = open_dataset(uri, branch=branch, version=version, storage_options=storage_options)
     ds.restore()
     return head_version(uri, branch, storage_options)
 
 
-def fork(uri: str, source_branch: str | None, source_version: int, branch: str,
-         storage_options: dict[str, str] | None = None) -> lance.LanceDataset:
+def fork(
+    uri: str, source_branch: str | None, source_version: int, branch: str, storage_options: dict[str, str] | None = None
+) -> lance.LanceDataset:
     """Lazy fork (§J.4): create Lance branch ``branch`` of a table at the inherited version."""
     ds = open_dataset(uri, branch=source_branch, version=source_version, storage_options=storage_options)
     ref = (source_branch, source_version) if source_branch and source_branch != MAIN else source_version

@@ -8,6 +8,7 @@ Values, not calls (house style: a commit is a value):
 
 Invariants upheld here are numbered in docs/invariants.md (I1..I16) and cited inline.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,9 @@ class WriteTarget:
     data_storage_version: str | None = None  # the dataset's ("2.2"): staged files must match it
 
     def open_for_staging(self) -> lance.LanceDataset:
-        return _tables.open_dataset(self.base_uri, branch=self.lance_branch, version=self.base_version,
-                                    storage_options=self.storage_options)
+        return _tables.open_dataset(
+            self.base_uri, branch=self.lance_branch, version=self.base_version, storage_options=self.storage_options
+        )
 
     @property
     def stage_uri(self) -> str:
@@ -92,8 +94,10 @@ class IdSource:
 
     def to_json(self) -> dict:
         t = self.table
-        return {"table": None if t is None else {"path": t[0], "branch": t[1], "version": t[2]},
-                "files": list(self.files)}
+        return {
+            "table": None if t is None else {"path": t[0], "branch": t[1], "version": t[2]},
+            "files": list(self.files),
+        }
 
 
 @dataclass(frozen=True)
@@ -156,11 +160,20 @@ class StagedTable:
     @staticmethod
     def merge(parts: Sequence[StagedTable]) -> StagedTable:
         first = parts[0]
-        return StagedTable(first.table_key, first.mode, first.stage_uri, first.base_version,
-                           tuple(f for p in parts for f in p.fragments), sum(p.rows for p in parts),
-                           sum(p.bytes for p in parts), all(p.minted_ids or p.rows == 0 for p in parts),
-                           _merged_proof([p.ends for p in parts]), *_merged_key_hashes(parts),
-                           fresh=_merged_fresh([p.fresh for p in parts]), deletes=_merged_deletes(parts))
+        return StagedTable(
+            first.table_key,
+            first.mode,
+            first.stage_uri,
+            first.base_version,
+            tuple(f for p in parts for f in p.fragments),
+            sum(p.rows for p in parts),
+            sum(p.bytes for p in parts),
+            all(p.minted_ids or p.rows == 0 for p in parts),
+            _merged_proof([p.ends for p in parts]),
+            *_merged_key_hashes(parts),
+            fresh=_merged_fresh([p.fresh for p in parts]),
+            deletes=_merged_deletes(parts),
+        )
 
 
 def _merged_deletes(parts: Sequence[StagedTable]) -> pa.Table | None:
@@ -189,14 +202,16 @@ def _merged_proof(proofs: Sequence[EndsProof | None]) -> EndsProof | None:
     """One proof for a table staged by several tasks: only if every task checked against the
     same id sources (the counts add up; a source's edges are at most the sum of the bounds)."""
     first = proofs[0]
-    if first is None or any(p is None or (p.src_ids, p.dst_ids) != (first.src_ids, first.dst_ids)
-                            for p in proofs):
+    if first is None or any(p is None or (p.src_ids, p.dst_ids) != (first.src_ids, first.dst_ids) for p in proofs):
         return None
     every = [p for p in proofs if p is not None]  # all of them (checked above)
-    return replace(first, dangling=sum(p.dangling for p in every), src_bound=sum(p.src_bound for p in every),
-                   src_sketches=tuple(f for p in every for f in p.src_sketches),
-                   unsketched_bound=sum(p.src_bound if p.unsketched_bound is None else p.unsketched_bound
-                                        for p in every))
+    return replace(
+        first,
+        dangling=sum(p.dangling for p in every),
+        src_bound=sum(p.src_bound for p in every),
+        src_sketches=tuple(f for p in every for f in p.src_sketches),
+        unsketched_bound=sum(p.src_bound if p.unsketched_bound is None else p.unsketched_bound for p in every),
+    )
 
 
 def proven_src_bound(proof: EndsProof, storage_options: dict[str, str] | None = None) -> int:
@@ -283,22 +298,40 @@ class TxnToken:
     version: int
 
 
-def prepare_target(graph, branch: str, table_key: str, mode: str, *,
-                   max_rows_per_file: int = _tables.DEFAULT_MAX_ROWS_PER_FILE,
-                   max_bytes_per_file: int | None = None) -> WriteTarget:
+def prepare_target(
+    graph,
+    branch: str,
+    table_key: str,
+    mode: str,
+    *,
+    max_rows_per_file: int = _tables.DEFAULT_MAX_ROWS_PER_FILE,
+    max_bytes_per_file: int | None = None,
+) -> WriteTarget:
     """Driver, at planning: pin the table and fork it on the branch if needed (§J.4), so executors
     stage their files where the commit will land."""
     if mode not in MODES:
         raise OptionError(f"write mode '{mode}' is not one of {MODES}", option="writeMode", value=mode)
     snap = graph.snapshot(branch)
     t = snap.table(table_key)
-    entry = _manifest.TableEntry(t.table_key, t.table_path, t.version,
-                                 None if t.branch == MAIN else t.branch, t.row_count, "")
+    entry = _manifest.TableEntry(
+        t.table_key, t.table_path, t.version, None if t.branch == MAIN else t.branch, t.row_count, ""
+    )
     ds = _branches.ensure_fork(graph.root, entry, snap.branch, graph.storage_options)
     _tables.check_no_auto_cleanup(ds, table_key)
-    return WriteTarget(graph.root, table_key, mode, snap.branch, t.base_path,
-                       None if snap.branch == MAIN else snap.branch, t.version, ds.schema,
-                       graph.storage_options, max_rows_per_file, max_bytes_per_file, ds.data_storage_version)
+    return WriteTarget(
+        graph.root,
+        table_key,
+        mode,
+        snap.branch,
+        t.base_path,
+        None if snap.branch == MAIN else snap.branch,
+        t.version,
+        ds.schema,
+        graph.storage_options,
+        max_rows_per_file,
+        max_bytes_per_file,
+        ds.data_storage_version,
+    )
 
 
 def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable:
@@ -315,21 +348,32 @@ def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable
             yield b
 
     reader = pa.RecordBatchReader.from_batches(target.schema, gen())
-    frags = _tables.stage_fragments(ds, reader, target.schema, max_rows_per_file=target.max_rows_per_file,
-                                    max_bytes_per_file=target.max_bytes_per_file)
+    frags = _tables.stage_fragments(
+        ds,
+        reader,
+        target.schema,
+        max_rows_per_file=target.max_rows_per_file,
+        max_bytes_per_file=target.max_bytes_per_file,
+    )
     nbytes = sum(df.file_size_bytes or 0 for f in frags for df in f.files)
-    return StagedTable(target.table_key, target.mode, target.stage_uri, target.base_version, tuple(frags),
-                       counter["rows"], nbytes)
+    return StagedTable(
+        target.table_key, target.mode, target.stage_uri, target.base_version, tuple(frags), counter["rows"], nbytes
+    )
 
 
 def abort(staged: Iterable[StagedTable], storage_options: dict[str, str] | None = None) -> int:
     """Delete the uncommitted files of a failed job, best effort (I10). Returns files removed."""
-    return sum(discard_staged_files(s.stage_uri, [df.path for f in s.fragments for df in f.files],
-                                    storage_options, what=s.table_key) for s in staged)
+    return sum(
+        discard_staged_files(
+            s.stage_uri, [df.path for f in s.fragments for df in f.files], storage_options, what=s.table_key
+        )
+        for s in staged
+    )
 
 
-def discard_staged_files(stage_uri: str, names: Sequence[str], storage_options: dict[str, str] | None = None,
-                         *, what: str = "") -> int:
+def discard_staged_files(
+    stage_uri: str, names: Sequence[str], storage_options: dict[str, str] | None = None, *, what: str = ""
+) -> int:
     """Delete staged data files ``stage_uri/data/<name>`` that provably nothing references.
 
     If the table's HEAD references any of them (the commit landed) or a recovery sidecar is
@@ -340,8 +384,12 @@ def discard_staged_files(stage_uri: str, names: Sequence[str], storage_options: 
         return 0
     root = _root_of(stage_uri)
     if root and _sidecar.list_paths(RootStorage(root, storage_options), root):
-        log.warning("abort: a recovery sidecar is pending on %s; leaving %d staged files of %s for cleanup",
-                    root, len(names), what or stage_uri)
+        log.warning(
+            "abort: a recovery sidecar is pending on %s; leaving %d staged files of %s for cleanup",
+            root,
+            len(names),
+            what or stage_uri,
+        )
         return 0
     if _referenced_by_head(stage_uri, set(names), storage_options):
         log.warning("abort: %s's HEAD references staged files; leaving them", what or stage_uri)
@@ -367,6 +415,7 @@ def _referenced_by_head(stage_uri: str, names: set, storage_options) -> bool:
 
 # -- idempotency ---------------------------------------------------------------------------
 
+
 def _txn_path(root: str, app_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else f"%{ord(c):02x}" for c in app_id)
     return join(RootPaths(root).spark_dir, "txn", f"{safe}.json")
@@ -376,9 +425,9 @@ def _txn_landed(graph, rec: dict) -> bool:
     """A txn record counts only if every table version it names is published on its branch and
     was produced by its operation (the id is stored in the Lance transaction: I12)."""
     try:
-        snap_state = _manifest.read_state(_manifest.open_manifest(graph.root, rec["branch"],
-                                                                  storage_options=graph.storage_options),
-                                          rec["branch"])
+        snap_state = _manifest.read_state(
+            _manifest.open_manifest(graph.root, rec["branch"], storage_options=graph.storage_options), rec["branch"]
+        )
     except Exception:
         return False
     for key, ver in rec["tables"].items():
@@ -425,12 +474,17 @@ def already_applied(graph, txn: TxnToken) -> dict | None:
 
 # -- the commit ------------------------------------------------------------------------------
 
-def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_options,
-                     also: pa.Array | None = None) -> lance.LanceOperation.Update:
+
+def _merge_operation(
+    ds: lance.LanceDataset, staged: StagedTable, storage_options, also: pa.Array | None = None
+) -> lance.LanceOperation.Update:
     """Upsert on ``id`` as one Update: delete matched existing rows (and the rows of ``also``),
     add the staged fragments."""
-    incoming = (_tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
-                if ds.count_rows() else None)  # onto an empty table a merge replaces nothing
+    incoming = (
+        _tables.read_staged_columns(staged.stage_uri, staged.fragments, ["id"], storage_options)
+        if ds.count_rows()
+        else None
+    )  # onto an empty table a merge replaces nothing
     parts = [] if incoming is None else [c for c in incoming.column("id").chunks]
     if also is not None:
         parts.append(also)
@@ -438,8 +492,9 @@ def _merge_operation(ds: lance.LanceDataset, staged: StagedTable, storage_option
     return _delete_operation(ds, ids, list(staged.fragments))
 
 
-def _delete_operation(ds: lance.LanceDataset, ids: pa.ChunkedArray | None,
-                      new_fragments: Sequence[FragmentMetadata] = ()) -> lance.LanceOperation.Update:
+def _delete_operation(
+    ds: lance.LanceDataset, ids: pa.ChunkedArray | None, new_fragments: Sequence[FragmentMetadata] = ()
+) -> lance.LanceOperation.Update:
     """One Update that deletes the rows whose ``id`` is in ``ids`` through deletion files (a
     fragment left empty is removed; no other row is rewritten) and adds ``new_fragments``."""
     import pyarrow.compute as pc
@@ -459,8 +514,9 @@ def _delete_operation(ds: lance.LanceDataset, ids: pa.ChunkedArray | None,
                 removed.append(frag.fragment_id)
             else:
                 updated.append(new_meta)
-    return lance.LanceOperation.Update(removed_fragment_ids=removed, updated_fragments=updated,
-                                       new_fragments=list(new_fragments))
+    return lance.LanceOperation.Update(
+        removed_fragment_ids=removed, updated_fragments=updated, new_fragments=list(new_fragments)
+    )
 
 
 def quote_sql_string(v: str) -> str:
@@ -468,8 +524,13 @@ def quote_sql_string(v: str) -> str:
     return "'" + str(v).replace("'", "''") + "'"
 
 
-def _operation(ds: lance.LanceDataset, staged: StagedTable | None, storage_options,
-               deletions: pa.Array | None = None, replaced: Replaced | None = None):
+def _operation(
+    ds: lance.LanceDataset,
+    staged: StagedTable | None,
+    storage_options,
+    deletions: pa.Array | None = None,
+    replaced: Replaced | None = None,
+):
     """The Lance operation of one table: the staged rows per mode, plus ``deletions`` (ids of
     committed rows to delete in the same commit); ``staged`` None: a table only deleted from.
     A merge uses ``replaced`` (its committed rows found before) when it was found at ``ds``'s
@@ -488,9 +549,15 @@ def _operation(ds: lance.LanceDataset, staged: StagedTable | None, storage_optio
             return lance.LanceOperation.Update(
                 removed_fragment_ids=list(replaced.removed),
                 updated_fragments=[FragmentMetadata.from_json(j) for j in replaced.updated],
-                new_fragments=list(staged.fragments))
-        log.warning("%s: the rows a merge replaces were found at version %d, the commit lands on %d: "
-                    "finding them again on the driver", staged.table_key, replaced.version, ds.version)
+                new_fragments=list(staged.fragments),
+            )
+        log.warning(
+            "%s: the rows a merge replaces were found at version %d, the commit lands on %d: "
+            "finding them again on the driver",
+            staged.table_key,
+            replaced.version,
+            ds.version,
+        )
     return _merge_operation(ds, staged, storage_options, deletions)
 
 
@@ -500,9 +567,17 @@ def _operation(ds: lance.LanceDataset, staged: StagedTable | None, storage_optio
 Validator = Callable[[object, Mapping[str, StagedTable]], object | None]
 
 
-def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: str | None = None,
-                validate: Validator | None = None, txn: TxnToken | None = None,
-                lease_timeout_s: float = 300.0, max_attempts: int = 8) -> LoadResult:
+def commit_load(
+    graph,
+    branch: str,
+    staged: Sequence[StagedTable],
+    *,
+    actor: str | None = None,
+    validate: Validator | None = None,
+    txn: TxnToken | None = None,
+    lease_timeout_s: float = 300.0,
+    max_attempts: int = 8,
+) -> LoadResult:
     """Driver: commit staged tables as ONE graph commit on ``branch`` (all or nothing, I1).
 
     ``validate(snapshot, staged_by_key)`` runs load-wide checks against the fresh snapshot,
@@ -522,10 +597,18 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: str
             # token (every table committed, the manifest not yet published): applied (I12)
             rec = already_applied(graph, txn) if txn is not None else None
         if rec is not None and txn is not None:
-            log.info("txn %s v%d already applied by operation %s: skipping", txn.app_id, txn.version,
-                     rec["operation_id"])
-            return LoadResult(rec.get("graph_commit_id"), rec.get("manifest_version", 0), branch, (),
-                              rec["operation_id"], skipped=True, attempts=0)
+            log.info(
+                "txn %s v%d already applied by operation %s: skipping", txn.app_id, txn.version, rec["operation_id"]
+            )
+            return LoadResult(
+                rec.get("graph_commit_id"),
+                rec.get("manifest_version", 0),
+                branch,
+                (),
+                rec["operation_id"],
+                skipped=True,
+                attempts=0,
+            )
         while True:
             attempts += 1
             try:
@@ -538,7 +621,7 @@ def commit_load(graph, branch: str, staged: Sequence[StagedTable], *, actor: str
                     # drift explained by a crashed write: resolve it, then retry on top
                     _heal(graph)
                 log.info("commit attempt %d drifted (%s); retrying from staged fragments", attempts, e)
-                time.sleep(min(0.1 * 2 ** attempts, 2.0))
+                time.sleep(min(0.1 * 2**attempts, 2.0))
 
 
 def merge_by_key(staged: Sequence[StagedTable]) -> dict[str, StagedTable]:
@@ -562,15 +645,15 @@ def _heal(graph) -> None:
     to a dead writer. A sidecar of another writer (the engine) that needs a rollback may belong
     to a live one: that blocks the write until ``recover()`` (an operator decision).
     """
-    outcomes = _recovery.sweep(graph.root, graph.storage, mode="roll_forward_only",
-                               storage_options=graph.storage_options)
+    outcomes = _recovery.sweep(
+        graph.root, graph.storage, mode="roll_forward_only", storage_options=graph.storage_options
+    )
     for o in outcomes:
         if o.action == "Deferred" and graph.storage.exists(_op_marker(graph.root, o.operation_id)):
             log.warning("resolving sidecar %s of a crashed omnigraph-spark write", o.operation_id)
             sc = _sidecar.read(graph.storage, graph.root, RootPaths(graph.root).sidecar(o.operation_id))
             if sc is not None:
-                _recovery.resolve_one(graph.root, graph.storage, sc, mode="full",
-                                      storage_options=graph.storage_options)
+                _recovery.resolve_one(graph.root, graph.storage, sc, mode="full", storage_options=graph.storage_options)
             graph.storage.delete(_op_marker(graph.root, o.operation_id))
     ops_dir = join(RootPaths(graph.root).spark_dir, "ops")
     for name in graph.storage.list_dir(ops_dir):  # markers whose sidecar is resolved (by anyone)
@@ -582,7 +665,8 @@ def _heal(graph) -> None:
         raise RecoveryPendingError(
             f"graph '{graph.root}' has pending recovery sidecars that need a rollback or review: "
             f"{[o.operation_id for o in deferred]}; run graph.recover() (or `omnigraph-spark recover`)",
-            sidecars=[o.operation_id for o in deferred])
+            sidecars=[o.operation_id for o in deferred],
+        )
 
 
 def _pinned_head(graph, t, key: str, branch: str, storage_options) -> lance.LanceDataset:
@@ -600,8 +684,9 @@ def _pinned_head(graph, t, key: str, branch: str, storage_options) -> lance.Lanc
     return ds
 
 
-def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, validate, txn,
-                 attempt: int) -> LoadResult:
+def _commit_once(
+    graph, branch: str, by_key: Mapping[str, StagedTable], actor, validate, txn, attempt: int
+) -> LoadResult:
     storage_options = graph.storage_options
     _manifest.check_not_locked(graph.root, storage_options)
     snap = graph.snapshot(branch)
@@ -612,14 +697,18 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         if s.mode == "overwrite" and t.version != s.base_version:
             raise ExpectedVersionMismatchError(
                 f"overwrite of '{key}' was planned on version {s.base_version} but the manifest now pins "
-                f"{t.version}; another writer changed it — re-run the overwrite", table=key,
-                expected=s.base_version, actual=t.version)
+                f"{t.version}; another writer changed it — re-run the overwrite",
+                table=key,
+                expected=s.base_version,
+                actual=t.version,
+            )
         ds = _pinned_head(graph, t, key, branch, storage_options)
         _tables.check_fragment_fields(ds, s.fragments, key)  # I5
         heads[key] = ds
     if validate is None and any(s.mode == "delete" for s in by_key.values()):
-        raise OptionError("a delete is resolved by the load-wide validator; commit_load got none",
-                          option="writeMode", value="delete")
+        raise OptionError(
+            "a delete is resolved by the load-wide validator; commit_load got none", option="writeMode", value="delete"
+        )
     verdict = validate(snap, by_key) if validate is not None else None
     if not isinstance(verdict, Checked):
         verdict = Checked(facts=verdict or {})
@@ -627,20 +716,48 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
     for key in sorted(set(deletions) - set(by_key)):  # cascaded tables: pinned and checked alike (I7)
         heads[key] = _pinned_head(graph, snap.table(key), key, branch, storage_options)
     # a delete that matched nothing commits nothing for its table
-    touched = sorted(k for k in set(by_key) | set(deletions)
-                     if k in deletions or (k in by_key and by_key[k].mode != "delete"))
+    touched = sorted(
+        k for k in set(by_key) | set(deletions) if k in deletions or (k in by_key and by_key[k].mode != "delete")
+    )
     if not touched:
         log.info("load on %s changes nothing (delete keys missing: %s)", branch, dict(verdict.missing))
-        return LoadResult(None, snap.version, branch,
-                          tuple(TableResult(k, snap.table(k).version, snap.table(k).version, 0,
-                                            snap.table(k).row_count, 0, 0, 0, verdict.missing.get(k, 0))
-                                for k in sorted(by_key)), None, attempts=attempt)
-    ops = {key: _operation(heads[key], by_key.get(key), storage_options, deletions.get(key),
-                           verdict.replaced.get(key)) for key in touched}
+        return LoadResult(
+            None,
+            snap.version,
+            branch,
+            tuple(
+                TableResult(
+                    k,
+                    snap.table(k).version,
+                    snap.table(k).version,
+                    0,
+                    snap.table(k).row_count,
+                    0,
+                    0,
+                    0,
+                    verdict.missing.get(k, 0),
+                )
+                for k in sorted(by_key)
+            ),
+            None,
+            attempts=attempt,
+        )
+    ops = {
+        key: _operation(heads[key], by_key.get(key), storage_options, deletions.get(key), verdict.replaced.get(key))
+        for key in touched
+    }
 
-    pins = [_sidecar.SidecarPin(key, snap.table(key).base_path, snap.table(key).version,
-                                snap.table(key).version + 1, None, None if branch == MAIN else branch)
-            for key in touched]
+    pins = [
+        _sidecar.SidecarPin(
+            key,
+            snap.table(key).base_path,
+            snap.table(key).version,
+            snap.table(key).version + 1,
+            None,
+            None if branch == MAIN else branch,
+        )
+        for key in touched
+    ]
     sc = _sidecar.Sidecar.new(branch, actor, "Load", pins)
     props = {OP_PROP: sc.operation_id}
     if txn is not None:
@@ -650,27 +767,57 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
     _sidecar.write(graph.storage, graph.root, sc)  # I2: intent is durable before any commit
     failpoints.hit("after_sidecar")
     if txn is not None:
-        graph.storage.write_text(_txn_path(graph.root, txn.app_id), json.dumps({
-            "app_id": txn.app_id, "version": txn.version, "operation_id": sc.operation_id, "branch": branch,
-            "tables": {p.table_key: p.post_commit_pin for p in pins}}))
+        graph.storage.write_text(
+            _txn_path(graph.root, txn.app_id),
+            json.dumps(
+                {
+                    "app_id": txn.app_id,
+                    "version": txn.version,
+                    "operation_id": sc.operation_id,
+                    "branch": branch,
+                    "tables": {p.table_key: p.post_commit_pin for p in pins},
+                }
+            ),
+        )
     results: list[TableResult] = []
     updates: list[_manifest.TableUpdate] = []
     committed = 0
     try:
         for i, pin in enumerate(pins, start=1):
             s = by_key.get(pin.table_key) or StagedTable(pin.table_key, "delete", "", pin.expected_version, (), 0, 0)
-            res = _tables.commit_operation(heads[pin.table_key], ops[pin.table_key], pin.expected_version,
-                                           pin.table_key, {**facts.get(pin.table_key, {}), **props})  # I6, I16
+            res = _tables.commit_operation(
+                heads[pin.table_key],
+                ops[pin.table_key],
+                pin.expected_version,
+                pin.table_key,
+                {**facts.get(pin.table_key, {}), **props},
+            )  # I6, I16
             committed += 1
             t = snap.table(pin.table_key)
             loc = table_uri(graph.root, t.table_path, pin.table_branch)
-            updates.append(_manifest.TableUpdate(pin.table_key, res.version, pin.table_branch, res.row_count,
-                                                 _tables.version_metadata_json(loc, res.version, t.table_path,
-                                                                               storage_options)))
+            updates.append(
+                _manifest.TableUpdate(
+                    pin.table_key,
+                    res.version,
+                    pin.table_branch,
+                    res.row_count,
+                    _tables.version_metadata_json(loc, res.version, t.table_path, storage_options),
+                )
+            )
             dels = deletions.get(pin.table_key)
-            results.append(TableResult(pin.table_key, pin.expected_version, res.version, s.rows, res.row_count,
-                                       len(s.fragments), s.bytes, 0 if dels is None else len(dels),
-                                       verdict.missing.get(pin.table_key, 0)))
+            results.append(
+                TableResult(
+                    pin.table_key,
+                    pin.expected_version,
+                    res.version,
+                    s.rows,
+                    res.row_count,
+                    len(s.fragments),
+                    s.bytes,
+                    0 if dels is None else len(dels),
+                    verdict.missing.get(pin.table_key, 0),
+                )
+            )
             failpoints.hit("after_table_commit", i)
     except TableDriftError:
         if committed == 0:
@@ -685,16 +832,34 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
         _resolve_now(graph, sc)
         raise
     failpoints.hit("after_all_commits")
-    results += [TableResult(k, snap.table(k).version, snap.table(k).version, 0, snap.table(k).row_count, 0, 0, 0,
-                            verdict.missing.get(k, 0)) for k in sorted(by_key) if k not in touched]
+    results += [
+        TableResult(
+            k,
+            snap.table(k).version,
+            snap.table(k).version,
+            0,
+            snap.table(k).row_count,
+            0,
+            0,
+            0,
+            verdict.missing.get(k, 0),
+        )
+        for k in sorted(by_key)
+        if k not in touched
+    ]
     expected = {p.table_key: p.expected_version for p in pins}
     try:
         new_state = _manifest.publish(graph.root, branch, updates, expected, storage_options)  # I3
     except ExpectedVersionMismatchError:
-        fresh = _manifest.read_state(_manifest.open_manifest(graph.root, branch, storage_options=storage_options),
-                                     branch)
-        if all(fresh.entries.get(u.table_key) and fresh.entries[u.table_key].version == u.version
-               and fresh.entries[u.table_key].table_branch == u.table_branch for u in updates):
+        fresh = _manifest.read_state(
+            _manifest.open_manifest(graph.root, branch, storage_options=storage_options), branch
+        )
+        if all(
+            fresh.entries.get(u.table_key)
+            and fresh.entries[u.table_key].version == u.version
+            and fresh.entries[u.table_key].table_branch == u.table_branch
+            for u in updates
+        ):
             # Someone (an engine heal) rolled our sidecar forward: our write IS published (§H.5).
             log.info("publish converged: another process rolled operation %s forward", sc.operation_id)
             _sidecar.delete(graph.storage, graph.root, sc.operation_id)
@@ -709,16 +874,32 @@ def _commit_once(graph, branch: str, by_key: Mapping[str, StagedTable], actor, v
     _sidecar.delete(graph.storage, graph.root, sc.operation_id)
     graph.storage.delete(_op_marker(graph.root, sc.operation_id))
     if txn is not None:
-        graph.storage.write_text(_txn_path(graph.root, txn.app_id), json.dumps({
-            "app_id": txn.app_id, "version": txn.version, "operation_id": sc.operation_id, "branch": branch,
-            "tables": {p.table_key: p.post_commit_pin for p in pins}, "graph_commit_id": c.graph_commit_id,
-            "manifest_version": new_state.version}))
+        graph.storage.write_text(
+            _txn_path(graph.root, txn.app_id),
+            json.dumps(
+                {
+                    "app_id": txn.app_id,
+                    "version": txn.version,
+                    "operation_id": sc.operation_id,
+                    "branch": branch,
+                    "tables": {p.table_key: p.post_commit_pin for p in pins},
+                    "graph_commit_id": c.graph_commit_id,
+                    "manifest_version": new_state.version,
+                }
+            ),
+        )
     total_rows = sum(r.rows_written for r in results)
-    log.info("omnigraph commit %s on %s: manifest v%d, %d rows, %d bytes, %d fragments, tables %s",
-             c.graph_commit_id, branch, new_state.version, total_rows, sum(r.bytes for r in results),
-             sum(r.fragments for r in results), {r.table_key: (r.from_version, r.to_version) for r in results})
-    return LoadResult(c.graph_commit_id, new_state.version, branch, tuple(results), sc.operation_id,
-                      attempts=attempt)
+    log.info(
+        "omnigraph commit %s on %s: manifest v%d, %d rows, %d bytes, %d fragments, tables %s",
+        c.graph_commit_id,
+        branch,
+        new_state.version,
+        total_rows,
+        sum(r.bytes for r in results),
+        sum(r.fragments for r in results),
+        {r.table_key: (r.from_version, r.to_version) for r in results},
+    )
+    return LoadResult(c.graph_commit_id, new_state.version, branch, tuple(results), sc.operation_id, attempts=attempt)
 
 
 def _resolve_now(graph, sc: _sidecar.Sidecar) -> None:

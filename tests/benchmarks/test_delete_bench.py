@@ -1,4 +1,5 @@
 """benchmarks/delete_bench.py's harness: which run deletes which keys."""
+
 from __future__ import annotations
 
 import time

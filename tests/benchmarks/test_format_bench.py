@@ -1,6 +1,7 @@
 """The pure parts of benchmarks/format_bench.py: which contenders and modes run in which order,
 how ratios against Parquet are taken per mode, how a process tree is split by role, and the
 report's table. No Spark; never asserts timings."""
+
 from __future__ import annotations
 
 import os
@@ -37,14 +38,24 @@ def test_plan_drops_the_python_write_above_its_row_limit():
 
 
 def test_ratios_per_metric_against_parquet_of_the_same_mode():
-    res = {"write_parquet": {"write_s": 10.0}, "write_omnigraph": {"write_s": 8.0},
-           "write_omnigraph_python": {"write_s": 40.0},
-           "read_parquet": {"full_s": 1.0, "filter_s": 0.5}, "read_omnigraph": {"full_s": 2.0, "filter_s": 0.25}}
-    assert fb.ratios(res) == {"write_omnigraph.write_s": 1.25, "write_omnigraph_python.write_s": 0.25,
-                              "read_omnigraph.full_s": 0.5, "read_omnigraph.filter_s": 2.0}
+    res = {
+        "write_parquet": {"write_s": 10.0},
+        "write_omnigraph": {"write_s": 8.0},
+        "write_omnigraph_python": {"write_s": 40.0},
+        "read_parquet": {"full_s": 1.0, "filter_s": 0.5},
+        "read_omnigraph": {"full_s": 2.0, "filter_s": 0.25},
+    }
+    assert fb.ratios(res) == {
+        "write_omnigraph.write_s": 1.25,
+        "write_omnigraph_python.write_s": 0.25,
+        "read_omnigraph.full_s": 0.5,
+        "read_omnigraph.filter_s": 2.0,
+    }
     # a baseline that did not run (or a missing timing) gives None, never a made-up ratio
     assert fb.ratios({"read_omnigraph": {"full_s": 2.0, "filter_s": 1.0}}) == {
-        "read_omnigraph.full_s": None, "read_omnigraph.filter_s": None}
+        "read_omnigraph.full_s": None,
+        "read_omnigraph.filter_s": None,
+    }
     assert fb.ratios({"write_parquet": {"write_s": 3.0}}) == {}
 
 
@@ -64,34 +75,81 @@ def test_same_answers_allows_float_sums_in_another_order_only():
 
 
 def test_classify_splits_a_tree_by_role():
-    mb = 2 ** 20
-    table = {10: (1, 100 * mb, "python3"), 11: (10, 2000 * mb, "java"), 12: (11, 300 * mb, "python3"),
-             13: (11, 50 * mb, "python3"), 14: (11, 250 * mb, "python3"), 15: (11, 5 * mb, "bash"),
-             99: (1, 7 * mb, "python3")}
-    cmd = {12: "python -m pyspark.daemon", 13: "python -m pyspark.daemon",
-           14: "/venv/bin/python -m omnigraph_spark.spark.bridge"}
+    mb = 2**20
+    table = {
+        10: (1, 100 * mb, "python3"),
+        11: (10, 2000 * mb, "java"),
+        12: (11, 300 * mb, "python3"),
+        13: (11, 50 * mb, "python3"),
+        14: (11, 250 * mb, "python3"),
+        15: (11, 5 * mb, "bash"),
+        99: (1, 7 * mb, "python3"),
+    }
+    cmd = {
+        12: "python -m pyspark.daemon",
+        13: "python -m pyspark.daemon",
+        14: "/venv/bin/python -m omnigraph_spark.spark.bridge",
+    }
     groups = fb.classify(table, 10, cmd)
     assert groups == {"root": [10], "jvm": [11], "bridge": [14], "worker": [12, 13]}
-    assert fb.tree_rss_mb(table, 10, cmd) == {"root_mb": 100, "jvm_mb": 2000, "bridge_max_mb": 250,
-                                              "worker_max_mb": 300, "workers_sum_mb": 350}
+    assert fb.tree_rss_mb(table, 10, cmd) == {
+        "root_mb": 100,
+        "jvm_mb": 2000,
+        "bridge_max_mb": 250,
+        "worker_max_mb": 300,
+        "workers_sum_mb": 350,
+    }
     # a Connect server: its root is the JVM itself (spark-submit execs java)
     assert fb.tree_rss_mb(table, 11, cmd)["root_mb"] == 2000
 
 
 def test_markdown_has_a_row_per_measurement_and_the_ratios():
-    hwm = {"driver_python_hwm_mb": 300, "driver_jvm_hwm_mb": 2000, "worker_max_hwm_mb": 60,
-           "workers_sum_hwm_mb": 60, "workers": 1, "worker_max_cmd": None}
-    w = {"rows": 100, "probe_write_s": 1.0, "memory_hwm": hwm, "load": [[1.0, 1, 1], [1.0, 1, 1]],
-         "memory_rss_sampled": {"contender_bridge_max_mb": 200}}
-    r_ = {"plan_s": 0.5, "full_answer": [100, 4950], "filter_answer": [1, 5.0], "full_cold_s": 2.0,
-          "filter_cold_s": 1.0, "memory_hwm": hwm, "load": [[1.0, 1, 1], [1.0, 1, 1]], "memory_rss_sampled": {}}
-    cs = {"write_parquet": {**w, "write_s": 2.0}, "write_omnigraph": {**w, "write_s": 1.0},
-          "read_parquet": {**r_, "full_s": 1.0, "filter_s": 1.0},
-          "read_omnigraph": {**r_, "full_s": 2.0, "filter_s": 0.5}}
-    r = {"rows": 100, "date": "d", "command": "c", "driver_memory": "8g", "load_start": [1], "load_end": [2],
-         "machine": {"cores": 2, "python": "3", "pyspark": "4"}, "generate_s": 1.0, "read_repeats": 3,
-         "input": {"files": 2, "bytes": 10}, "modes": ["classic"], "results": {"classic": cs},
-         "ratios": {"classic": fb.ratios(cs)}}
+    hwm = {
+        "driver_python_hwm_mb": 300,
+        "driver_jvm_hwm_mb": 2000,
+        "worker_max_hwm_mb": 60,
+        "workers_sum_hwm_mb": 60,
+        "workers": 1,
+        "worker_max_cmd": None,
+    }
+    w = {
+        "rows": 100,
+        "probe_write_s": 1.0,
+        "memory_hwm": hwm,
+        "load": [[1.0, 1, 1], [1.0, 1, 1]],
+        "memory_rss_sampled": {"contender_bridge_max_mb": 200},
+    }
+    r_ = {
+        "plan_s": 0.5,
+        "full_answer": [100, 4950],
+        "filter_answer": [1, 5.0],
+        "full_cold_s": 2.0,
+        "filter_cold_s": 1.0,
+        "memory_hwm": hwm,
+        "load": [[1.0, 1, 1], [1.0, 1, 1]],
+        "memory_rss_sampled": {},
+    }
+    cs = {
+        "write_parquet": {**w, "write_s": 2.0},
+        "write_omnigraph": {**w, "write_s": 1.0},
+        "read_parquet": {**r_, "full_s": 1.0, "filter_s": 1.0},
+        "read_omnigraph": {**r_, "full_s": 2.0, "filter_s": 0.5},
+    }
+    r = {
+        "rows": 100,
+        "date": "d",
+        "command": "c",
+        "driver_memory": "8g",
+        "load_start": [1],
+        "load_end": [2],
+        "machine": {"cores": 2, "python": "3", "pyspark": "4"},
+        "generate_s": 1.0,
+        "read_repeats": 3,
+        "input": {"files": 2, "bytes": 10},
+        "modes": ["classic"],
+        "results": {"classic": cs},
+        "ratios": {"classic": fb.ratios(cs)},
+    }
     text = fb.markdown(r)
     assert "| write_omnigraph | 100 | 1.0 | 2.00x |" in text
     assert "| read_omnigraph (full) | 100 | 2.0 (cold 2.0) | 0.50x |" in text
@@ -109,9 +167,20 @@ def test_tree_cpu_counts_the_cpu_of_a_child_process():
     from benchmarks.common import tree_cpu_s
 
     before = tree_cpu_s(os.getpid())
-    spin = subprocess.Popen([sys.executable, "-c", ("import sys, time\nt = time.process_time()\n"
-                             "while time.process_time() - t < 0.6: pass\nprint('spun', flush=True)\n"
-                             "sys.stdin.read()")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    spin = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time\nt = time.process_time()\n"
+                "while time.process_time() - t < 0.6: pass\nprint('spun', flush=True)\n"
+                "sys.stdin.read()"
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     idle = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         assert spin.stdout.readline().strip() == "spun"  # its 0.6 s of CPU are spent; it waits, alive

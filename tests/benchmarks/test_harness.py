@@ -2,6 +2,7 @@
 
 Checks that one run produces results.json with every metric, the Markdown report and the
 plot. Never asserts timings: the numbers are only meaningful at benchmark scale."""
+
 from __future__ import annotations
 
 import json
@@ -16,15 +17,39 @@ def test_harness_writes_every_metric(spark, tmp_path):
     from benchmarks import run
 
     out = tmp_path / "bench"
-    run.main(["--rows", "200", "--repeats", "1", "--read-repeats", "1", "--out", str(out), "--no-warm-up",
-              "--fragments", "2,4", "--tables", "1,2", "--commit-rows-fragments", "2",
-              "--commit-rows-per-fragment", "1,10", "--memory-sizes", "100,200", "--append-steps", "2"],
-             spark=spark)
+    run.main(
+        [
+            "--rows",
+            "200",
+            "--repeats",
+            "1",
+            "--read-repeats",
+            "1",
+            "--out",
+            str(out),
+            "--no-warm-up",
+            "--fragments",
+            "2,4",
+            "--tables",
+            "1,2",
+            "--commit-rows-fragments",
+            "2",
+            "--commit-rows-per-fragment",
+            "1,10",
+            "--memory-sizes",
+            "100,200",
+            "--append-steps",
+            "2",
+        ],
+        spark=spark,
+    )
     res = json.loads((out / "results.json").read_text())
     for key in run.REQUIRED_METRICS:
         assert key in res, key
     w = res["write"]
-    jvm = {"omnigraph_jvm", "omnigraph_jvm_graph"} if w["jvm_path"] else set()  # the JVM write path (make test builds the shim)
+    jvm = (
+        {"omnigraph_jvm", "omnigraph_jvm_graph"} if w["jvm_path"] else set()
+    )  # the JVM write path (make test builds the shim)
     assert set(w["contenders"]) == {"omnigraph", "parquet", "python_source_floor", "lance_single_process"} | jvm
     if w["jvm_path"]:
         assert w["ratio_omnigraph_jvm_vs_parquet_throughput"] > 0
@@ -54,8 +79,14 @@ def test_harness_writes_every_metric(spark, tmp_path):
     assert res["validation"]["ratio_validate_vs_single_process_stage"] >= 0
     assert len(res["memory"]["sizes"]) == 2 and res["memory"]["sizes"][0]["driver_rss_mb"] > 0
     assert math.isclose(sum(res["profile"]["breakdown_share"].values()), 1.0, rel_tol=1e-6)
-    for t in ("write_ge_parquet", "read_ge_parquet", "commit_lt_1s_at_1000_fragments",
-              "commit_independent_of_rows", "validation_lt_half_write", "memory_flat"):
+    for t in (
+        "write_ge_parquet",
+        "read_ge_parquet",
+        "commit_lt_1s_at_1000_fragments",
+        "commit_independent_of_rows",
+        "validation_lt_half_write",
+        "memory_flat",
+    ):
         assert t in res["targets"]
     from omnigraph_spark.spark.jvm_read import shim_jars
 

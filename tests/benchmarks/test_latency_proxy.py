@@ -2,6 +2,7 @@
 a speed assertion), the exchanges and their methods are counted, keep-alive connections carry
 several exchanges, and the target must be on loopback. Also the bench's argument checks, its
 ratios and its copy of the shim."""
+
 from __future__ import annotations
 
 import http.client
@@ -106,9 +107,14 @@ def test_bench_parses_modes_and_lists():
 
 
 def test_bench_ratios_per_store_and_s3_over_local():
-    med = {"local/python": {"write_s": 12.0, "read_s": 20.0}, "local/jvm": {"write_s": 4.0, "read_s": 1.0},
-           "local/parquet": {"write_s": 2.0, "read_s": 2.0}, "s3/python": {"write_s": 9.0, "read_s": 30.0},
-           "s3/jvm": {"write_s": 3.0, "read_s": 1.0}, "s3/parquet": {"write_s": 6.0, "read_s": 4.0}}
+    med = {
+        "local/python": {"write_s": 12.0, "read_s": 20.0},
+        "local/jvm": {"write_s": 4.0, "read_s": 1.0},
+        "local/parquet": {"write_s": 2.0, "read_s": 2.0},
+        "s3/python": {"write_s": 9.0, "read_s": 30.0},
+        "s3/jvm": {"write_s": 3.0, "read_s": 1.0},
+        "s3/parquet": {"write_s": 6.0, "read_s": 4.0},
+    }
     r = osb._ratios(med, ["python", "jvm", "parquet"])
     assert r["python_over_jvm"]["local"] == {"write_s": 3.0, "read_s": 20.0}
     assert r["jvm_over_parquet"]["s3"] == {"write_s": 0.5, "read_s": 0.25}

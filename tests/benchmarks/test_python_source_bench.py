@@ -1,6 +1,7 @@
 """The pure part of benchmarks/python_source_bench.py: ratios are taken per repeat (the
 baseline's seconds over the contender's) and reported as medians; the base-code contender and
 the phases add their own. No Spark; never asserts timings."""
+
 from __future__ import annotations
 
 from benchmarks import python_source_bench as psb
@@ -23,8 +24,10 @@ def test_ratios_are_medians_of_per_repeat_ratios():
 
 
 def test_base_code_and_phases_add_their_ratios():
-    runs = [_run(10, 20, 40, base=80, phases=(2.0, 0.5, 2.2, 2.5)),
-            _run(10, 20, 20, base=20, phases=(3.0, 0.3, 2.0, 3.5))]
+    runs = [
+        _run(10, 20, 40, base=80, phases=(2.0, 0.5, 2.2, 2.5)),
+        _run(10, 20, 20, base=20, phases=(3.0, 0.3, 2.0, 3.5)),
+    ]
     out = psb.ratios(runs)
     assert out["omnigraph_vs_omnigraph_base"] == 1.5  # 80/40 = 2 and 20/20 = 1
     assert out["omnigraph_base_vs_floor"] == 0.625 and out["omnigraph_base_vs_parquet"] == 0.312

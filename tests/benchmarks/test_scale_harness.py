@@ -1,6 +1,7 @@
 """The pure parts of the scale benchmarks (benchmarks/scale_bench.py, benchmarks/store_scale.py):
 how rows are split, which contenders may run in which order, what is deleted between them, how
 peaks are read from /proc and how ratios are taken. No Spark; never asserts timings."""
+
 from __future__ import annotations
 
 import os
@@ -102,8 +103,13 @@ def test_tree_hwm_reads_this_process_and_its_children():
 
 
 def test_ratios_against_the_baseline_of_the_same_run():
-    res = {"parquet": {"write_s": 10.0}, "write_graph": {"write_s": 20.0}, "delta": {"write_s": 8.0},
-           "parquet_append": {"write_s": 3.0}, "append": {"write_s": 2.0}}
+    res = {
+        "parquet": {"write_s": 10.0},
+        "write_graph": {"write_s": 20.0},
+        "delta": {"write_s": 8.0},
+        "parquet_append": {"write_s": 3.0},
+        "append": {"write_s": 2.0},
+    }
     r = sb.ratios(res)
     assert r == {"write_graph_vs_parquet": 0.5, "delta_vs_parquet": 1.25, "append_vs_parquet_append": 1.5}
     assert sb.ratios({"format": {"write_s": 5.0}}) == {"format_vs_parquet": None}
@@ -139,16 +145,44 @@ def test_schema_of_compiles():
 
 
 def test_markdown_has_a_row_per_contender_and_the_ratios():
-    hwm = {"driver_python_hwm_mb": 300, "driver_jvm_hwm_mb": 2000, "worker_max_hwm_mb": 60, "workers_sum_hwm_mb": 60,
-           "workers": 1, "worker_max_cmd": "pyspark.daemon"}
-    contenders = {"parquet": {"rows": 100, "write_s": 2.0, "rows_per_s": 50, "memory_hwm": hwm, "files": 2,
-                              "bytes": 2 ** 20},
-                  "write_graph": {"rows": 100, "write_s": 1.0, "rows_per_s": 100, "memory_hwm": hwm, "files": 4,
-                                  "bytes": 3 * 2 ** 20, "shim_loaded": True}}
-    r = {"rows": 100, "date": "d", "command": "c", "driver_memory": "8g", "load_start": [1], "load_end": [2],
-         "machine": {"cores": 2, "python": "3", "pyspark": "4"}, "generate_s": 1.0, "contenders": contenders,
-         "input": {"nodes": 25, "edges": 75, "append_edges": 7, "nodes_input": {"files": 2, "bytes": 10},
-                   "edges_input": {"files": 2, "bytes": 30}}}
+    hwm = {
+        "driver_python_hwm_mb": 300,
+        "driver_jvm_hwm_mb": 2000,
+        "worker_max_hwm_mb": 60,
+        "workers_sum_hwm_mb": 60,
+        "workers": 1,
+        "worker_max_cmd": "pyspark.daemon",
+    }
+    contenders = {
+        "parquet": {"rows": 100, "write_s": 2.0, "rows_per_s": 50, "memory_hwm": hwm, "files": 2, "bytes": 2**20},
+        "write_graph": {
+            "rows": 100,
+            "write_s": 1.0,
+            "rows_per_s": 100,
+            "memory_hwm": hwm,
+            "files": 4,
+            "bytes": 3 * 2**20,
+            "shim_loaded": True,
+        },
+    }
+    r = {
+        "rows": 100,
+        "date": "d",
+        "command": "c",
+        "driver_memory": "8g",
+        "load_start": [1],
+        "load_end": [2],
+        "machine": {"cores": 2, "python": "3", "pyspark": "4"},
+        "generate_s": 1.0,
+        "contenders": contenders,
+        "input": {
+            "nodes": 25,
+            "edges": 75,
+            "append_edges": 7,
+            "nodes_input": {"files": 2, "bytes": 10},
+            "edges_input": {"files": 2, "bytes": 30},
+        },
+    }
     r["ratios"] = sb.ratios(contenders)
     text = sb.markdown(r)
     rows = [line for line in text.splitlines() if line.startswith("| parquet") or line.startswith("| write_graph")]
@@ -186,9 +220,11 @@ def test_round_order_mirrors_odd_rounds_and_keeps_needs_first():
 
 
 def test_ratio_summary_gives_every_round_and_the_median():
-    rounds = [{"ratios": {"write_graph_vs_parquet": 0.99, "format_vs_parquet": None}},
-              {"ratios": {"write_graph_vs_parquet": 1.2, "format_vs_parquet": 1.1}},
-              {"ratios": {"write_graph_vs_parquet": 1.05}}]
+    rounds = [
+        {"ratios": {"write_graph_vs_parquet": 0.99, "format_vs_parquet": None}},
+        {"ratios": {"write_graph_vs_parquet": 1.2, "format_vs_parquet": 1.1}},
+        {"ratios": {"write_graph_vs_parquet": 1.05}},
+    ]
     s = sb.ratio_summary(rounds)
     assert s["write_graph_vs_parquet"] == {"runs": [0.99, 1.2, 1.05], "median": 1.05, "min": 0.99, "max": 1.2}
     assert s["format_vs_parquet"] == {"runs": [1.1], "median": 1.1, "min": 1.1, "max": 1.1}
@@ -197,8 +233,10 @@ def test_ratio_summary_gives_every_round_and_the_median():
 def test_rounds_markdown_lists_each_round_and_the_medians():
     one = {"parquet": {"write_s": 2.0}, "write_graph": {"write_s": 1.0}}
     two = {"write_graph": {"write_s": 2.5}, "parquet": {"write_s": 2.0}}
-    rounds = [{"order": ["parquet", "write_graph"], "contenders": one, "ratios": sb.ratios(one)},
-              {"order": ["write_graph", "parquet"], "contenders": two, "ratios": sb.ratios(two)}]
+    rounds = [
+        {"order": ["parquet", "write_graph"], "contenders": one, "ratios": sb.ratios(one)},
+        {"order": ["write_graph", "parquet"], "contenders": two, "ratios": sb.ratios(two)},
+    ]
     r = {"rounds": rounds, "ratio_summary": sb.ratio_summary(rounds)}
     lines = sb.rounds_markdown(r)
     assert "| 1 | parquet, write_graph | 2.0 | 1.0 | 2.0x |" in lines

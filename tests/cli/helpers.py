@@ -1,4 +1,5 @@
 """Run the CLI in-process and capture what it prints."""
+
 from __future__ import annotations
 
 import io
@@ -28,4 +29,4 @@ def cli(*argv: Any) -> Result:
 
 def error_codes(stderr: str) -> list[str]:
     """CODE of every ``error[CODE]: message`` line."""
-    return [line[len("error["):line.index("]")] for line in stderr.splitlines() if line.startswith("error[")]
+    return [line[len("error[") : line.index("]")] for line in stderr.splitlines() if line.startswith("error[")]

@@ -1,5 +1,6 @@
 """``omnigraph-spark load`` in-process, on the shared SparkSession (the CLI reuses the active
 session and does not stop it)."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,11 @@ from omnigraph_spark import Graph
 
 from .helpers import cli, error_codes
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 
 @pytest.fixture
@@ -32,7 +35,11 @@ def test_load_jsonl_sample_one_commit(spark, sample_graph):
     assert r.code == 0, r.err
     d = r.json
     assert {t["table"]: t["rows_written"] for t in d["tables"]} == {
-        "node:Person": 80, "node:Company": 12, "edge:Knows": 240, "edge:WorksAt": 72}
+        "node:Person": 80,
+        "node:Company": 12,
+        "edge:Knows": 240,
+        "edge:WorksAt": 72,
+    }
     g = Graph.open(sample_graph)
     assert len(g.log()) == before + 1 and g.log()[-1].graph_commit_id == d["graph_commit_id"]
     assert g.log()[-1].actor_id == "cli"
@@ -47,8 +54,11 @@ def test_load_jsonl_sample_one_commit(spark, sample_graph):
 
 def test_load_parquet_one_type(spark, sample_graph, tmp_path):
     path = str(tmp_path / "people.parquet")
-    (spark.createDataFrame([("P1", "Berlin", "engineer"), ("P2", "Lyon", "analyst")],
-                           "name string, city string, role string").write.parquet(path))
+    (
+        spark.createDataFrame(
+            [("P1", "Berlin", "engineer"), ("P2", "Lyon", "analyst")], "name string, city string, role string"
+        ).write.parquet(path)
+    )
     r = cli("load", sample_graph, path, "--type", "Person", "--format", "parquet", "--json")
     assert r.code == 0, r.err
     assert r.json["tables"][0]["table"] == "node:Person" and r.json["tables"][0]["row_count"] == 2
@@ -62,8 +72,12 @@ def test_load_parquet_one_type(spark, sample_graph, tmp_path):
 
 def test_load_bad_data_prints_the_error_code(spark, sample_graph, tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"type": "Person", "data": {"name": "A", "city": "X", "role": "engineer"}}) + "\n"
-                   + json.dumps({"edge": "Knows", "from": "A", "to": "Ghost"}) + "\n")
+    bad.write_text(
+        json.dumps({"type": "Person", "data": {"name": "A", "city": "X", "role": "engineer"}})
+        + "\n"
+        + json.dumps({"edge": "Knows", "from": "A", "to": "Ghost"})
+        + "\n"
+    )
     r = cli("load", sample_graph, bad)
     assert r.code == 1
     assert error_codes(r.err) == ["DANGLING_EDGE"]

@@ -1,5 +1,6 @@
 """The store-level commands, in-process (no Spark): init, status, log, branch, recover,
 optimize, cleanup; human and --json output; exit codes and error[CODE] lines."""
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,9 @@ def _write_people(uri, names, branch="main"):
     from tests.store.helpers import write_rows  # the store's Spark-free write helper
 
     g = Graph.open(uri)
-    return write_rows(g, "node:Person", [{"id": n, "age": 30, "name": n} for n in names], branch=branch,
-                      actor="cli-test")
+    return write_rows(
+        g, "node:Person", [{"id": n, "age": 30, "name": n} for n in names], branch=branch, actor="cli-test"
+    )
 
 
 def test_help_lists_every_command():
@@ -110,8 +112,12 @@ def test_status_json(inited):
     res = _write_people(inited, ["Alice"])
     d = cli("status", inited, "--json").json
     assert d["version"] == res.manifest_version and d["head_commit"] == res.graph_commit_id
-    assert d["tables"]["node:Person"] == {"version": 2, "branch": "main", "row_count": 1,
-                                          "path": d["tables"]["node:Person"]["path"]}
+    assert d["tables"]["node:Person"] == {
+        "version": 2,
+        "branch": "main",
+        "row_count": 1,
+        "path": d["tables"]["node:Person"]["path"],
+    }
     assert list(d["tables"])[:2] == ["node:Company", "node:Person"]  # nodes first
     assert d["total_rows"] == 1 and d["branches"] == ["main"] and d["pending_sidecars"] == []
 
@@ -169,10 +175,19 @@ def test_branch_from_other_branch(inited):
     assert cli("status", inited, "--branch", "b", "--json").json["tables"]["node:Person"]["row_count"] == 1
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["status"], ["frobnicate", "x"], ["branch", "x"], ["cleanup", "G"], ["cleanup", "G", "--older-than", "7x"],
-    ["cleanup", "G", "--keep-versions", "0"], ["load", "G", "f.parquet"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["status"],
+        ["frobnicate", "x"],
+        ["branch", "x"],
+        ["cleanup", "G"],
+        ["cleanup", "G", "--older-than", "7x"],
+        ["cleanup", "G", "--keep-versions", "0"],
+        ["load", "G", "f.parquet"],
+    ],
+)
 def test_usage_errors_exit_2(argv, tmp_path):
     argv = [str(tmp_path / "g") if a == "G" else a for a in argv]
     r = cli(*argv)

@@ -1,5 +1,6 @@
 """The installed console script, once, as a real subprocess (``pip install -e .`` puts it in
 the venv's bin/ next to the interpreter)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -24,6 +25,5 @@ def test_console_script_help_and_usage_exit_code(tmp_path):
         assert c in p.stdout
     p = subprocess.run([str(_script()), "status"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "error[USAGE]" in p.stderr
-    p = subprocess.run([str(_script()), "status", str(tmp_path / "none")], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([str(_script()), "status", str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and p.stderr.startswith("error[GRAPH_NOT_FOUND]: ")

@@ -7,6 +7,7 @@ temporary JUPYTER_PATH directory (nothing is installed into the user's Jupyter c
 notebook imports the venv's pyspark and omnigraph_spark. Exit 0 when every cell ran, 1 with the
 failing cell's error otherwise. Run as a subprocess by tests/examples/test_examples.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,17 @@ KERNEL = "omnigraph-spark-venv"
 def register_kernel(base: str) -> None:
     d = os.path.join(base, "kernels", KERNEL)
     os.makedirs(d, exist_ok=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Python (omnigraph-spark venv)", "language": "python",
-            "env": {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}}
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python (omnigraph-spark venv)",
+        "language": "python",
+        "env": {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+    }
     with open(os.path.join(d, "kernel.json"), "w") as f:
         json.dump(spec, f)
-    os.environ["JUPYTER_PATH"] = base + (os.pathsep + os.environ["JUPYTER_PATH"] if os.environ.get("JUPYTER_PATH") else "")
+    os.environ["JUPYTER_PATH"] = base + (
+        os.pathsep + os.environ["JUPYTER_PATH"] if os.environ.get("JUPYTER_PATH") else ""
+    )
 
 
 def main(argv) -> int:

@@ -3,6 +3,7 @@ spark-submit script, the notebook headless (nbclient), the Delta pipeline (Delta
 from Maven Central by configure_spark_with_delta_pip; the first run downloads them into
 ~/.ivy2.5.2), the read example, and the demo (``python -m omnigraph_spark.demo``, what
 ``make demo`` runs). No SparkSession is created in the pytest process."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,11 @@ import pytest
 
 from omnigraph_spark import Graph
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow,
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -33,8 +37,7 @@ def _env(**extra) -> dict:
 
 def run(cmd, timeout: float, cwd=ROOT, **env) -> subprocess.CompletedProcess:
     t0 = time.monotonic()
-    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=_env(**env), capture_output=True, text=True,
-                       timeout=timeout)
+    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout)
     took = time.monotonic() - t0
     label = next((Path(str(c)).name for c in cmd if str(c).endswith((".py", ".ipynb"))), str(cmd[0]))
     print(f"{label}: rc={p.returncode} in {took:.1f}s")
@@ -48,17 +51,34 @@ def test_spark_submit_load(tmp_path):
     submit = BIN / "spark-submit"
     assert submit.exists(), f"{submit} missing (pyspark installs it)"
     uri = tmp_path / "graph"
-    cmd = [submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
-           "--properties-file", ROOT / "conf" / "spark-defaults.conf",
-           EXAMPLES / "spark_submit_load.py", uri, "--txn-version", "1"]
+    cmd = [
+        submit,
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        "--properties-file",
+        ROOT / "conf" / "spark-defaults.conf",
+        EXAMPLES / "spark_submit_load.py",
+        uri,
+        "--txn-version",
+        "1",
+    ]
     p = run(cmd, timeout=900)
     assert p.returncode == 0
     assert "committed " in p.stdout and "Person rows on main: 80" in p.stdout
     assert "spark master: local[2]" in p.stdout
     g = Graph.open(str(uri))
     assert {k: t.row_count for k, t in g.snapshot().tables.items()} == {
-        "node:Person": 80, "node:Company": 12, "edge:Knows": 240, "edge:WorksAt": 72}
+        "node:Person": 80,
+        "node:Company": 12,
+        "edge:Knows": 240,
+        "edge:WorksAt": 72,
+    }
     assert g.log()[-1].actor_id == "spark-submit-example"
     # the same txnVersion again: an idempotent no-op
     p = run(cmd, timeout=900)
@@ -75,8 +95,12 @@ def test_spark_submit_load(tmp_path):
 
 def test_notebook_headless(tmp_path):
     out = tmp_path / "executed.ipynb"
-    p = run([sys.executable, ROOT / "tests" / "examples" / "run_notebook.py", EXAMPLES / "notebook.ipynb", out, 600],
-            timeout=900, cwd=tmp_path, OMNIGRAPH_NOTEBOOK_GRAPH=str(tmp_path / "graph"))
+    p = run(
+        [sys.executable, ROOT / "tests" / "examples" / "run_notebook.py", EXAMPLES / "notebook.ipynb", out, 600],
+        timeout=900,
+        cwd=tmp_path,
+        OMNIGRAPH_NOTEBOOK_GRAPH=str(tmp_path / "graph"),
+    )
     assert p.returncode == 0
     import nbformat
 
@@ -104,8 +128,10 @@ def need_delta() -> None:
 
 def test_delta_to_graph(tmp_path):
     need_delta()
-    p = run([sys.executable, EXAMPLES / "delta_to_graph.py", tmp_path / "graph", "--delta-dir", tmp_path / "delta"],
-            timeout=1800)
+    p = run(
+        [sys.executable, EXAMPLES / "delta_to_graph.py", tmp_path / "graph", "--delta-dir", tmp_path / "delta"],
+        timeout=1800,
+    )
     assert p.returncode == 0
     assert "re-run with the same source versions: skipped=True" in p.stdout
     assert "delta_to_graph OK" in p.stdout
@@ -125,12 +151,18 @@ def test_read_graph_example(tmp_path):
 
 def test_demo_main_job(tmp_path):
     """What `make demo` runs, from a directory other than the repo (package data, not paths)."""
-    p = run([sys.executable, "-m", "omnigraph_spark.demo", "--graph", tmp_path / "demo-graph"], timeout=900,
-            cwd=tmp_path)
+    p = run(
+        [sys.executable, "-m", "omnigraph_spark.demo", "--graph", tmp_path / "demo-graph"], timeout=900, cwd=tmp_path
+    )
     assert p.returncode == 0
     assert "demo OK" in p.stdout
-    for text in ("load_jsonl social.jsonl -> commit", "people per company", "branch what-if: graph v",
-                 "commits on main", "time travel to commit"):
+    for text in (
+        "load_jsonl social.jsonl -> commit",
+        "people per company",
+        "branch what-if: graph v",
+        "commits on main",
+        "time travel to commit",
+    ):
         assert text in p.stdout
     g = Graph.open(str(tmp_path / "demo-graph"))
     assert g.branches() == ["main", "what-if"] and len(g.log()) == 4

@@ -1,5 +1,6 @@
 """The bundled sample (omnigraph_spark/data) is what its generator produces, parses with the
 bundled schema, and has the shape the demo and the docs promise. No Spark."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,6 +1,7 @@
 """examples/stream_events.py end to end as a subprocess (the pattern of test_examples.py): event
 files -> nodes and edges, one graph commit per micro-batch; a second run from the same
 checkpoint with new files writes only those; a replay of the last batch commits nothing."""
+
 from __future__ import annotations
 
 import sys
@@ -12,14 +13,27 @@ from omnigraph_spark import Graph
 
 from .test_examples import EXAMPLES, run
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow,
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 
 def test_stream_events(tmp_path):
     uri, ev, ck = tmp_path / "graph", tmp_path / "events", tmp_path / "ck"
-    cmd = [sys.executable, EXAMPLES / "stream_events.py", uri, "--events", ev, "--checkpoint", ck,
-           "--events-per-file", 40, "--available-now"]
+    cmd = [
+        sys.executable,
+        EXAMPLES / "stream_events.py",
+        uri,
+        "--events",
+        ev,
+        "--checkpoint",
+        ck,
+        "--events-per-file",
+        40,
+        "--available-now",
+    ]
     p = run(cmd + ["--generate", 3], timeout=600)
     assert p.returncode == 0
     assert "3 micro-batches with rows in this run; graph commits 3" in p.stdout
@@ -43,4 +57,8 @@ def test_stream_events(tmp_path):
     assert p.returncode == 0 and "graph commits 4" in p.stdout
     g = Graph.open(str(uri))
     assert {k: t.row_count for k, t in g.snapshot().tables.items()} == {
-        "node:Company": 4, "node:Person": 40, "edge:WorksAt": 40, "edge:Knows": 70}
+        "node:Company": 4,
+        "node:Person": 40,
+        "edge:WorksAt": 40,
+        "edge:Knows": 70,
+    }

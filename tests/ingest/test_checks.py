@@ -1,4 +1,5 @@
 """Load-wide checks: uniqueness, endpoints, @card."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -19,9 +20,15 @@ from omnigraph_spark.ingest import (
 @pytest.fixture
 def typed():
     return catalog(
-        [node("P", [prop("a", "String"), prop("b", "I32", True), prop("k", "String")],
-              [{"Key": ["k"]}, {"Unique": ["a", "b"]}])],
-        [edge("E", "P", "P", card={"min": 1, "max": 2})])
+        [
+            node(
+                "P",
+                [prop("a", "String"), prop("b", "I32", True), prop("k", "String")],
+                [{"Key": ["k"]}, {"Unique": ["a", "b"]}],
+            )
+        ],
+        [edge("E", "P", "P", card={"min": 1, "max": 2})],
+    )
 
 
 def test_unique_groups_include_key(typed):
@@ -36,8 +43,7 @@ def test_unique_passes_and_nulls_exempt(typed):
 def test_unique_composite_violation_names_value_and_positions(typed):
     t = pa.table({"a": ["x", "y", "x", "y"], "b": pa.array([1, 1, 2, 1], pa.int32())})
     with pytest.raises(DataError) as e:
-        check_unique(typed.nodes["P"], t, ["a", "b"], what="@unique",
-                     positions=pa.array([10, 11, 12, 13]))
+        check_unique(typed.nodes["P"], t, ["a", "b"], what="@unique", positions=pa.array([10, 11, 12, 13]))
     msg = str(e.value)
     assert e.value.code == "UNIQUE_VIOLATION"
     assert "P.(a, b)" in msg and "'(y, 1)'" in msg and "rows 11 and 13" in msg
@@ -54,8 +60,14 @@ def test_endpoints_ok_and_dangling(typed):
     e = typed.edges["E"]
     check_endpoints(e, pa.array(["a"]), pa.array(["b"]), pa.array(["a", "b"]), pa.array(["b"]))
     with pytest.raises(DataError) as ex:
-        check_endpoints(e, pa.chunked_array([["a", "zz"], ["q"]]), pa.array(["b", "b", "nope"]),
-                        pa.array(["a", "q"]), pa.array(["b"]), positions=pa.array([5, 6, 7]))
+        check_endpoints(
+            e,
+            pa.chunked_array([["a", "zz"], ["q"]]),
+            pa.array(["b", "b", "nope"]),
+            pa.array(["a", "q"]),
+            pa.array(["b"]),
+            positions=pa.array([5, 6, 7]),
+        )
     msg = str(ex.value)
     assert ex.value.code == "DANGLING_EDGE"
     assert "edge E row 6: src 'zz' not found in P" in msg
@@ -65,8 +77,14 @@ def test_endpoints_ok_and_dangling(typed):
 
 def test_endpoints_limit_and_count(typed):
     with pytest.raises(DataError) as ex:
-        check_endpoints(typed.edges["E"], pa.array([f"s{i}" for i in range(10)]), pa.array(["b"] * 10),
-                        pa.array(["a"]), pa.array(["b"]), limit=3)
+        check_endpoints(
+            typed.edges["E"],
+            pa.array([f"s{i}" for i in range(10)]),
+            pa.array(["b"] * 10),
+            pa.array(["a"]),
+            pa.array(["b"]),
+            limit=3,
+        )
     assert "and 7 more" in str(ex.value) and "s3" not in str(ex.value)
 
 
@@ -134,8 +152,7 @@ def test_card_merge_shadows_committed_and_dedupes_pending(typed):
     pending_ids, pending_src = pa.array(["e1", "e2", "e2"]), pa.array(["a", "a", "a"])
     shadow = shadowed_src_counts(committed["id"], committed["src"], pending_ids)
     assert shadow.to_pylist() == [{"src": "a", "count": 2}]
-    check_cardinality(e, pending_src, src_counts(committed["src"]), shadowed_committed=shadow,
-                      pending_ids=pending_ids)
+    check_cardinality(e, pending_src, src_counts(committed["src"]), shadowed_committed=shadow, pending_ids=pending_ids)
     with pytest.raises(DataError):  # without the merge dedupe the same input has 3 edges
         check_cardinality(e, pending_src, src_counts(committed["src"]), shadowed_committed=shadow)
 

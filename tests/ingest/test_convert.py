@@ -1,4 +1,5 @@
 """RowConverter: every accepted cast with exact output, every rejected input with its error."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -39,35 +40,47 @@ def err(exc_info):
 
 # --- good conversions ------------------------------------------------------------------
 
-@pytest.mark.parametrize("scalar,arr,expected", [
-    ("I32", pa.array([1, None, -5], pa.int8()), [1, None, -5]),
-    ("I32", pa.array([2**31 - 1, -2**31], pa.int64()), [2**31 - 1, -2**31]),
-    ("U32", pa.array([0, 2**32 - 1], pa.int64()), [0, 2**32 - 1]),
-    ("U64", pa.array([0, 2**63 - 1], pa.int64()), [0, 2**63 - 1]),
-    ("I64", pa.array([2**63 - 1], pa.uint64()), [2**63 - 1]),
-    ("I64", pa.array([Decimal("12"), Decimal("-3")], pa.decimal128(10, 2)), [12, -3]),
-    ("F64", pa.array([2**53, -7], pa.int64()), [float(2**53), -7.0]),
-    ("F32", pa.array([0.5, float("inf"), None], pa.float64()), [0.5, float("inf"), None]),
-    ("F32", pa.array([2**24], pa.int32()), [float(2**24)]),
-    ("F64", pa.array([1.25], pa.float32()), [1.25]),
-    ("F64", pa.array([Decimal("0.1")], pa.decimal128(5, 1)), [0.1]),
-    ("String", pa.array(["a", None], pa.large_string()), ["a", None]),
-    ("String", pa.array(["a"], pa.string_view()), ["a"]),
-    ("String", pa.array(["x", "y", "x"]).dictionary_encode(), ["x", "y", "x"]),
-    ("Bool", pa.array([True, None]), [True, None]),
-    ("Date", pa.array([dt.date(2020, 1, 2)]), [dt.date(2020, 1, 2)]),
-    ("Date", pa.array(["2020-01-02", "2020-1-2", "20200102", None]),
-     [dt.date(2020, 1, 2)] * 3 + [None]),
-    # DateTime results are compared as ms since the epoch (date64 to_pylist drops the time)
-    ("DateTime", pa.array([dt.date(2020, 1, 2)]), [ms(2020, 1, 2)]),
-    ("DateTime", pa.array([1_500_000], pa.timestamp("us", "UTC")), [1500]),
-    ("DateTime", pa.array([3], pa.timestamp("s", "Europe/Paris")), [3000]),
-    ("DateTime", pa.array(["2020-01-02T03:04:05.120Z", "2020-01-02 03:04:05+01:00", "2020-01-02",
-                           "2020-01-02t030405-0030", "1969-12-31T23:59:59.999"]),
-     [ms(2020, 1, 2, 3, 4, 5, 120), ms(2020, 1, 2, 2, 4, 5), ms(2020, 1, 2), ms(2020, 1, 2, 3, 34, 5),
-      -1]),
-    ("I32", pa.nulls(2), [None, None]),
-])
+
+@pytest.mark.parametrize(
+    "scalar,arr,expected",
+    [
+        ("I32", pa.array([1, None, -5], pa.int8()), [1, None, -5]),
+        ("I32", pa.array([2**31 - 1, -(2**31)], pa.int64()), [2**31 - 1, -(2**31)]),
+        ("U32", pa.array([0, 2**32 - 1], pa.int64()), [0, 2**32 - 1]),
+        ("U64", pa.array([0, 2**63 - 1], pa.int64()), [0, 2**63 - 1]),
+        ("I64", pa.array([2**63 - 1], pa.uint64()), [2**63 - 1]),
+        ("I64", pa.array([Decimal("12"), Decimal("-3")], pa.decimal128(10, 2)), [12, -3]),
+        ("F64", pa.array([2**53, -7], pa.int64()), [float(2**53), -7.0]),
+        ("F32", pa.array([0.5, float("inf"), None], pa.float64()), [0.5, float("inf"), None]),
+        ("F32", pa.array([2**24], pa.int32()), [float(2**24)]),
+        ("F64", pa.array([1.25], pa.float32()), [1.25]),
+        ("F64", pa.array([Decimal("0.1")], pa.decimal128(5, 1)), [0.1]),
+        ("String", pa.array(["a", None], pa.large_string()), ["a", None]),
+        ("String", pa.array(["a"], pa.string_view()), ["a"]),
+        ("String", pa.array(["x", "y", "x"]).dictionary_encode(), ["x", "y", "x"]),
+        ("Bool", pa.array([True, None]), [True, None]),
+        ("Date", pa.array([dt.date(2020, 1, 2)]), [dt.date(2020, 1, 2)]),
+        ("Date", pa.array(["2020-01-02", "2020-1-2", "20200102", None]), [dt.date(2020, 1, 2)] * 3 + [None]),
+        # DateTime results are compared as ms since the epoch (date64 to_pylist drops the time)
+        ("DateTime", pa.array([dt.date(2020, 1, 2)]), [ms(2020, 1, 2)]),
+        ("DateTime", pa.array([1_500_000], pa.timestamp("us", "UTC")), [1500]),
+        ("DateTime", pa.array([3], pa.timestamp("s", "Europe/Paris")), [3000]),
+        (
+            "DateTime",
+            pa.array(
+                [
+                    "2020-01-02T03:04:05.120Z",
+                    "2020-01-02 03:04:05+01:00",
+                    "2020-01-02",
+                    "2020-01-02t030405-0030",
+                    "1969-12-31T23:59:59.999",
+                ]
+            ),
+            [ms(2020, 1, 2, 3, 4, 5, 120), ms(2020, 1, 2, 2, 4, 5), ms(2020, 1, 2), ms(2020, 1, 2, 3, 34, 5), -1],
+        ),
+        ("I32", pa.nulls(2), [None, None]),
+    ],
+)
 def test_lossless_casts(scalar, arr, expected):
     out = conv(one_prop(scalar), p=arr)
     assert out.schema.field("p").type == one_prop(scalar).arrow_schema().field("p").type
@@ -103,8 +116,13 @@ def test_missing_nullable_property_is_null(test_catalog):
 
 def test_table_schema_decides_output_types(test_catalog):
     person = test_catalog.nodes["Person"]
-    schema = pa.schema([pa.field("id", pa.large_string(), False), pa.field("age", pa.int32()),
-                        pa.field("name", pa.large_string(), False)])
+    schema = pa.schema(
+        [
+            pa.field("id", pa.large_string(), False),
+            pa.field("age", pa.int32()),
+            pa.field("name", pa.large_string(), False),
+        ]
+    )
     out = RowConverter(person, schema).convert(pa.record_batch({"name": ["A"]}))
     assert out.schema == schema
 
@@ -116,25 +134,29 @@ def test_table_schema_with_other_columns_is_rejected(test_catalog):
 
 # --- rejected conversions --------------------------------------------------------------
 
-@pytest.mark.parametrize("scalar,arr,row,value_text", [
-    ("I32", pa.array([1, 2**31], pa.int64()), 1, str(2**31)),
-    ("U32", pa.array([5, -1], pa.int32()), 1, "-1"),
-    ("U64", pa.array([-3], pa.int64()), 0, "-3"),
-    ("I64", pa.array([0, 2**63], pa.uint64()), 1, str(2**63)),
-    ("F64", pa.array([1, 2**53 + 1], pa.int64()), 1, str(2**53 + 1)),
-    ("F32", pa.array([2**24 + 1], pa.int64()), 0, str(2**24 + 1)),
-    ("F32", pa.array([0.5, 0.1], pa.float64()), 1, "0.1"),
-    ("F32", pa.array([1e300], pa.float64()), 0, "1e+300"),
-    ("I32", pa.array([Decimal("1.50")], pa.decimal128(5, 2)), 0, "1.50"),
-    ("I32", pa.array([Decimal("3000000000")], pa.decimal128(12, 0)), 0, "3000000000"),
-    ("DateTime", pa.array([1001], pa.timestamp("us", "UTC")), 0, "1970"),
-    ("DateTime", pa.array([1], pa.timestamp("ns", "UTC")), 0, "1970"),
-    ("Date", pa.array(["2020-01-01", "2021-02-29"]), 1, "2021-02-29"),
-    ("Date", pa.array(["2020-01-01 10:00:00"]), 0, "2020-01-01 10:00:00"),
-    ("DateTime", pa.array(["2020-01-01T00:00:00.0001"]), 0, "2020-01-01T00:00:00.0001"),
-    ("DateTime", pa.array(["yesterday"]), 0, "yesterday"),
-    ("I32", pa.array([[1], [2**40]], pa.list_(pa.int64())), 1, str(2**40)),
-])
+
+@pytest.mark.parametrize(
+    "scalar,arr,row,value_text",
+    [
+        ("I32", pa.array([1, 2**31], pa.int64()), 1, str(2**31)),
+        ("U32", pa.array([5, -1], pa.int32()), 1, "-1"),
+        ("U64", pa.array([-3], pa.int64()), 0, "-3"),
+        ("I64", pa.array([0, 2**63], pa.uint64()), 1, str(2**63)),
+        ("F64", pa.array([1, 2**53 + 1], pa.int64()), 1, str(2**53 + 1)),
+        ("F32", pa.array([2**24 + 1], pa.int64()), 0, str(2**24 + 1)),
+        ("F32", pa.array([0.5, 0.1], pa.float64()), 1, "0.1"),
+        ("F32", pa.array([1e300], pa.float64()), 0, "1e+300"),
+        ("I32", pa.array([Decimal("1.50")], pa.decimal128(5, 2)), 0, "1.50"),
+        ("I32", pa.array([Decimal("3000000000")], pa.decimal128(12, 0)), 0, "3000000000"),
+        ("DateTime", pa.array([1001], pa.timestamp("us", "UTC")), 0, "1970"),
+        ("DateTime", pa.array([1], pa.timestamp("ns", "UTC")), 0, "1970"),
+        ("Date", pa.array(["2020-01-01", "2021-02-29"]), 1, "2021-02-29"),
+        ("Date", pa.array(["2020-01-01 10:00:00"]), 0, "2020-01-01 10:00:00"),
+        ("DateTime", pa.array(["2020-01-01T00:00:00.0001"]), 0, "2020-01-01T00:00:00.0001"),
+        ("DateTime", pa.array(["yesterday"]), 0, "yesterday"),
+        ("I32", pa.array([[1], [2**40]], pa.list_(pa.int64())), 1, str(2**40)),
+    ],
+)
 def test_lossy_values_rejected_with_row_and_value(scalar, arr, row, value_text):
     t = one_prop(scalar, lst=pa.types.is_list(arr.type))
     with pytest.raises(DataError) as e:
@@ -145,18 +167,21 @@ def test_lossy_values_rejected_with_row_and_value(scalar, arr, row, value_text):
     assert e.value.context["row"] == 100 + row
 
 
-@pytest.mark.parametrize("scalar,arr", [
-    ("I32", pa.array([1.0])),
-    ("I32", pa.array(["1"])),
-    ("String", pa.array([1])),
-    ("Bool", pa.array([1])),
-    ("F64", pa.array([True])),
-    ("Date", pa.array([1], pa.int32())),
-    ("Date", pa.array([1], pa.timestamp("ms", "UTC"))),
-    ("DateTime", pa.array([1], pa.timestamp("ms"))),  # no time zone
-    ("String", pa.array([b"x"])),
-    ("I32", pa.array([[1]])),
-])
+@pytest.mark.parametrize(
+    "scalar,arr",
+    [
+        ("I32", pa.array([1.0])),
+        ("I32", pa.array(["1"])),
+        ("String", pa.array([1])),
+        ("Bool", pa.array([1])),
+        ("F64", pa.array([True])),
+        ("Date", pa.array([1], pa.int32())),
+        ("Date", pa.array([1], pa.timestamp("ms", "UTC"))),
+        ("DateTime", pa.array([1], pa.timestamp("ms"))),  # no time zone
+        ("String", pa.array([b"x"])),
+        ("I32", pa.array([[1]])),
+    ],
+)
 def test_unsupported_type_pairs(scalar, arr):
     with pytest.raises(DataError) as e:
         conv(one_prop(scalar), p=arr)
@@ -167,6 +192,7 @@ def test_unsupported_type_pairs(scalar, arr):
 
 
 # --- columns ---------------------------------------------------------------------------
+
 
 def test_unknown_column_lists_allowed(test_catalog):
     with pytest.raises(DataError) as e:
@@ -183,13 +209,13 @@ def test_missing_non_nullable_column(test_catalog):
 
 def test_null_in_non_nullable_names_first_row(test_catalog):
     with pytest.raises(DataError) as e:
-        RowConverter(test_catalog.nodes["Person"]).convert(
-            pa.record_batch({"name": ["a", None, None]}), row_offset=10)
+        RowConverter(test_catalog.nodes["Person"]).convert(pa.record_batch({"name": ["a", None, None]}), row_offset=10)
     assert e.value.code == "NULL_VIOLATION"
     assert "row 11" in str(e.value) and "'name'" in str(e.value)
 
 
 # --- ids -------------------------------------------------------------------------------
+
 
 def test_key_id_and_matching_explicit_id(test_catalog):
     rc = RowConverter(test_catalog.nodes["Person"])
@@ -200,7 +226,8 @@ def test_key_id_and_matching_explicit_id(test_catalog):
 def test_key_id_mismatch_names_both(test_catalog):
     with pytest.raises(DataError) as e:
         RowConverter(test_catalog.nodes["Person"]).convert(
-            pa.record_batch({"id": ["a", "zz"], "name": ["a", "b"]}), row_offset=5)
+            pa.record_batch({"id": ["a", "zz"], "name": ["a", "b"]}), row_offset=5
+        )
     code, msg = err(e)
     assert code == "KEY_ID_MISMATCH" and "'zz'" in msg and "'b'" in msg and "row 6" in msg
 
@@ -243,18 +270,19 @@ def test_non_string_id_rejected():
 
 # --- edges -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("a,b", [("from", "to"), ("src", "dst")])
 def test_edge_endpoint_spellings(test_catalog, a, b):
     out = RowConverter(test_catalog.edges["Knows"]).convert(
-        pa.record_batch({a: ["x"], b: ["y"], "id": ["e1"], "since": pa.array([dt.date(2020, 5, 1)])}))
+        pa.record_batch({a: ["x"], b: ["y"], "id": ["e1"], "since": pa.array([dt.date(2020, 5, 1)])})
+    )
     assert out.schema.names == ["id", "src", "dst", "since"]
     assert out.to_pylist() == [{"id": "e1", "src": "x", "dst": "y", "since": dt.date(2020, 5, 1)}]
 
 
 def test_edge_both_spellings_rejected(test_catalog):
     with pytest.raises(DataError) as e:
-        RowConverter(test_catalog.edges["Knows"]).convert(
-            pa.record_batch({"from": ["x"], "src": ["x"], "to": ["y"]}))
+        RowConverter(test_catalog.edges["Knows"]).convert(pa.record_batch({"from": ["x"], "src": ["x"], "to": ["y"]}))
     assert e.value.code == "DUPLICATE_COLUMN" and "'from'" in str(e.value) and "'src'" in str(e.value)
 
 
@@ -269,13 +297,13 @@ def test_edge_missing_and_null_endpoint(test_catalog):
 
 
 def test_edge_ids_generated(test_catalog):
-    out = RowConverter(test_catalog.edges["WorksAt"]).convert(
-        pa.record_batch({"from": ["x", "y"], "to": ["a", "b"]}))
+    out = RowConverter(test_catalog.edges["WorksAt"]).convert(pa.record_batch({"from": ["x", "y"], "to": ["a", "b"]}))
     ids = out.column("id").to_pylist()
     assert len(set(ids)) == 2 and all(len(i) == 26 for i in ids)
 
 
 # --- row rules -------------------------------------------------------------------------
+
 
 def test_enum_membership():
     t = one_prop("String", nullable=True, enum=["a", "b"])
@@ -297,8 +325,7 @@ def ranged(scalar, lo, hi, lst=False):
     def b(v):
         return None if v is None else ({"Integer": v} if isinstance(v, int) else {"Float": v})
 
-    return one_prop(scalar, lst=lst,
-                    constraints=[{"Range": {"property": "p", "min": b(lo), "max": b(hi)}}])
+    return one_prop(scalar, lst=lst, constraints=[{"Range": {"property": "p", "min": b(lo), "max": b(hi)}}])
 
 
 def test_range_inclusive():
@@ -366,6 +393,7 @@ def test_check_unsupported_pattern_rejected_at_construction():
 
 # --- vectors ---------------------------------------------------------------------------
 
+
 def vec(dim=3, nullable=True):
     return one_prop({"Vector": dim}, nullable=nullable)
 
@@ -412,6 +440,5 @@ def test_blob_values_unsupported_but_absent_nullable_ok():
 
 
 def test_empty_batch(test_catalog):
-    out = RowConverter(test_catalog.nodes["Person"]).convert(
-        pa.record_batch({"name": pa.array([], pa.string())}))
+    out = RowConverter(test_catalog.nodes["Person"]).convert(pa.record_batch({"name": pa.array([], pa.string())}))
     assert out.num_rows == 0 and out.schema == test_catalog.nodes["Person"].arrow_schema()

@@ -3,6 +3,7 @@ tasks compute (``NodeIdIndex.hash`` for a string's UTF-8 bytes, the value itself
 integer), so a table's fingerprints mean the same whichever path staged it. The vectors below
 were computed by calling ``io.omnigraph.spark.NodeIdIndex.hash`` from the built shim jar
 (tests/spark/test_staged_checks.py also compares against the JVM tasks' own files)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,18 +16,18 @@ from omnigraph_spark.schema import compile_schema
 #: (value, NodeIdIndex.hash of its UTF-8 bytes as an unsigned hex): lengths 0-38 around the
 #: 8-byte word boundaries, multi-byte UTF-8, a NUL
 JAVA_VECTORS = [
-    ("", 0x0a3f46e79293b578),
-    ("a", 0xcb236f0c4e4d8249),
-    ("abcdefg", 0x03f2bf779e7bfa06),
-    ("abcdefgh", 0x370fba43d5af18f5),
-    ("abcdefghi", 0x18886095142ff77a),
-    ("item-0000000000", 0xf43525da62f7986b),
-    ("item-0000000001", 0xd509bb7a4b5306cb),
-    ("0123456789abcdef", 0x3e4704bd15b1d538),
-    ("0123456789abcdefX", 0xe4a24a4e80dacd1d),
-    ("héllo wörld ☃", 0x33775826e556378f),
-    ("\x00", 0x9377022daa142029),
-    ("a longer key with several words in it!", 0x8ac9aa003ec8bf2c),
+    ("", 0x0A3F46E79293B578),
+    ("a", 0xCB236F0C4E4D8249),
+    ("abcdefg", 0x03F2BF779E7BFA06),
+    ("abcdefgh", 0x370FBA43D5AF18F5),
+    ("abcdefghi", 0x18886095142FF77A),
+    ("item-0000000000", 0xF43525DA62F7986B),
+    ("item-0000000001", 0xD509BB7A4B5306CB),
+    ("0123456789abcdef", 0x3E4704BD15B1D538),
+    ("0123456789abcdefX", 0xE4A24A4E80DACD1D),
+    ("héllo wörld ☃", 0x33775826E556378F),
+    ("\x00", 0x9377022DAA142029),
+    ("a longer key with several words in it!", 0x8AC9AA003EC8BF2C),
 ]
 
 
@@ -55,10 +56,10 @@ def test_a_slice_and_nulls_fingerprint_only_the_values():
 
 
 def test_integers_fingerprint_as_themselves():
-    got = fingerprints(pa.array([5, -1, None, 0, 2 ** 40], pa.int64()))
+    got = fingerprints(pa.array([5, -1, None, 0, 2**40], pa.int64()))
     assert got.dtype == np.uint64
-    assert _hex(got) == [5, 2 ** 64 - 1, 0, 2 ** 40]
-    assert _hex(fingerprints(pa.array([-2, 7], pa.int32()))) == [2 ** 64 - 2, 7]  # sign-extended, as Java's long
+    assert _hex(got) == [5, 2**64 - 1, 0, 2**40]
+    assert _hex(fingerprints(pa.array([-2, 7], pa.int32()))) == [2**64 - 2, 7]  # sign-extended, as Java's long
 
 
 def test_sorted_is_unsigned_ascending_and_equal_values_collide():

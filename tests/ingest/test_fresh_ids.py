@@ -1,5 +1,6 @@
 """Bulk ULID minting (convert.fresh_ids): same text as python-ulid, unique, current time, and
 monotonic (one random start per call, + 1 per id)."""
+
 import os
 import time
 

@@ -1,4 +1,5 @@
 """JSONL envelope and records_to_batch, including the engine's fixture files."""
+
 from __future__ import annotations
 
 import json
@@ -26,17 +27,21 @@ def load(path, cat):
 def test_fixture_test_jsonl(test_catalog):
     out = load(FIXTURES / "test.jsonl", test_catalog)
     assert out["node:Person"].to_pylist() == [
-        {"id": "Alice", "age": 30, "name": "Alice"}, {"id": "Bob", "age": 25, "name": "Bob"},
-        {"id": "Charlie", "age": 35, "name": "Charlie"}, {"id": "Diana", "age": 28, "name": "Diana"}]
-    assert out["node:Company"].to_pylist() == [{"id": "Acme", "name": "Acme"},
-                                               {"id": "Globex", "name": "Globex"}]
+        {"id": "Alice", "age": 30, "name": "Alice"},
+        {"id": "Bob", "age": 25, "name": "Bob"},
+        {"id": "Charlie", "age": 35, "name": "Charlie"},
+        {"id": "Diana", "age": 28, "name": "Diana"},
+    ]
+    assert out["node:Company"].to_pylist() == [{"id": "Acme", "name": "Acme"}, {"id": "Globex", "name": "Globex"}]
     knows = out["edge:Knows"]
     assert knows.schema == test_catalog.edges["Knows"].arrow_schema()
     assert [(r["src"], r["dst"], r["since"]) for r in knows.to_pylist()] == [
-        ("Alice", "Bob", None), ("Alice", "Charlie", None), ("Bob", "Diana", None)]
+        ("Alice", "Bob", None),
+        ("Alice", "Charlie", None),
+        ("Bob", "Diana", None),
+    ]
     assert all(len(i) == 26 for i in knows.column("id").to_pylist())
-    assert [(r["src"], r["dst"]) for r in out["edge:WorksAt"].to_pylist()] == [
-        ("Alice", "Acme"), ("Bob", "Globex")]
+    assert [(r["src"], r["dst"]) for r in out["edge:WorksAt"].to_pylist()] == [("Alice", "Acme"), ("Bob", "Globex")]
 
 
 def compiled(name):
@@ -80,16 +85,20 @@ def test_records_equal_row_converter(test_catalog):
 
 # --- envelope errors -------------------------------------------------------------------
 
-@pytest.mark.parametrize("line,code,text", [
-    ("{not json", "INVALID_RECORD", "invalid JSON at record 7"),
-    ('{"type": "Nobody", "data": {}}', "UNKNOWN_TYPE", "record 7: unknown node type 'Nobody'"),
-    ('{"edge": "Nope", "from": "a", "to": "b"}', "UNKNOWN_TYPE", "record 7: unknown edge type 'Nope'"),
-    ('{"edge": "Knows", "to": "b"}', "MISSING_COLUMN", "record 7: edge missing 'from'"),
-    ('{"edge": "Knows", "from": "a", "to": 3}', "MISSING_COLUMN", "record 7: edge missing 'to'"),
-    ('{"data": {}}', "INVALID_RECORD", "record 7: expected 'type' or 'edge' field"),
-    ('[1, 2]', "INVALID_RECORD", "record 7: expected 'type' or 'edge' field"),
-    ('{"type": "Person", "data": [1]}', "INVALID_RECORD", "'data' must be a JSON object"),
-])
+
+@pytest.mark.parametrize(
+    "line,code,text",
+    [
+        ("{not json", "INVALID_RECORD", "invalid JSON at record 7"),
+        ('{"type": "Nobody", "data": {}}', "UNKNOWN_TYPE", "record 7: unknown node type 'Nobody'"),
+        ('{"edge": "Nope", "from": "a", "to": "b"}', "UNKNOWN_TYPE", "record 7: unknown edge type 'Nope'"),
+        ('{"edge": "Knows", "to": "b"}', "MISSING_COLUMN", "record 7: edge missing 'from'"),
+        ('{"edge": "Knows", "from": "a", "to": 3}', "MISSING_COLUMN", "record 7: edge missing 'to'"),
+        ('{"data": {}}', "INVALID_RECORD", "record 7: expected 'type' or 'edge' field"),
+        ("[1, 2]", "INVALID_RECORD", "record 7: expected 'type' or 'edge' field"),
+        ('{"type": "Person", "data": [1]}', "INVALID_RECORD", "'data' must be a JSON object"),
+    ],
+)
 def test_envelope_errors(test_catalog, line, code, text):
     with pytest.raises(DataError) as e:
         parse_record(line, test_catalog, 7)
@@ -107,13 +116,28 @@ def test_type_checked_before_edge_and_edge_case_insensitive(test_catalog):
 
 # --- literal rules ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def typed():
-    return catalog([node("T", [
-        prop("d", "Date", True), prop("dt", "DateTime", True), prop("f", "F32", True),
-        prop("i", "I32", True), prop("u", "U64", True), prop("b", "Bool", True),
-        prop("l", "I32", True, lst=True), prop("s", "String", True),
-        prop("v", {"Vector": 2}, True), prop("blob", "Blob", True)])]).nodes["T"]
+    return catalog(
+        [
+            node(
+                "T",
+                [
+                    prop("d", "Date", True),
+                    prop("dt", "DateTime", True),
+                    prop("f", "F32", True),
+                    prop("i", "I32", True),
+                    prop("u", "U64", True),
+                    prop("b", "Bool", True),
+                    prop("l", "I32", True, lst=True),
+                    prop("s", "String", True),
+                    prop("v", {"Vector": 2}, True),
+                    prop("blob", "Blob", True),
+                ],
+            )
+        ]
+    ).nodes["T"]
 
 
 def test_temporal_from_int_and_string(typed):
@@ -129,23 +153,26 @@ def test_numbers(typed):
     assert (row["i"], row["u"], row["b"], row["l"]) == (-5, 2**64 - 1, True, [1, None])
 
 
-@pytest.mark.parametrize("record,column,value", [
-    ({"i": "5"}, "i", '"5"'),
-    ({"i": 2.0}, "i", "2.0"),
-    ({"i": True}, "i", "true"),
-    ({"i": 2**31}, "i", str(2**31)),
-    ({"u": -1}, "u", "-1"),
-    ({"s": 5}, "s", "5"),
-    ({"b": "true"}, "b", '"true"'),
-    ({"d": 2**40}, "d", str(2**40)),
-    ({"d": "2020-02-30"}, "d", '"2020-02-30"'),
-    ({"dt": "2020-01-01T00:00:00.0005"}, "dt", "2020-01-01T00:00:00.0005"),
-    ({"f": 1e300}, "f", "1e+300"),
-    ({"l": 5}, "l", "5"),
-    ({"l": [1, "x"]}, "l", '"x"'),
-    ({"v": [1, None]}, "v", "null"),
-    ({"v": [1, "a"]}, "v", '"a"'),
-])
+@pytest.mark.parametrize(
+    "record,column,value",
+    [
+        ({"i": "5"}, "i", '"5"'),
+        ({"i": 2.0}, "i", "2.0"),
+        ({"i": True}, "i", "true"),
+        ({"i": 2**31}, "i", str(2**31)),
+        ({"u": -1}, "u", "-1"),
+        ({"s": 5}, "s", "5"),
+        ({"b": "true"}, "b", '"true"'),
+        ({"d": 2**40}, "d", str(2**40)),
+        ({"d": "2020-02-30"}, "d", '"2020-02-30"'),
+        ({"dt": "2020-01-01T00:00:00.0005"}, "dt", "2020-01-01T00:00:00.0005"),
+        ({"f": 1e300}, "f", "1e+300"),
+        ({"l": 5}, "l", "5"),
+        ({"l": [1, "x"]}, "l", '"x"'),
+        ({"v": [1, None]}, "v", "null"),
+        ({"v": [1, "a"]}, "v", '"a"'),
+    ],
+)
 def test_wrong_json_types_rejected(typed, record, column, value):
     with pytest.raises(DataError) as e:
         records_to_batch(typed, [{}, record], first_record_no=40)

@@ -6,6 +6,7 @@ or under ``$OMNIGRAPH_CACHE``), else ``omnigraph`` on PATH. It must report versi
 Without it every test here is skipped with the reason. Every test in this directory carries
 the ``interop`` marker (``-m "not interop"`` deselects the suite).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,10 @@ def find_engine() -> tuple:
         if ENGINE_VERSION in text.split():
             return c, None
         tried.append(f"{c} (reports {text!r}, need {ENGINE_VERSION})")
-    return None, ("Omnigraph engine CLI 0.7.2 not available; set OMNIGRAPH_BIN or run "
-                  "`make engine` (scripts/install-omnigraph.sh). Tried: " + "; ".join(tried))
+    return None, (
+        "Omnigraph engine CLI 0.7.2 not available; set OMNIGRAPH_BIN or run "
+        "`make engine` (scripts/install-omnigraph.sh). Tried: " + "; ".join(tried)
+    )
 
 
 class Engine:
@@ -70,8 +73,10 @@ class Engine:
         cmd = [self.binary, "--quiet", *[str(a) for a in args]]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=self.env)
         if check and p.returncode != 0:
-            raise AssertionError(f"engine command failed ({p.returncode}): {' '.join(cmd)}\n"
-                                 f"stdout: {p.stdout[-4000:]}\nstderr: {p.stderr[-4000:]}")
+            raise AssertionError(
+                f"engine command failed ({p.returncode}): {' '.join(cmd)}\n"
+                f"stdout: {p.stdout[-4000:]}\nstderr: {p.stderr[-4000:]}"
+            )
         return p
 
     def json(self, *args: str) -> dict:
@@ -81,8 +86,7 @@ class Engine:
     def init(self, uri: str, schema_path) -> None:
         self.run("init", "--schema", schema_path, uri)
 
-    def load(self, uri: str, data_path, mode: str, branch: str | None = None,
-             from_branch: str | None = None) -> dict:
+    def load(self, uri: str, data_path, mode: str, branch: str | None = None, from_branch: str | None = None) -> dict:
         args = ["load", "--data", data_path, "--mode", mode]
         if branch:
             args += ["--branch", branch]
@@ -109,8 +113,9 @@ class Engine:
     def create_branch(self, uri: str, name: str, from_branch: str = "main") -> None:
         self.run("branch", "create", "--uri", uri, "--from", from_branch, name)
 
-    def query(self, uri: str, query_file, name: str, params: dict | None = None,
-              branch: str | None = None, check: bool = True):
+    def query(
+        self, uri: str, query_file, name: str, params: dict | None = None, branch: str | None = None, check: bool = True
+    ):
         args = ["query", "--store", uri, "--query", query_file, name]
         if params:
             args += ["--params", json.dumps(params)]

@@ -1,5 +1,6 @@
 """Shared pieces of the interop suite: our store-level JSONL load, row normalisation to the
 engine's export shape, and raw reads of the datasets both sides write."""
+
 from __future__ import annotations
 
 import json
@@ -108,8 +109,7 @@ def read_records(path) -> list[dict]:
     return [v for _, _, v in iter_json_values(text)]
 
 
-def store_load_jsonl(graph: Graph, path, mode: str = "append", branch: str = "main",
-                     actor: str | None = None):
+def store_load_jsonl(graph: Graph, path, mode: str = "append", branch: str = "main", actor: str | None = None):
     """Load an engine-envelope JSONL file with the store-level writer, as ONE commit."""
     per_type: dict[str, tuple[object, list[dict]]] = {}
     for n, value in enumerate(read_records(path), start=1):
@@ -170,8 +170,10 @@ def sort_rows(rows: list[dict]) -> list[dict]:
 
 def without_edge_ids(rows: dict[str, list[dict]]) -> dict[str, list[dict]]:
     """Edge ids are fresh ULIDs on both sides: compare edges by their content."""
-    return {k: sort_rows([{c: v for c, v in r.items() if c != "id"} if k.startswith("edge:") else r
-                          for r in rows_]) for k, rows_ in rows.items()}
+    return {
+        k: sort_rows([{c: v for c, v in r.items() if c != "id"} if k.startswith("edge:") else r for r in rows_])
+        for k, rows_ in rows.items()
+    }
 
 
 def nonempty(rows: dict[str, list[dict]]) -> dict[str, list[dict]]:
@@ -208,7 +210,7 @@ def copy_graph(src: str, dst: str) -> str:
     """
     shutil.copytree(src, dst, symlinks=True)
     rec = os.path.join(dst, "__recovery")
-    for name in (os.listdir(rec) if os.path.isdir(rec) else []):
+    for name in os.listdir(rec) if os.path.isdir(rec) else []:
         path = os.path.join(rec, name)
         with open(path) as f:
             text = f.read()
@@ -218,31 +220,55 @@ def copy_graph(src: str, dst: str) -> str:
 
 
 def table_dirs(root: str) -> list[str]:
-    return sorted(f"{kind}/{name}" for kind in ("nodes", "edges")
-                  if os.path.isdir(os.path.join(root, kind))
-                  for name in os.listdir(os.path.join(root, kind)))
+    return sorted(
+        f"{kind}/{name}"
+        for kind in ("nodes", "edges")
+        if os.path.isdir(os.path.join(root, kind))
+        for name in os.listdir(os.path.join(root, kind))
+    )
 
 
 def snapshot_tables(snap) -> dict[str, tuple]:
     """Our snapshot in the engine's ``snapshot --json`` terms."""
-    return {k: (t.table_path, t.version, None if t.branch == "main" else t.branch, t.row_count)
-            for k, t in snap.tables.items()}
+    return {
+        k: (t.table_path, t.version, None if t.branch == "main" else t.branch, t.row_count)
+        for k, t in snap.tables.items()
+    }
 
 
 def engine_snapshot_tables(payload: dict) -> dict[str, tuple]:
-    return {t["table_key"]: (t["table_path"], t["table_version"], t["table_branch"], t["row_count"])
-            for t in payload["tables"]}
+    return {
+        t["table_key"]: (t["table_path"], t["table_version"], t["table_branch"], t["row_count"])
+        for t in payload["tables"]
+    }
 
 
 def our_commits(graph: Graph, branch: str = "main") -> dict[str, dict]:
-    return {c.graph_commit_id: {"manifest_branch": c.manifest_branch, "manifest_version": c.manifest_version,
-                                "parent_commit_id": c.parent_commit_id,
-                                "merged_parent_commit_id": c.merged_parent_commit_id,
-                                "actor_id": c.actor_id, "created_at": c.created_at_us}
-            for c in graph.log(branch)}
+    return {
+        c.graph_commit_id: {
+            "manifest_branch": c.manifest_branch,
+            "manifest_version": c.manifest_version,
+            "parent_commit_id": c.parent_commit_id,
+            "merged_parent_commit_id": c.merged_parent_commit_id,
+            "actor_id": c.actor_id,
+            "created_at": c.created_at_us,
+        }
+        for c in graph.log(branch)
+    }
 
 
 def engine_commits(payload: list[dict]) -> dict[str, dict]:
-    return {c["graph_commit_id"]: {k: c[k] for k in ("manifest_branch", "manifest_version", "parent_commit_id",
-                                                     "merged_parent_commit_id", "actor_id", "created_at")}
-            for c in payload}
+    return {
+        c["graph_commit_id"]: {
+            k: c[k]
+            for k in (
+                "manifest_branch",
+                "manifest_version",
+                "parent_commit_id",
+                "merged_parent_commit_id",
+                "actor_id",
+                "created_at",
+            )
+        }
+        for c in payload
+    }

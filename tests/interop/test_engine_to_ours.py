@@ -1,6 +1,7 @@
 """Direction 2, engine -> ours: graphs the engine initialises and loads (append, merge,
 overwrite; on main and on a branch) are read by our Graph.open/snapshot/read_table and by
 Spark; every row, version, commit and branch must equal the engine's own view."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -64,7 +65,8 @@ def test_engine_loaded_fixture_reads_back(engine, fixtures_dir, tmp_path, fixtur
     g = Graph.open(root)
     seen = check_branch(engine, root, g, "main")
     assert sum(len(v) for v in seen["rows"].values()) == sum(
-        1 for line in (fixtures_dir / f"{fixture}.jsonl").read_text().splitlines() if line.strip())
+        1 for line in (fixtures_dir / f"{fixture}.jsonl").read_text().splitlines() if line.strip()
+    )
     assert g.branches() == sorted(engine.branches(root)) == ["main"]
 
     # the engine's export is valid input for our JSONL path: reloading it into a fresh graph of
@@ -98,8 +100,7 @@ def test_engine_modes_and_branches_read_back(engine, fixtures_dir, tmp_path):
     assert sorted(r["id"] for r in history["main"][-1]["rows"]["node:Company"]) == ["Initech", "Umbrella"]
 
     # a branch forked by the load itself (--from), then merge and overwrite on it
-    out = engine.load(root, data("ba", BRANCH_APPEND_AFTER_OVERWRITE), "append", branch="feature",
-                      from_branch="main")
+    out = engine.load(root, data("ba", BRANCH_APPEND_AFTER_OVERWRITE), "append", branch="feature", from_branch="main")
     assert out["branch_created"] is True
     history["feature"] = [check_branch(engine, root, g, "feature")]
     engine.load(root, data("bm", BRANCH_MERGE), "merge", branch="feature")
@@ -140,8 +141,9 @@ def test_engine_graph_read_through_spark(engine, spark, fixtures_dir, tmp_path):
     from omnigraph_spark import read_table
     from omnigraph_spark.spark.jvm_read import shim_loaded
 
-    readers = {"python source": lambda t, b: spark.read.format("omnigraph").option("type", t).option("branch", b)
-               .load(root)}
+    readers = {
+        "python source": lambda t, b: spark.read.format("omnigraph").option("type", t).option("branch", b).load(root)
+    }
     if shim_loaded(spark):  # the JVM read path (Lance Java SDK) on engine-written tables and branches
         readers["jvm path"] = lambda t, b: read_table(spark, root, t, branch=b, engine="jvm")
     assert "jvm path" in readers or not os.environ.get("OMNIGRAPH_SPARK_REQUIRE_SHIM")
@@ -152,5 +154,8 @@ def test_engine_graph_read_through_spark(engine, spark, fixtures_dir, tmp_path):
                 for r in rows:
                     if r.get("since") is not None:
                         r["since"] = (r["since"] - dt.date(1970, 1, 1)).days
-                assert sorted(rows, key=lambda r: r["id"]) == sorted(exported[branch][key], key=lambda r: r["id"]), \
-                    (how, branch, type_name)
+                assert sorted(rows, key=lambda r: r["id"]) == sorted(exported[branch][key], key=lambda r: r["id"]), (
+                    how,
+                    branch,
+                    type_name,
+                )

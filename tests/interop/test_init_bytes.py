@@ -1,6 +1,7 @@
 """Byte level: our Graph.init and `omnigraph init` produce the same graph root for every
 fixture schema — schema files byte for byte, dataset names, __manifest rows and version,
 dataset schemas and settings."""
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,9 @@ def test_init_is_byte_identical(engine, fixtures_dir, tmp_path, fixture):
     assert m_ours.schema.metadata == m_eng.schema.metadata
     assert [f.metadata for f in m_ours.schema] == [f.metadata for f in m_eng.schema]  # the unenforced PK
     assert m_ours.config() == m_eng.config()
-    assert [_manifest_row_view(r, ours) for r in manifest_rows(ours)] == \
-           [_manifest_row_view(r, eng) for r in manifest_rows(eng)]
+    assert [_manifest_row_view(r, ours) for r in manifest_rows(ours)] == [
+        _manifest_row_view(r, eng) for r in manifest_rows(eng)
+    ]
     assert m_ours.data_storage_version == m_eng.data_storage_version
     assert m_ours.has_stable_row_ids == m_eng.has_stable_row_ids
 
@@ -67,16 +69,25 @@ def test_init_is_byte_identical(engine, fixtures_dir, tmp_path, fixture):
         assert a.schema == b.schema, rel
         assert a.schema.metadata == b.schema.metadata, rel
         assert [f.metadata for f in a.schema] == [f.metadata for f in b.schema], rel
-        assert (a.version, a.count_rows(), a.data_storage_version, a.has_stable_row_ids, a.config()) == \
-               (b.version, b.count_rows(), b.data_storage_version, b.has_stable_row_ids, b.config()), rel
+        assert (a.version, a.count_rows(), a.data_storage_version, a.has_stable_row_ids, a.config()) == (
+            b.version,
+            b.count_rows(),
+            b.data_storage_version,
+            b.has_stable_row_ids,
+            b.config(),
+        ), rel
 
     genesis_ours = lance.dataset(f"{ours}/_graph_commits.lance").to_table().to_pylist()
     genesis_eng = lance.dataset(f"{eng}/_graph_commits.lance").to_table().to_pylist()
+
     def strip(rows):
         return [{k: v for k, v in r.items() if k not in ("graph_commit_id", "created_at")} for r in rows]
 
-    assert strip(genesis_ours) == strip(genesis_eng) == [
-        {"manifest_branch": None, "manifest_version": 3, "parent_commit_id": None, "merged_parent_commit_id": None}]
+    assert (
+        strip(genesis_ours)
+        == strip(genesis_eng)
+        == [{"manifest_branch": None, "manifest_version": 3, "parent_commit_id": None, "merged_parent_commit_id": None}]
+    )
 
 
 def test_engine_init_opens_with_our_contract_check(engine, fixtures_dir, tmp_path):
@@ -86,5 +97,6 @@ def test_engine_init_opens_with_our_contract_check(engine, fixtures_dir, tmp_pat
         engine.init(root, fixtures_dir / f"{fixture}.pg")
         g = Graph.open(root)
         assert g.snapshot().version == 3
-        assert sorted(g.snapshot().tables) == sorted(r["table_key"] for r in manifest_rows(root)
-                                                      if r["object_type"] == "table")
+        assert sorted(g.snapshot().tables) == sorted(
+            r["table_key"] for r in manifest_rows(root) if r["object_type"] == "table"
+        )

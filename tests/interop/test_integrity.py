@@ -3,6 +3,7 @@ deletes (deletion files, cascaded edge deletes under one sidecar) and after a ca
 overwrite open clean in the engine, export exactly our rows, and answer every fixture query as
 a graph the engine loaded with the same rows does; the engine then writes on top of them.
 Skipped (like the whole suite) without the Omnigraph 0.7.2 binary."""
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,16 @@ from .test_ours_to_engine import assert_engine_open_is_clean, assert_export_equa
 
 
 def _commit(graph: Graph, staged, cascade: bool = False):
-    return writes.commit_load(graph, "main", staged, validate=make_validator(graph, cascade=cascade),
-                              actor="interop")
+    return writes.commit_load(graph, "main", staged, validate=make_validator(graph, cascade=cascade), actor="interop")
 
 
 def _delete(graph: Graph, key: str, rows):
     target = writes.prepare_target(graph, "main", key, "delete")
     keys = delete_keys(graph.catalog.by_table_key(key), pa.Table.from_pylist(rows))
-    return _commit(graph, [writes.StagedTable(key, "delete", target.stage_uri, target.base_version, (),
-                                              keys.num_rows, 0, deletes=keys)])
+    return _commit(
+        graph,
+        [writes.StagedTable(key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0, deletes=keys)],
+    )
 
 
 def _reference(engine, fixtures_dir, tmp_path, keep) -> str:
@@ -44,8 +46,9 @@ def _reference(engine, fixtures_dir, tmp_path, keep) -> str:
 
 
 def _without(*names):
-    return lambda r: r.get("data", {}).get("name") not in names and r.get("from") not in names \
-        and r.get("to") not in names
+    return lambda r: (
+        r.get("data", {}).get("name") not in names and r.get("from") not in names and r.get("to") not in names
+    )
 
 
 def test_engine_reads_our_node_delete_and_its_cascade(engine, fixtures_dir, tmp_path):  # I18
@@ -53,16 +56,16 @@ def test_engine_reads_our_node_delete_and_its_cascade(engine, fixtures_dir, tmp_
     g = Graph.init(ours, (fixtures_dir / "test.pg").read_text())
     store_load_jsonl(g, fixtures_dir / "test.jsonl", actor="interop")
     res = _delete(g, "node:Person", [{"name": "Bob"}, {"name": "Nobody"}])
-    assert {t.table_key: t.rows_deleted for t in res.tables} == {"edge:Knows": 2, "edge:WorksAt": 1,
-                                                                 "node:Person": 1}
+    assert {t.table_key: t.rows_deleted for t in res.tables} == {"edge:Knows": 2, "edge:WorksAt": 1, "node:Person": 1}
     assert_engine_open_is_clean(engine, ours, g)
     assert_export_equals_ours(engine, ours, g)
     ref = _reference(engine, fixtures_dir, tmp_path, _without("Bob"))
     compare_queries(engine, ours, ref, fixtures_dir / "test.gq", QUERY_PARAMS["test"])
     # the engine writes on top of our deletion files, and we read its write
     more = tmp_path / "more.jsonl"
-    more.write_text('{"type": "Person", "data": {"name": "Bob", "age": 52}}\n'
-                    '{"edge": "Knows", "from": "Bob", "to": "Alice"}\n')
+    more.write_text(
+        '{"type": "Person", "data": {"name": "Bob", "age": 52}}\n{"edge": "Knows", "from": "Bob", "to": "Alice"}\n'
+    )
     engine.load(ours, more, "append")
     assert_export_equals_ours(engine, ours, g)
     assert recovery_audits(ours) == []
@@ -75,8 +78,12 @@ def test_engine_reads_our_edge_delete_by_endpoints(engine, fixtures_dir, tmp_pat
     _delete(g, "edge:Knows", [{"src": "Alice", "dst": "Charlie"}])
     assert_engine_open_is_clean(engine, ours, g)
     assert_export_equals_ours(engine, ours, g)
-    ref = _reference(engine, fixtures_dir, tmp_path,
-                     lambda r: not (r.get("edge") == "Knows" and (r["from"], r["to"]) == ("Alice", "Charlie")))
+    ref = _reference(
+        engine,
+        fixtures_dir,
+        tmp_path,
+        lambda r: not (r.get("edge") == "Knows" and (r["from"], r["to"]) == ("Alice", "Charlie")),
+    )
     compare_queries(engine, ours, ref, fixtures_dir / "test.gq", QUERY_PARAMS["test"])
 
 
@@ -86,8 +93,7 @@ def test_engine_reads_our_cascading_overwrite_and_strict_append(engine, fixtures
     store_load_jsonl(g, fixtures_dir / "test.jsonl", actor="interop")
     target = writes.prepare_target(g, "main", "node:Person", "overwrite")
     people = [{"id": n, "age": a, "name": n} for n, a in (("Alice", 30), ("Charlie", 35), ("Diana", 28))]
-    _commit(g, [writes.stage(target, pa.Table.from_pylist(people, schema=target.schema).to_batches())],
-            cascade=True)
+    _commit(g, [writes.stage(target, pa.Table.from_pylist(people, schema=target.schema).to_batches())], cascade=True)
     assert_engine_open_is_clean(engine, ours, g)
     assert_export_equals_ours(engine, ours, g)
     ref = _reference(engine, fixtures_dir, tmp_path, _without("Bob"))
@@ -119,10 +125,12 @@ def test_we_read_a_graph_the_engine_deleted_from(engine, fixtures_dir, tmp_path)
     engine.load(root, fixtures_dir / "test.jsonl", "append")
     mutations = tmp_path / "deletes.gq"
     mutations.write_text(ENGINE_DELETES)
-    engine.run("mutate", "--store", root, "--query", mutations, "remove_person",
-               "--params", json.dumps({"name": "Bob"}))
-    engine.run("mutate", "--store", root, "--query", mutations, "remove_friendships",
-               "--params", json.dumps({"from": "Alice"}))
+    engine.run(
+        "mutate", "--store", root, "--query", mutations, "remove_person", "--params", json.dumps({"name": "Bob"})
+    )
+    engine.run(
+        "mutate", "--store", root, "--query", mutations, "remove_friendships", "--params", json.dumps({"from": "Alice"})
+    )
 
     g = Graph.open(root)
     seen = check_branch(engine, root, g, "main")
@@ -131,8 +139,12 @@ def test_we_read_a_graph_the_engine_deleted_from(engine, fixtures_dir, tmp_path)
     edges = [r for t in ("edge:Knows", "edge:WorksAt") for r in seen["rows"].get(t, [])]
     assert edges and all("Bob" not in (r["src"], r["dst"]) for r in edges)
     assert all(r["src"] != "Alice" for r in seen["rows"].get("edge:Knows", []))
-    ref = _reference(engine, fixtures_dir, tmp_path,
-                     lambda r: _without("Bob")(r) and not (r.get("edge") == "Knows" and r["from"] == "Alice"))
+    ref = _reference(
+        engine,
+        fixtures_dir,
+        tmp_path,
+        lambda r: _without("Bob")(r) and not (r.get("edge") == "Knows" and r["from"] == "Alice"),
+    )
     assert without_edge_ids(export_rows(engine.export(root))) == without_edge_ids(export_rows(engine.export(ref)))
 
     # strict append on top of the engine's deletes: the deleted key is free, a live one is not

@@ -2,6 +2,7 @@
 real engine (its recovery sweep finds nothing to do), queried, exported, and their commits and
 branches listed; everything must equal what we wrote and what the engine computes on a graph it
 loaded itself from the same fixture."""
+
 from __future__ import annotations
 
 import re
@@ -143,8 +144,10 @@ def test_store_writer_branch_is_read_by_engine(engine, fixtures_dir, tmp_path):
     store_load_jsonl(g, fixtures_dir / "test.jsonl", actor="interop")
     g.create_branch("feature")
     extra = tmp_path / "extra.jsonl"
-    extra.write_text('{"type": "Person", "data": {"name": "Eve", "age": 41}}\n'
-                     '{"edge": "Knows", "from": "Eve", "to": "Alice", "data": {"since": "2020-02-03"}}\n')
+    extra.write_text(
+        '{"type": "Person", "data": {"name": "Eve", "age": 41}}\n'
+        '{"edge": "Knows", "from": "Eve", "to": "Alice", "data": {"since": "2020-02-03"}}\n'
+    )
     store_load_jsonl(g, extra, branch="feature", actor="brancher")
     merge = tmp_path / "merge.jsonl"
     merge.write_text('{"type": "Person", "data": {"name": "Bob", "age": 26}}\n')
@@ -192,11 +195,13 @@ def test_jvm_staged_graph_is_read_by_engine(engine, spark, fixtures_dir, tmp_pat
     ours, ref = str(tmp_path / "ours"), str(tmp_path / "ref")
     g = Graph.init(ours, (fixtures_dir / "test.pg").read_text())
     frames = {
-        "Person": spark.createDataFrame([("Alice", 30), ("Bob", 25), ("Charlie", 35), ("Diana", 28)],
-                                        "name string, age int"),
+        "Person": spark.createDataFrame(
+            [("Alice", 30), ("Bob", 25), ("Charlie", 35), ("Diana", 28)], "name string, age int"
+        ),
         "Company": spark.createDataFrame([("Acme",), ("Globex",)], "name string"),
-        "Knows": spark.createDataFrame([("Alice", "Bob"), ("Alice", "Charlie"), ("Bob", "Diana")],
-                                       "`from` string, `to` string"),
+        "Knows": spark.createDataFrame(
+            [("Alice", "Bob"), ("Alice", "Charlie"), ("Bob", "Diana")], "`from` string, `to` string"
+        ),
         "WorksAt": spark.createDataFrame([("Alice", "Acme"), ("Bob", "Globex")], "`from` string, `to` string"),
     }
     write_graph(ours, frames, actor="spark-jvm", engine="jvm")
@@ -209,13 +214,26 @@ def test_jvm_staged_graph_is_read_by_engine(engine, spark, fixtures_dir, tmp_pat
     assert engine_commits(engine.commits(ours)) == our_commits(g)
 
     g.create_branch("feature")
-    write_graph(ours, {"Person": spark.createDataFrame([("Eve", 41)], "name string, age int"),
-                       "Knows": spark.createDataFrame([("Eve", "Alice", dt.date(2020, 2, 3))],
-                                                      "src string, dst string, since date")},
-                branch="feature", engine="jvm")
+    write_graph(
+        ours,
+        {
+            "Person": spark.createDataFrame([("Eve", 41)], "name string, age int"),
+            "Knows": spark.createDataFrame(
+                [("Eve", "Alice", dt.date(2020, 2, 3))], "src string, dst string, since date"
+            ),
+        },
+        branch="feature",
+        engine="jvm",
+    )
     # the merge's replaced row found and given its deletion file by the executors (I21)
-    write_graph(ours, {"Person": spark.createDataFrame([("Bob", 26)], "name string, age int")}, mode="merge",
-                branch="feature", engine="jvm", options={"distributedCheckRows": "1"})
+    write_graph(
+        ours,
+        {"Person": spark.createDataFrame([("Bob", 26)], "name string, age int")},
+        mode="merge",
+        branch="feature",
+        engine="jvm",
+        options={"distributedCheckRows": "1"},
+    )
     for branch in ("main", "feature"):
         assert_engine_open_is_clean(engine, ours, g, branch)
         assert_export_equals_ours(engine, ours, g, branch)

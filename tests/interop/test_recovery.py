@@ -8,6 +8,7 @@
     byte copies of the crashed root, one by each implementation, and the results must agree;
     then the other side opens the recovered root and finds nothing left to do.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,13 @@ def loaded_graph(fixtures_dir, root: str) -> Graph:
 
 def crash_our_writer(root: str, tables: str, failpoint: str) -> None:
     env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT=failpoint)
-    p = subprocess.run([sys.executable, str(CRASH_WRITER), root, "append", "main", tables],
-                       capture_output=True, text=True, timeout=120, env=env)
+    p = subprocess.run(
+        [sys.executable, str(CRASH_WRITER), root, "append", "main", tables],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert p.returncode == 137, (p.returncode, p.stdout, p.stderr[-3000:])
     assert len(pending_sidecars(root)) == 1
 
@@ -66,15 +72,25 @@ def state(root: str) -> dict:
     """Everything recovery decides, minus fresh ids and timestamps."""
     g = Graph.open(root)
     snap = g.snapshot()
-    audits = [{"kind": a["recovery_kind"], "for_actor": a["recovery_for_actor"], "op": a["operation_id"],
-               "writer_kind": a["sidecar_writer_kind"],
-               "outcomes": sorted(json.loads(a["per_table_outcomes_json"]), key=lambda o: o["table_key"])}
-              for a in recovery_audits(root)]
+    audits = [
+        {
+            "kind": a["recovery_kind"],
+            "for_actor": a["recovery_for_actor"],
+            "op": a["operation_id"],
+            "writer_kind": a["sidecar_writer_kind"],
+            "outcomes": sorted(json.loads(a["per_table_outcomes_json"]), key=lambda o: o["table_key"]),
+        }
+        for a in recovery_audits(root)
+    ]
     commits = [(c.manifest_version, c.actor_id) for c in g.log()]
-    return {"version": snap.version,
-            "tables": {k: (t.version, t.row_count) for k, t in snap.tables.items()},
-            "rows": our_rows(g, snap), "audits": audits, "commits": commits,
-            "sidecars": pending_sidecars(root)}
+    return {
+        "version": snap.version,
+        "tables": {k: (t.version, t.row_count) for k, t in snap.tables.items()},
+        "rows": our_rows(g, snap),
+        "audits": audits,
+        "commits": commits,
+        "sidecars": pending_sidecars(root),
+    }
 
 
 def engine_recovers(engine, root: str) -> dict:
@@ -106,7 +122,7 @@ def test_engine_rolls_our_crash_after_all_commits_forward(engine, fixtures_dir, 
     loaded_graph(fixtures_dir, root)
     v_before = manifest_version(root)
     crash_our_writer(root, "person", "after_all_commits")
-    op = pending_sidecars(root)[0][:-len(".json")]
+    op = pending_sidecars(root)[0][: -len(".json")]
     copy = twin(root, str(tmp_path / "copy"))
 
     got = engine_recovers(engine, root)
@@ -114,8 +130,15 @@ def test_engine_rolls_our_crash_after_all_commits_forward(engine, fixtures_dir, 
     assert got["version"] == v_before + 1
     assert got["tables"]["node:Person"] == (3, 6)
     assert sorted(r["id"] for r in got["rows"]["node:Person"]) == ["Alice", "Bob", "Charlie", "Diana", "new1", "old"]
-    assert got["audits"] == [{"kind": "RolledForward", "for_actor": "crash-test", "op": op, "writer_kind": "Load",
-                              "outcomes": [{"table_key": "node:Person", "from_version": 2, "to_version": 3}]}]
+    assert got["audits"] == [
+        {
+            "kind": "RolledForward",
+            "for_actor": "crash-test",
+            "op": op,
+            "writer_kind": "Load",
+            "outcomes": [{"table_key": "node:Person", "from_version": 2, "to_version": 3}],
+        }
+    ]
     assert got["commits"][-1] == (v_before + 1, "omnigraph:recovery")
 
     assert ours_recovers(copy) == got  # our sweep decides exactly as the engine did
@@ -128,7 +151,7 @@ def test_engine_rolls_our_crash_mid_commit_back(engine, fixtures_dir, tmp_path):
     loaded_graph(fixtures_dir, root)
     before = state(root)
     crash_our_writer(root, "person+knows", "after_table_commit#1")  # edge:Knows committed, Person not
-    op = pending_sidecars(root)[0][:-len(".json")]
+    op = pending_sidecars(root)[0][: -len(".json")]
     copy = twin(root, str(tmp_path / "copy"))
 
     got = engine_recovers(engine, root)
@@ -136,8 +159,15 @@ def test_engine_rolls_our_crash_mid_commit_back(engine, fixtures_dir, tmp_path):
     assert got["rows"] == before["rows"]
     assert got["tables"]["edge:Knows"] == (4, 3)  # restored: a new version with the old content
     assert got["tables"]["node:Person"] == before["tables"]["node:Person"]
-    assert got["audits"] == [{"kind": "RolledBack", "for_actor": "crash-test", "op": op, "writer_kind": "Load",
-                              "outcomes": [{"table_key": "edge:Knows", "from_version": 3, "to_version": 2}]}]
+    assert got["audits"] == [
+        {
+            "kind": "RolledBack",
+            "for_actor": "crash-test",
+            "op": op,
+            "writer_kind": "Load",
+            "outcomes": [{"table_key": "edge:Knows", "from_version": 3, "to_version": 2}],
+        }
+    ]
     assert got["commits"][-1] == (got["version"], "omnigraph:recovery")
 
     assert ours_recovers(copy) == got
@@ -149,10 +179,18 @@ def test_engine_rolls_our_crash_mid_commit_back(engine, fixtures_dir, tmp_path):
 def engine_style_sidecar(root: str, pins: list, actor: str = "engine-writer") -> str:
     """Exactly the JSON of spec §H.1 (serde pretty form, no trailing newline)."""
     op = new_ulid()
-    doc = {"schema_version": 2, "operation_id": op, "started_at": str(now_us()), "branch": None,
-           "actor_id": actor, "writer_kind": "Load",
-           "tables": [{"table_key": k, "table_path": f"{root}/{path}", "expected_version": v,
-                       "post_commit_pin": v + 1} for k, path, v in pins]}
+    doc = {
+        "schema_version": 2,
+        "operation_id": op,
+        "started_at": str(now_us()),
+        "branch": None,
+        "actor_id": actor,
+        "writer_kind": "Load",
+        "tables": [
+            {"table_key": k, "table_path": f"{root}/{path}", "expected_version": v, "post_commit_pin": v + 1}
+            for k, path, v in pins
+        ],
+    }
     os.makedirs(os.path.join(root, "__recovery"), exist_ok=True)
     Path(root, "__recovery", f"{op}.json").write_text(json.dumps(doc, indent=2))
     return op
@@ -176,9 +214,15 @@ def test_we_roll_an_engine_style_crash_forward(engine, fixtures_dir, tmp_path):
     assert got["sidecars"] == []
     assert got["version"] == v_before + 1
     assert got["tables"]["node:Person"] == (3, 5)
-    assert got["audits"] == [{"kind": "RolledForward", "for_actor": "engine-writer", "op": op,
-                              "writer_kind": "Load",
-                              "outcomes": [{"table_key": "node:Person", "from_version": 2, "to_version": 3}]}]
+    assert got["audits"] == [
+        {
+            "kind": "RolledForward",
+            "for_actor": "engine-writer",
+            "op": op,
+            "writer_kind": "Load",
+            "outcomes": [{"table_key": "node:Person", "from_version": 2, "to_version": 3}],
+        }
+    ]
     assert got["commits"][-1] == (v_before + 1, "omnigraph:recovery")
 
     assert engine_recovers(engine, copy) == got  # the engine does the same with its own sidecar
@@ -198,8 +242,15 @@ def test_we_roll_an_engine_style_crash_back(engine, fixtures_dir, tmp_path):
     assert got["sidecars"] == []
     assert got["rows"] == before["rows"]
     assert got["tables"]["node:Person"] == (4, 4)
-    assert got["audits"] == [{"kind": "RolledBack", "for_actor": "engine-writer", "op": op, "writer_kind": "Load",
-                              "outcomes": [{"table_key": "node:Person", "from_version": 3, "to_version": 2}]}]
+    assert got["audits"] == [
+        {
+            "kind": "RolledBack",
+            "for_actor": "engine-writer",
+            "op": op,
+            "writer_kind": "Load",
+            "outcomes": [{"table_key": "node:Person", "from_version": 3, "to_version": 2}],
+        }
+    ]
 
     assert engine_recovers(engine, copy) == got
     assert_clean_for_engine(engine, root)

@@ -10,6 +10,7 @@ line per row it computes to a file of its own: if a task were retried, its rows 
 computed again. Prints ``RESULT <json>``: per load the exception's class and first line, the
 typed error's code and first line, the rows computed, and the graph's version before/after.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,16 +62,20 @@ def main() -> None:
             res["raised"] = None
         except Exception as e:  # the point is what arrives
             typed = unwrap_error(e)
-            res.update(raised=f"{type(e).__module__}.{type(e).__name__}", first_line=str(e).splitlines()[0],
-                       code=typed.code if typed else None,
-                       typed_first_line=str(typed).splitlines()[0] if typed else None)
+            res.update(
+                raised=f"{type(e).__module__}.{type(e).__name__}",
+                first_line=str(e).splitlines()[0],
+                code=typed.code if typed else None,
+                typed_first_line=str(typed).splitlines()[0] if typed else None,
+            )
         path = os.path.join(SPEC["counters"], name)
         res["rows_computed"] = len(open(path).read().splitlines()) if os.path.exists(path) else 0
         res["versions"] = [before, Graph.open(SPEC["root"]).snapshot().version]
         out[name] = res
 
-    attempt("df_write", lambda df: df.write.format("omnigraph").option("type", "Person").mode("append")
-            .save(SPEC["root"]))
+    attempt(
+        "df_write", lambda df: df.write.format("omnigraph").option("type", "Person").mode("append").save(SPEC["root"])
+    )
     attempt("python", lambda df: write_table(df, SPEC["root"], "Person", engine="python"))
     attempt("jvm", lambda df: write_table(df, SPEC["root"], "Person", engine="jvm"))
     print("RESULT " + json.dumps(out), flush=True)

@@ -1,4 +1,5 @@
 """Shared machinery of the reliability suite: Spark subprocesses, graph checks, counters."""
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ FULL = os.environ.get("OMNIGRAPH_FULL_MATRIX") == "1"
 
 # -- Spark subprocesses ----------------------------------------------------------------------
 
+
 @dataclass
 class JobRun:
     spec: dict
@@ -38,7 +40,7 @@ class JobRun:
     def result(self) -> dict | None:
         for line in reversed(self.stdout.splitlines()):
             if line.startswith("RESULT "):
-                return json.loads(line[len("RESULT "):])
+                return json.loads(line[len("RESULT ") :])
         return None
 
     @property
@@ -70,8 +72,14 @@ def _env(failpoint: str | None) -> dict[str, str]:
 def start_job(spec: dict, failpoint: str | None = None) -> subprocess.Popen:
     """Start one Spark application in its own process group (so the whole tree — the Python
     driver, its JVM and the Python workers — can be reaped, and only it)."""
-    return subprocess.Popen([sys.executable, JOB, json.dumps(spec)], env=_env(failpoint), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, JOB, json.dumps(spec)],
+        env=_env(failpoint),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def finish_job(p: subprocess.Popen, spec: dict, t0: float, timeout: float = 240) -> JobRun:
@@ -111,6 +119,7 @@ def run_jobs(specs: Sequence[dict], timeout: float = 300, stagger_s: float = 0.0
 
 
 # -- graph checks -------------------------------------------------------------------------------
+
 
 def ids(graph: Graph, key: str, branch: str = "main") -> list[str]:
     return sorted(graph.read_table(key, graph.snapshot(branch), columns=["id"]).column("id").to_pylist())

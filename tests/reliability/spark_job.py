@@ -15,6 +15,7 @@ Protocol: on success the last stdout line is ``RESULT <json>``; a typed failure 
 ``ERROR <CODE> <message>`` and exits 3; anything else exits 4. A failpoint kills the process
 (or, for ``df.write``, the Python worker that runs the commit).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,17 +36,20 @@ warnings.filterwarnings("ignore")
 def session(master: str = "local[2]", extra: dict | None = None):
     from pyspark.sql import SparkSession
 
-    b = (SparkSession.builder.master(master).appName(f"omnigraph-reliability-{SPEC['kind']}")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.default.parallelism", "2")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.memory", "768m")
-         # a short-lived JVM: skip the optimising JIT tiers and keep GC simple (startup time)
-         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m")
-         .config("spark.python.worker.reuse", "true")
-         .config("spark.sql.adaptive.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false"))
+    b = (
+        SparkSession.builder.master(master)
+        .appName(f"omnigraph-reliability-{SPEC['kind']}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "768m")
+        # a short-lived JVM: skip the optimising JIT tiers and keep GC simple (startup time)
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
     for k, v in (extra or {}).items():
         b = b.config(k, v)
     s = b.getOrCreate()
@@ -85,8 +89,13 @@ def job_load(spark):
     if SPEC.get("gate"):
         people = _gated(people, SPEC["gate"])
     if SPEC["api"] in ("df", "df_jvm"):
-        w = (people.write.format("omnigraph").option("type", "Person").option("branch", branch)
-             .option("writeMode", mode).option("actor", SPEC.get("actor", "reliability")))
+        w = (
+            people.write.format("omnigraph")
+            .option("type", "Person")
+            .option("branch", branch)
+            .option("writeMode", mode)
+            .option("actor", SPEC.get("actor", "reliability"))
+        )
         if SPEC["api"] == "df_jvm":  # the shim's provider: staged in the JVM, committed by its bridge process
             w = w.option("engine", "jvm")
         for k, v in SPEC.get("options", {}).items():
@@ -96,11 +105,20 @@ def job_load(spark):
     from omnigraph_spark.spark.graph_io import write_graph
 
     knows = spark.createDataFrame(knows_rows(prefix, n), "id string, `from` string, `to` string").repartition(2)
-    res = write_graph(SPEC["root"], {"Person": people, "Knows": knows}, mode=mode, branch=branch,
-                      actor=SPEC.get("actor", "reliability"), options=SPEC.get("options"),
-                      engine="jvm" if SPEC["api"] == "graph_jvm" else "python")
-    return {"ids": [r[0] for r in people_rows(prefix, n)] + [r[0] for r in extra],
-            "edges": [r[0] for r in knows_rows(prefix, n)], "manifest_version": res.manifest_version}
+    res = write_graph(
+        SPEC["root"],
+        {"Person": people, "Knows": knows},
+        mode=mode,
+        branch=branch,
+        actor=SPEC.get("actor", "reliability"),
+        options=SPEC.get("options"),
+        engine="jvm" if SPEC["api"] == "graph_jvm" else "python",
+    )
+    return {
+        "ids": [r[0] for r in people_rows(prefix, n)] + [r[0] for r in extra],
+        "edges": [r[0] for r in knows_rows(prefix, n)],
+        "manifest_version": res.manifest_version,
+    }
 
 
 def _faulty_frame(spark, n: int, parts: int, fail_even: bool, slow_partition: int = -1, slow_s: float = 0.0):
@@ -137,26 +155,41 @@ def job_task_fault(spark):
     df = _faulty_frame(spark, SPEC["n"], SPEC.get("parts", 4), fail_even=True)
     api = SPEC.get("api", "df")
     if api == "df":
-        (df.write.format("omnigraph").option("type", "Person").option("maxRowsPerFile", "4")
-         .mode("append").save(SPEC["root"]))
+        (
+            df.write.format("omnigraph")
+            .option("type", "Person")
+            .option("maxRowsPerFile", "4")
+            .mode("append")
+            .save(SPEC["root"])
+        )
     else:
         from omnigraph_spark.spark.graph_io import write_graph
 
         engine = "jvm" if api == "graph_jvm" else "python"
         write_graph(SPEC["root"], {"Person": df}, options={"maxRowsPerFile": "4"}, engine=engine)
     marks = SPEC.get("marks")
-    return {"ids": [f"f{i:03d}" for i in range(SPEC["n"])],
-            "attempts": sorted(os.listdir(marks)) if marks and os.path.isdir(marks) else None}
+    return {
+        "ids": [f"f{i:03d}" for i in range(SPEC["n"])],
+        "attempts": sorted(os.listdir(marks)) if marks and os.path.isdir(marks) else None,
+    }
 
 
 def job_speculation(spark):
-    df = _faulty_frame(spark, SPEC["n"], SPEC.get("parts", 4), fail_even=False, slow_partition=1,
-                       slow_s=SPEC.get("slow_s", 6.0))
-    (df.write.format("omnigraph").option("type", "Person").option("maxRowsPerFile", "4")
-     .mode("append").save(SPEC["root"]))
+    df = _faulty_frame(
+        spark, SPEC["n"], SPEC.get("parts", 4), fail_even=False, slow_partition=1, slow_s=SPEC.get("slow_s", 6.0)
+    )
+    (
+        df.write.format("omnigraph")
+        .option("type", "Person")
+        .option("maxRowsPerFile", "4")
+        .mode("append")
+        .save(SPEC["root"])
+    )
     marks = SPEC.get("marks")
-    return {"ids": [f"f{i:03d}" for i in range(SPEC["n"])],
-            "attempts": sorted(os.listdir(marks)) if marks and os.path.isdir(marks) else None}
+    return {
+        "ids": [f"f{i:03d}" for i in range(SPEC["n"])],
+        "attempts": sorted(os.listdir(marks)) if marks and os.path.isdir(marks) else None,
+    }
 
 
 def job_reader(spark):
@@ -183,8 +216,12 @@ def job_reader(spark):
         g = Graph.open(SPEC["root"])
         snap = g.snapshot(SPEC.get("branch", "main"))
         t = snap.table("node:Person")
-        df = (spark.read.format("omnigraph").option("type", "Person").option("version", str(snap.version))
-              .load(SPEC["root"]))
+        df = (
+            spark.read.format("omnigraph")
+            .option("type", "Person")
+            .option("version", str(snap.version))
+            .load(SPEC["root"])
+        )
         agg = df.agg(F.count("*").alias("n"), F.countDistinct("id").alias("d")).collect()[0]
         out.append({"version": snap.version, "row_count": t.row_count, "read": agg["n"], "distinct": agg["d"]})
         if SPEC.get("signal") and len(out) == 1:
@@ -197,8 +234,14 @@ def job_delete(spark):
     """A node delete (``SPEC['names']``) with its cascade to edge:Knows: one commit of two tables."""
     names = spark.createDataFrame([(n,) for n in SPEC["names"]], "name string")
     if SPEC["api"] == "df":
-        (names.write.format("omnigraph").option("type", "Person").option("writeMode", "delete")
-         .option("actor", "crash").mode("append").save(SPEC["root"]))
+        (
+            names.write.format("omnigraph")
+            .option("type", "Person")
+            .option("writeMode", "delete")
+            .option("actor", "crash")
+            .mode("append")
+            .save(SPEC["root"])
+        )
         return {}
     from omnigraph_spark.spark.graph_io import write_graph
 
@@ -206,7 +249,13 @@ def job_delete(spark):
     return {"manifest_version": res.manifest_version}
 
 
-JOBS = {"load": job_load, "delete": job_delete, "task_fault": job_task_fault, "speculation": job_speculation, "reader": job_reader}
+JOBS = {
+    "load": job_load,
+    "delete": job_delete,
+    "task_fault": job_task_fault,
+    "speculation": job_speculation,
+    "reader": job_reader,
+}
 
 
 def main() -> int:

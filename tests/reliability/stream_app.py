@@ -11,6 +11,7 @@ micro-batch) and writes them into the graph at ``uri`` from the checkpoint ``ck`
 exits 0 after printing ``DONE``. ``STARTED`` is printed once the query runs. A failpoint
 (``OMNIGRAPH_SPARK_FAILPOINT``) may kill the committing process at a protocol step.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,10 @@ def split_events(batch_df):
     """Events -> Person nodes and Knows edges."""
     from pyspark.sql import functions as F
 
-    return {"Person": batch_df.where(F.col("kind") == "person").select("name", "age"),
-            "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst")}
+    return {
+        "Person": batch_df.where(F.col("kind") == "person").select("name", "age"),
+        "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst"),
+    }
 
 
 def main() -> int:
@@ -44,23 +47,31 @@ def main() -> int:
     from omnigraph_spark.spark import register
     from omnigraph_spark.spark.stream import GraphBatchWriter
 
-    spark = (SparkSession.builder.master("local[2]").appName("omnigraph-stream-kill")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2")
-             .config("spark.driver.memory", "768m")
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m")
-             .config("spark.python.worker.reuse", "true")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("omnigraph-stream-kill")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "768m")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("OFF")
     register(spark)
     events = spark.readStream.schema(EVENT_SCHEMA).option("maxFilesPerTrigger", 1).json(SPEC["src"])
     if SPEC["api"] == "graph":
         w = events.writeStream.foreachBatch(GraphBatchWriter(SPEC["uri"], split_events, engine="python"))
     else:
-        w = (events.where(F.col("kind") == "person").select("name", "age")
-             .writeStream.format("omnigraph").option("type", "Person").option("path", SPEC["uri"]))
+        w = (
+            events.where(F.col("kind") == "person")
+            .select("name", "age")
+            .writeStream.format("omnigraph")
+            .option("type", "Person")
+            .option("path", SPEC["uri"])
+        )
     w = w.option("checkpointLocation", SPEC["ck"])
     w = w.trigger(availableNow=True) if SPEC["trigger"] == "available" else w.trigger(processingTime="200 milliseconds")
     q = w.start()

@@ -7,6 +7,7 @@ with ``spark.task.maxFailures`` = 4), no ``Aborting task`` / ``TaskSetManager`` 
 console, the typed error from ``write_table`` / ``write_graph`` / ``load_jsonl`` and, through
 ``unwrap_error``, from ``df.write``, with the same first line on every path.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ from omnigraph_spark.demo import sample_path
 
 from .helpers import STATS, _env, finish_job
 
-pytestmark = [pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 JOB = str(Path(__file__).resolve().parent / "bad_rows_job.py")
 #: console lines of a failed (and retried) task; a data error must produce none of them
@@ -43,15 +46,21 @@ def test_a_bad_row_is_computed_once_and_logs_no_task_failure(tmp_path):
     counters.mkdir()
     spec = {"root": root, "counters": str(counters), "master": "local[2,4]"}
     t0 = time.monotonic()
-    p = subprocess.Popen([sys.executable, JOB, json.dumps(spec)], env=_env(None), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, JOB, json.dumps(spec)],
+        env=_env(None),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     run = finish_job(p, spec, t0, timeout=400)
     assert run.result is not None, run.tail()
     res = run.result
     STATS["bad_inputs"] += 3
     noise = [line for line in run.stderr.splitlines() if TASK_FAILURE_LINES.search(line)]
     assert not noise, "task failure lines on the console:\n" + "\n".join(noise[:20])
-    expected = ("[CONSTRAINT_VIOLATION] node Person column 'role' row ")
+    expected = "[CONSTRAINT_VIOLATION] node Person column 'role' row "
     lines = set()
     for name in ("df_write", "python", "jvm"):
         r = res[name]
@@ -65,8 +74,9 @@ def test_a_bad_row_is_computed_once_and_logs_no_task_failure(tmp_path):
     # the Python source's error is wrapped as [PYTHON_DATA_SOURCE_ERROR]; the shim's provider
     # raises ours as an IllegalArgumentException whose first line is its class and code
     first = res["df_write"]["first_line"]
-    assert (first.startswith("[PYTHON_DATA_SOURCE_ERROR]")
-            or first.startswith("ConstraintViolationError: [CONSTRAINT_VIOLATION] node Person column 'role'")), first
+    assert first.startswith("[PYTHON_DATA_SOURCE_ERROR]") or first.startswith(
+        "ConstraintViolationError: [CONSTRAINT_VIOLATION] node Person column 'role'"
+    ), first
     assert len(lines) == 1, lines
 
 
@@ -112,7 +122,7 @@ DATA_CASES = [
     ("UNKNOWN_TYPE", "Nope", [("t9", "a")], TAG, False),
     ("UNKNOWN_COLUMN", "Tag", [("t9", "a", "x")], TAG + ", shoe string", True),
     ("MISSING_COLUMN", "Tag", [("t9",)], "name string", True),
-    ("TYPE_MISMATCH", "Person", [("p1", 2 ** 40)], "name string, age bigint", False),
+    ("TYPE_MISMATCH", "Person", [("p1", 2**40)], "name string, age bigint", False),
     ("NULL_VIOLATION", "Tag", [("t8", "a"), ("t9", None)], TAG, True),
     ("CONSTRAINT_VIOLATION", "Tag", [("t8", "a"), ("t9", "zzz")], TAG, True),
     ("UNIQUE_VIOLATION", "Tag", [("t8", "a", "x"), ("t9", "b", "x")], TAG + ", label string", True),
@@ -195,8 +205,9 @@ def test_a_bad_jsonl_record_is_the_typed_error(spark, tag_graph, tmp_path):
 
     version = Graph.open(tag_graph).snapshot().version
     p = tmp_path / "bad.jsonl"
-    p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n'
-                 '{"type": "Tag", "data": {"name": "t8", "kind": "zzz"}}\n')
+    p.write_text(
+        '{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Tag", "data": {"name": "t8", "kind": "zzz"}}\n'
+    )
     with pytest.raises(ConstraintViolationError, match=r"^\[CONSTRAINT_VIOLATION\] .*bad.jsonl:2 \(record 2\)"):
         load_jsonl(spark, tag_graph, str(p))
     p.write_text('{"type": "Tag", "data": {"name": "t7", "kind": "a"}}\n{"type": "Tag", "data": \n')
@@ -227,8 +238,11 @@ def test_each_bad_row_is_found_with_its_own_error_and_one_error_names_the_first_
     kinds = ["a", "b", "zz", "a", "b", None, "a", "yy", "a", "b"]
     batch = pa.RecordBatch.from_pydict({"name": [f"t{i}" for i in range(10)], "kind": kinds})
     good, bad = split_bad_rows(lambda b, start: conv.convert(b, row_offset=start, where="test"), batch)
-    assert [(i, e.code) for i, e in bad] == [(2, "CONSTRAINT_VIOLATION"), (5, "NULL_VIOLATION"),
-                                             (7, "CONSTRAINT_VIOLATION")]
+    assert [(i, e.code) for i, e in bad] == [
+        (2, "CONSTRAINT_VIOLATION"),
+        (5, "NULL_VIOLATION"),
+        (7, "CONSTRAINT_VIOLATION"),
+    ]
     assert "row 7: invalid enum value 'yy'" in bad[2][1].message
     assert [r for start, b in good for r in range(start, start + b.num_rows)] == [0, 1, 3, 4, 6, 8, 9]
     assert [n for _, b in good for n in b.column("name").to_pylist()] == ["t0", "t1", "t3", "t4", "t6", "t8", "t9"]

@@ -11,6 +11,7 @@
 Afterwards the graph is consistent: no sidecar, HEAD == pin (I7), no duplicates, the commit log
 holds exactly the acknowledged loads, and the next write succeeds.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,8 +34,9 @@ def _graph(tmp_path, schema_text, base=()):
     g = Graph.init(str(tmp_path / "graph"), schema_text)
     if base:
         t = writes.prepare_target(g, "main", "node:Person", "append")
-        st = writes.stage(t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in base],
-                                                  schema=t.schema).to_batches())
+        st = writes.stage(
+            t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in base], schema=t.schema).to_batches()
+        )
         writes.commit_load(g, "main", [st], actor="setup")
     return g
 
@@ -59,8 +61,15 @@ def _after(g: Graph):
     assert_heads_match_pins(g)
     assert_no_duplicates(g)
     t = writes.prepare_target(g, "main", "node:Person", "append")
-    writes.commit_load(g, "main", [writes.stage(t, pa.Table.from_pylist([{"id": "after", "age": 1, "name": "after"}],
-                                                                         schema=t.schema).to_batches())])
+    writes.commit_load(
+        g,
+        "main",
+        [
+            writes.stage(
+                t, pa.Table.from_pylist([{"id": "after", "age": 1, "name": "after"}], schema=t.schema).to_batches()
+            )
+        ],
+    )
     assert "after" in ids(g, "node:Person")
 
 
@@ -68,8 +77,19 @@ def test_four_parallel_appenders_and_a_reader(tmp_path, test_schema_text):
     """I1, I13, I14: four Spark applications append to one table at once; all land, once each."""
     g = _graph(tmp_path, test_schema_text)
     first_read = str(tmp_path / "first-read")
-    apps = [{"kind": "load", "api": api, "mode": "append", "prefix": p, "n": N, "root": g.root, "actor": f"app-{p}",
-             "gate": first_read} for p, api in (("a", "df"), ("b", "graph"), ("c", "df"), ("d", "graph"))]
+    apps = [
+        {
+            "kind": "load",
+            "api": api,
+            "mode": "append",
+            "prefix": p,
+            "n": N,
+            "root": g.root,
+            "actor": f"app-{p}",
+            "gate": first_read,
+        }
+        for p, api in (("a", "df"), ("b", "graph"), ("c", "df"), ("d", "graph"))
+    ]
     stop = str(tmp_path / "writers-done")
     reader = {"kind": "reader", "root": g.root, "seconds": 280, "max_reads": 400, "until": stop, "signal": first_read}
     STATS["cases_tried"] += 1
@@ -105,10 +125,13 @@ def test_mixed_merge_overwrite_appends(tmp_path, test_schema_text):
     common = {"kind": "load", "n": N, "root": g.root}
     overwrite = dict(common, api="df", mode="overwrite", prefix="w", actor="overwrite", gate=gate)
     first_read = str(tmp_path / "first-read")
-    others = [dict(common, api="df", mode="append", prefix="a", actor="append-a", gate=first_read),
-              dict(common, api="graph", mode="append", prefix="b", actor="append-b", gate=first_read),
-              dict(common, api="graph", mode="merge", prefix="m", actor="merge", extra_people=[["old0", 99]],
-                   gate=first_read)]
+    others = [
+        dict(common, api="df", mode="append", prefix="a", actor="append-a", gate=first_read),
+        dict(common, api="graph", mode="append", prefix="b", actor="append-b", gate=first_read),
+        dict(
+            common, api="graph", mode="merge", prefix="m", actor="merge", extra_people=[["old0", 99]], gate=first_read
+        ),
+    ]
     stop = str(tmp_path / "writers-done")
     reader = {"kind": "reader", "root": g.root, "seconds": 280, "max_reads": 400, "until": stop, "signal": first_read}
     STATS["cases_tried"] += 1

@@ -1,4 +1,5 @@
 """Fast regressions for bugs the reliability suite found (store level, no Spark)."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -12,8 +13,9 @@ from omnigraph_spark.store.failpoints import ENV
 
 def _stage(g, branch, ids, mode="append"):
     t = writes.prepare_target(g, branch, "node:Person", mode)
-    return writes.stage(t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in ids],
-                                                schema=t.schema).to_batches())
+    return writes.stage(
+        t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in ids], schema=t.schema).to_batches()
+    )
 
 
 def _crash_a_branch_load_after_its_commits(g, monkeypatch):

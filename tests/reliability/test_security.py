@@ -11,6 +11,7 @@
   sidecar, commit rows, ``_omnigraph_spark`` records or any other file of the root, nor in the
   Spark plan string of a read.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,9 +27,11 @@ from omnigraph_spark.spark import unwrap_error
 
 from .helpers import STATS
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 HOSTILE = [
     "O'Brien",
@@ -140,8 +143,13 @@ def test_storage_options_are_redacted_in_reprs(test_graph):
     ro = ReadOptions.from_options({"path": test_graph.root, "type": "Person", **STORAGE})
     assert wo.storage_options == {"aws_secret_access_key": SECRET, "aws_access_key_id": "AKIDLEAK456"}
     g = Graph.open(test_graph.root, wo.storage_options)
-    values = [wo, ro, writes.prepare_target(g, "main", "node:Person", "append"), _Journal.new(g),
-              ReadPlan(g.root + "/nodes/x", None, 1, ("id",), tuple(sorted(wo.storage_options.items())))]
+    values = [
+        wo,
+        ro,
+        writes.prepare_target(g, "main", "node:Person", "append"),
+        _Journal.new(g),
+        ReadPlan(g.root + "/nodes/x", None, 1, ("id",), tuple(sorted(wo.storage_options.items()))),
+    ]
     for v in values:
         for text in (repr(v), str(v)):
             assert SECRET not in text and "AKIDLEAK456" not in text, text
@@ -166,7 +174,7 @@ def test_credentials_never_leak(spark, test_graph, caplog, capfd, monkeypatch):
     def check(text, where):
         for s in (SECRET, "AKIDLEAK456"):
             if s in text:
-                leaks.append(f"{where}: ...{text[max(0, text.index(s) - 200):text.index(s) + 50]}...")
+                leaks.append(f"{where}: ...{text[max(0, text.index(s) - 200) : text.index(s) + 50]}...")
 
     # option objects and write targets (pickled to executors, easy to log)
     wo = WriteOptions.from_options({"path": root, "type": "Person", **STORAGE})
@@ -182,12 +190,16 @@ def test_credentials_never_leak(spark, test_graph, caplog, capfd, monkeypatch):
     # write_graph with the secret (staging journal, one commit)
     from omnigraph_spark.spark.graph_io import write_graph
 
-    write_graph(root, {"Person": spark.createDataFrame([("Cy", 3)], "name string, age int")},
-                options=dict(STORAGE))
+    write_graph(root, {"Person": spark.createDataFrame([("Cy", 3)], "name string, age int")}, options=dict(STORAGE))
     # a failed write: its error message
     with pytest.raises(Exception) as ei:
-        _save(spark.createDataFrame([("Ann", 1)], "name string, age int"), root, writeMode="merge",
-              branch="nope", **STORAGE)
+        _save(
+            spark.createDataFrame([("Ann", 1)], "name string, age int"),
+            root,
+            writeMode="merge",
+            branch="nope",
+            **STORAGE,
+        )
     check(str(ei.value), "error message (missing branch)")
     with pytest.raises(Exception) as ei:
         _save(spark.createDataFrame([("Zed", 1)], "name string, shoe string"), root, **STORAGE)
@@ -198,8 +210,9 @@ def test_credentials_never_leak(spark, test_graph, caplog, capfd, monkeypatch):
 
     # a sidecar that stays: crash (raise) right after it is written, in this process
     monkeypatch.setenv(ENV, "after_sidecar:raise")
-    st = writes.stage(target, pa.Table.from_pylist([{"id": "Dee", "age": 4, "name": "Dee"}],
-                                                    schema=target.schema).to_batches())
+    st = writes.stage(
+        target, pa.Table.from_pylist([{"id": "Dee", "age": 4, "name": "Dee"}], schema=target.schema).to_batches()
+    )
     with pytest.raises(OmnigraphError) as ei3:
         writes.commit_load(g, "main", [st], actor="crashy", txn=writes.TxnToken("nightly", 2))
     monkeypatch.delenv(ENV)
@@ -228,8 +241,9 @@ def test_credentials_never_leak(spark, test_graph, caplog, capfd, monkeypatch):
     from omnigraph_spark.spark.jvm_read import shim_loaded
 
     if shim_loaded(spark):
-        jdf = read_table(spark, root, "Person", engine="jvm",
-                         storage_options={k[len("storage."):]: v for k, v in STORAGE.items()})
+        jdf = read_table(
+            spark, root, "Person", engine="jvm", storage_options={k[len("storage.") :]: v for k, v in STORAGE.items()}
+        )
         assert jdf.count() == 3
         check(jdf._jdf.queryExecution().toString(), "queryExecution (JVM read)")
         jdf.explain(True)

@@ -26,6 +26,7 @@ Deletes (``test_spark_delete_crash_cell``): a node delete cascading to ``edge:Kn
 default (``write_graph`` at ``after_sidecar``, ``after_table_commit#1``, ``after_all_commits``;
 ``df.write`` at ``after_table_commit#1``), 10 with the full matrix.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -50,8 +51,16 @@ from .helpers import (
 pytestmark = [pytest.mark.slow]
 
 N = 40  # people per job; edges: N // 2
-STEPS = ["before_sidecar", "after_sidecar", "after_table_commit#1", "after_table_commit#2", "after_all_commits",
-         "after_publish", "after_commit_row", "before_sidecar_delete"]
+STEPS = [
+    "before_sidecar",
+    "after_sidecar",
+    "after_table_commit#1",
+    "after_table_commit#2",
+    "after_all_commits",
+    "after_publish",
+    "after_commit_row",
+    "before_sidecar_delete",
+]
 BASE = [f"old{i}" for i in range(5)]
 NEW = [f"new{i:03d}" for i in range(N)]
 EDGES = [f"k-new{i:03d}" for i in range(N // 2)]
@@ -95,20 +104,34 @@ def cells():
                         continue  # one table: there is no second commit
                     default = (
                         (api == "graph" and mode == "append" and branch == "main")
-                        or (api == "graph_jvm" and mode == "merge" and branch == "feature"
-                            and step in ("before_sidecar", "after_table_commit#1"))
-                        or (api == "graph" and branch == "feature"
-                            and step in ("after_table_commit#1", "after_all_commits"))
-                        or (api == "df" and mode == "append" and branch == "main"
-                            and step == "after_table_commit#1")
-                        or (api == "df_jvm" and mode == "append" and branch == "main"
-                            and step in ("after_sidecar", "after_table_commit#1")))
+                        or (
+                            api == "graph_jvm"
+                            and mode == "merge"
+                            and branch == "feature"
+                            and step in ("before_sidecar", "after_table_commit#1")
+                        )
+                        or (
+                            api == "graph"
+                            and branch == "feature"
+                            and step in ("after_table_commit#1", "after_all_commits")
+                        )
+                        or (api == "df" and mode == "append" and branch == "main" and step == "after_table_commit#1")
+                        or (
+                            api == "df_jvm"
+                            and mode == "append"
+                            and branch == "main"
+                            and step in ("after_sidecar", "after_table_commit#1")
+                        )
+                    )
                     if default:  # default cells alternate the two deaths
                         n_default += 1
                     for action in ("exit", "kill"):
                         if FULL or (default and action == ("kill" if n_default % 2 == 0 else "exit")):
-                            out.append(pytest.param(api, mode, branch, step, action,
-                                                    id=f"{api}-{mode}-{branch}-{step}-{action}"))
+                            out.append(
+                                pytest.param(
+                                    api, mode, branch, step, action, id=f"{api}-{mode}-{branch}-{step}-{action}"
+                                )
+                            )
     return out
 
 
@@ -117,19 +140,30 @@ def _base_graph(tmp_path, schema_text, branch):
     t = writes.prepare_target(g, "main", "node:Person", "append")
     import pyarrow as pa
 
-    st = writes.stage(t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in BASE],
-                                              schema=t.schema).to_batches())
+    st = writes.stage(
+        t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in BASE], schema=t.schema).to_batches()
+    )
     writes.commit_load(g, "main", [st], actor="setup")
     if branch != "main":
         g.create_branch(branch)
     return g
 
 
-@pytest.mark.parametrize("api,step", [
-    pytest.param(api, step, id=f"delete-{api}-{step}")
-    for api, step in [("graph", s) for s in STEPS] + [("df", "after_table_commit#1"), ("df", "after_publish")]
-    if FULL or (api, step) in (("graph", "after_sidecar"), ("graph", "after_table_commit#1"),
-                               ("graph", "after_all_commits"), ("df", "after_table_commit#1"))])
+@pytest.mark.parametrize(
+    "api,step",
+    [
+        pytest.param(api, step, id=f"delete-{api}-{step}")
+        for api, step in [("graph", s) for s in STEPS] + [("df", "after_table_commit#1"), ("df", "after_publish")]
+        if FULL
+        or (api, step)
+        in (
+            ("graph", "after_sidecar"),
+            ("graph", "after_table_commit#1"),
+            ("graph", "after_all_commits"),
+            ("df", "after_table_commit#1"),
+        )
+    ],
+)
 def test_spark_delete_crash_cell(tmp_path, test_schema_text, api, step):
     """I1, I8, I9, I18: a node delete and its cascade (edge:Knows, then node:Person, one sidecar)
     through a real Spark job killed at ``step``: readers see all of it or none before recovery,
@@ -138,14 +172,18 @@ def test_spark_delete_crash_cell(tmp_path, test_schema_text, api, step):
     t = writes.prepare_target(g, "main", "edge:Knows", "append")
     import pyarrow as pa
 
-    knows = [{"id": f"{s}-{d}", "src": s, "dst": d, "since": None} for s, d in (("old0", "old1"), ("old1", "old2"),
-                                                                                 ("old2", "old3"))]
+    knows = [
+        {"id": f"{s}-{d}", "src": s, "dst": d, "since": None}
+        for s, d in (("old0", "old1"), ("old1", "old2"), ("old2", "old3"))
+    ]
     writes.commit_load(g, "main", [writes.stage(t, pa.Table.from_pylist(knows, schema=t.schema).to_batches())])
     run = run_job({"kind": "delete", "api": api, "root": g.root, "names": ["old1"]}, failpoint=f"{step}:exit")
     assert not run.completed and run.returncode != 0, run.tail()
     g = Graph.open(g.root)
-    before, after = (sorted(BASE), ["old0-old1", "old1-old2", "old2-old3"]), \
-        (sorted(set(BASE) - {"old1"}), ["old2-old3"])
+    before, after = (
+        (sorted(BASE), ["old0-old1", "old1-old2", "old2-old3"]),
+        (sorted(set(BASE) - {"old1"}), ["old2-old3"]),
+    )
     seen = (ids(g, "node:Person"), ids(g, "edge:Knows"))
     assert seen == (after if visible_before_recovery(step) else before)
     people, edges = after if visible_after_recovery(step, True) else before
@@ -179,8 +217,17 @@ def test_spark_crash_cell(tmp_path, test_schema_text, api, mode, branch, step, a
     multi = api in ("graph", "graph_jvm")
     g = _base_graph(tmp_path, test_schema_text, branch)
     main_version = g.snapshot("main").version
-    spec = {"kind": "load", "api": api, "mode": mode, "branch": branch, "prefix": "new", "n": N,
-            "root": g.root, "extra_people": [["old0", 99]] if mode != "append" else [], "actor": "crash"}
+    spec = {
+        "kind": "load",
+        "api": api,
+        "mode": mode,
+        "branch": branch,
+        "prefix": "new",
+        "n": N,
+        "root": g.root,
+        "extra_people": [["old0", 99]] if mode != "append" else [],
+        "actor": "crash",
+    }
     STATS["cases_tried"] += 1
     run = run_job(spec, failpoint=f"{step}:{action}")
     assert not run.completed and run.returncode != 0, run.tail()
@@ -211,6 +258,7 @@ def test_spark_crash_cell(tmp_path, test_schema_text, api, mode, branch, step, a
     _write_next(g, branch)
     if needs_rollback(step, multi):
         from omnigraph_spark.store import commits
+
         kinds = {a["operation_id"]: a["recovery_kind"] for a in commits.list_recovery_audits(g.root)}
         assert [kinds.get(op) for op in pending] == ["RolledBack"] * len(pending)
 

@@ -8,6 +8,7 @@ row lands exactly once, no edge dangles, no sidecar is left (invariants I12, I19
   whole process group: Python driver, JVM, workers) at random moments, restarted from its
   checkpoint several times, then drained.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,14 @@ class App:
     def __init__(self, spec: dict, out: Path, failpoint: str | None = None):
         self.out = out
         self.f = open(out, "w")
-        self.p = subprocess.Popen([sys.executable, APP, json.dumps(spec)], env=_env(failpoint), stdout=self.f,
-                                  stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.p = subprocess.Popen(
+            [sys.executable, APP, json.dumps(spec)],
+            env=_env(failpoint),
+            stdout=self.f,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         STATS["spark_apps"] += 1
 
     def text(self) -> str:
@@ -86,8 +93,13 @@ class App:
 
 
 def spec(api: str, tmp_path: Path, trigger: str) -> dict:
-    return {"api": api, "uri": str(tmp_path / "graph"), "src": str(tmp_path / "in"), "ck": str(tmp_path / "ck"),
-            "trigger": trigger}
+    return {
+        "api": api,
+        "uri": str(tmp_path / "graph"),
+        "src": str(tmp_path / "in"),
+        "ck": str(tmp_path / "ck"),
+        "trigger": trigger,
+    }
 
 
 def assert_exactly_once(uri: str, batches: int, n: int, edges: bool) -> None:

@@ -18,6 +18,7 @@ change nothing; the two-attempts-one-message case itself is pinned deterministic
 ``tests/spark/test_write.py::test_only_committed_attempt_is_visible``. The test reports which
 attempts ran.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,7 +64,8 @@ def _check_and_reclaim(g: Graph, expected_ids, before_files: set) -> dict:
     assert_heads_match_pins(g)
     assert g.pending_sidecars() == []
     assert not os.path.exists(os.path.join(g.root, "_omnigraph_spark", "staging")) or not any(
-        os.scandir(os.path.join(g.root, "_omnigraph_spark", "staging")))
+        os.scandir(os.path.join(g.root, "_omnigraph_spark", "staging"))
+    )
     files = data_files(g.root)
     orphans = files - referenced_files(g) - before_files
     report = g.cleanup(keep_versions=100, orphan_grace_s=0)
@@ -81,8 +83,18 @@ def test_failed_first_attempts_are_retried_without_duplicates(tmp_path, test_sch
     g = Graph.init(str(tmp_path / "graph"), test_schema_text)
     before = data_files(g.root)
     STATS["cases_tried"] += 1
-    run = run_job({"kind": "task_fault", "api": api, "n": N, "parts": 4, "root": g.root, "master": "local[2,3]",
-                   "conf": FAULT_CONF, "marks": str(tmp_path / "attempts")})
+    run = run_job(
+        {
+            "kind": "task_fault",
+            "api": api,
+            "n": N,
+            "parts": 4,
+            "root": g.root,
+            "master": "local[2,3]",
+            "conf": FAULT_CONF,
+            "marks": str(tmp_path / "attempts"),
+        }
+    )
     assert run.returncode == 0 and run.result, run.tail()
     # the faults happened: partitions 0 and 2 (input raised) ran a second attempt
     assert {"p0-a0", "p0-a1", "p2-a0", "p2-a1", "p1-a0", "p3-a0"} <= set(run.result["attempts"]), run.result
@@ -99,13 +111,26 @@ def test_speculative_attempts_do_not_duplicate(tmp_path, test_schema_text):
     """I1, I10: a slow partition is speculated; only one attempt per partition is committed."""
     g = Graph.init(str(tmp_path / "graph"), test_schema_text)
     before = data_files(g.root)
-    conf = {"spark.speculation": "true", "spark.speculation.multiplier": "1.2", "spark.speculation.quantile": "0.25",
-            "spark.speculation.interval": "100ms", "spark.speculation.minTaskRuntime": "200ms",
-            "spark.sql.execution.arrow.maxRecordsPerBatch": "2", "spark.executor.memory": "512m"}
+    conf = {
+        "spark.speculation": "true",
+        "spark.speculation.multiplier": "1.2",
+        "spark.speculation.quantile": "0.25",
+        "spark.speculation.interval": "100ms",
+        "spark.speculation.minTaskRuntime": "200ms",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "2",
+        "spark.executor.memory": "512m",
+    }
     STATS["cases_tried"] += 1
-    spec = {"kind": "speculation", "n": N, "marks": str(tmp_path / "attempts"), "parts": 4, "root": g.root,
-            "slow_s": 3.0, "conf": conf,
-            "master": os.environ.get("OMNIGRAPH_SPECULATION_MASTER", "local[2]")}
+    spec = {
+        "kind": "speculation",
+        "n": N,
+        "marks": str(tmp_path / "attempts"),
+        "parts": 4,
+        "root": g.root,
+        "slow_s": 3.0,
+        "conf": conf,
+        "master": os.environ.get("OMNIGRAPH_SPECULATION_MASTER", "local[2]"),
+    }
     run = run_job(spec, timeout=300)
     assert run.returncode == 0 and run.result, run.tail()
     g = Graph.open(g.root)

@@ -1,4 +1,5 @@
 """Fixture schemas compile and their catalogs have the engine's tables and column order."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -12,13 +13,22 @@ EXPECTED = {
     "test": {
         "node:Company": [("id", pa.string(), False), ("name", pa.string(), False)],
         "node:Person": [("id", pa.string(), False), ("age", pa.int32(), True), ("name", pa.string(), False)],
-        "edge:Knows": [("id", pa.string(), False), ("src", pa.string(), False), ("dst", pa.string(), False),
-                       ("since", pa.date32(), True)],
+        "edge:Knows": [
+            ("id", pa.string(), False),
+            ("src", pa.string(), False),
+            ("dst", pa.string(), False),
+            ("since", pa.date32(), True),
+        ],
         "edge:WorksAt": [("id", pa.string(), False), ("src", pa.string(), False), ("dst", pa.string(), False)],
     },
     "search": {
-        "node:Doc": [("id", pa.string(), False), ("body", pa.string(), False), ("embedding", F32_4, False),
-                     ("slug", pa.string(), False), ("title", pa.string(), False)],
+        "node:Doc": [
+            ("id", pa.string(), False),
+            ("body", pa.string(), False),
+            ("embedding", F32_4, False),
+            ("slug", pa.string(), False),
+            ("title", pa.string(), False),
+        ],
     },
     "signals": {
         "node:Company": ["id", "name", "sector", "slug"],
@@ -75,9 +85,11 @@ def test_composite_key_uses_sorted_first_column():
 
 
 def test_embed_and_implements_reach_the_catalog():
-    src = ('interface Named { name: String }\n'
-           'node Doc implements Named {\n  body: String\n'
-           '  v: Vector(3) @embed("body", model="m1")\n  w: Vector(3) @embed(name)\n}')
+    src = (
+        "interface Named { name: String }\n"
+        "node Doc implements Named {\n  body: String\n"
+        '  v: Vector(3) @embed("body", model="m1")\n  w: Vector(3) @embed(name)\n}'
+    )
     doc = compile_schema(src).catalog().resolve("Doc")
     assert (doc.prop("v").embed_source, doc.prop("v").embed_model) == ("body", "m1")
     assert (doc.prop("w").embed_source, doc.prop("w").embed_model) == ("name", None)
@@ -87,8 +99,10 @@ def test_embed_and_implements_reach_the_catalog():
 
 
 def test_all_scalar_types_map_to_arrow():
-    src = ("node T {\n  s: String\n  b: Blob?\n  o: Bool\n  i: I32\n  l: I64\n  u: U32\n  v: U64\n"
-           "  f: F32\n  d: F64\n  dt: DateTime\n  da: Date\n  ls: [I64]?\n  e: enum(x)\n}")
+    src = (
+        "node T {\n  s: String\n  b: Blob?\n  o: Bool\n  i: I32\n  l: I64\n  u: U32\n  v: U64\n"
+        "  f: F32\n  d: F64\n  dt: DateTime\n  da: Date\n  ls: [I64]?\n  e: enum(x)\n}"
+    )
     schema = compile_schema(src).catalog().resolve("T").arrow_schema()
     got = {f.name: f.type for f in schema}
     assert got["o"] == pa.bool_() and got["i"] == pa.int32() and got["l"] == pa.int64()

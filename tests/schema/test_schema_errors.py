@@ -1,6 +1,7 @@
 """One failing schema per validation rule: error class, code, rule id, line, and the names the
 message must mention. Every source here is also rejected by the engine (checked against the
 engine's compiler when the cases were written; see golden/engine_cases.jsonl)."""
+
 from __future__ import annotations
 
 import pickle
@@ -17,7 +18,7 @@ SEMANTIC = [
     # --- checks made while building the AST
     ("card_min_max", N + "edge E: P -> P @card(2..1)\n", 4, 16, ["min (2)", "max (1)"]),
     ("card_range", N + "edge E: P -> P @card(4294967296..)\n", 4, 16, ["4294967296"]),
-    ("constraint_args", "node P {\n  a: String\n  @key(\"a\")\n}", 3, 8, ["@key", "property name"]),
+    ("constraint_args", 'node P {\n  a: String\n  @key("a")\n}', 3, 8, ["@key", "property name"]),
     ("constraint_args", "node P {\n  a: I32\n  @range(a)\n}", 3, 3, ["@range"]),
     ("constraint_args", "node P {\n  a: I32\n  @range(a, 5)\n}", 3, 13, ["range bounds", "'a'"]),
     ("constraint_args", "node P {\n  a: String\n  @check(a, x)\n}", 3, 13, ["string", "'a'"]),
@@ -29,46 +30,66 @@ SEMANTIC = [
     ("enum_duplicate", "node T {\n  s: enum(open, closed, open)\n}", 2, 6, ["duplicate", "open"]),
     # --- interface resolution
     ("unknown_interface", "node P implements Named {\n  a: I32\n}", 1, 19, ["P", "Named"]),
-    ("interface_type_conflict", "interface Named {\n  name: String\n}\nnode P implements Named {\n  name: String?\n}",
-     5, 3, ["P", "name", "String?", "Named"]),
+    (
+        "interface_type_conflict",
+        "interface Named {\n  name: String\n}\nnode P implements Named {\n  name: String?\n}",
+        5,
+        3,
+        ["P", "name", "String?", "Named"],
+    ),
     # --- annotation placement and arity
     ("annotation_on_type", "node P @key {\n  a: String\n}", 1, 8, ["@key", "node P"]),
-    ("annotation_on_type", "node P @embed(\"a\") {\n  a: String\n}", 1, 8, ["@embed", "node P"]),
+    ("annotation_on_type", 'node P @embed("a") {\n  a: String\n}', 1, 8, ["@embed", "node P"]),
     ("annotation_on_type", N + "edge E: P -> P @unique\n", 4, 16, ["@unique", "edge E"]),
-    ("annotation_duplicate", "node P @description(\"a\")\n  @description(\"b\") {\n  a: String\n}", 2, 3,
-     ["node P", "@description"]),
+    (
+        "annotation_duplicate",
+        'node P @description("a")\n  @description("b") {\n  a: String\n}',
+        2,
+        3,
+        ["node P", "@description"],
+    ),
     ("annotation_duplicate", "node P {\n  a: String @unique @unique\n}", 2, 21, ["P.a", "@unique"]),
     ("annotation_duplicate", "node P {\n  a: String @key @key\n}", 2, 18, ["P.a", "@key"]),
     ("annotation_duplicate", "node P {\n  t: String\n  v: Vector(2) @embed(t) @embed(t)\n}", 3, 26, ["P.v", "@embed"]),
     ("annotation_value_required", "node P @instruction {\n  a: String\n}", 1, 8, ["@instruction", "node P"]),
-    ("annotation_value_required", N + "edge E: P -> P @description(\" \\t \")\n", 4, 16, ["@description", "edge E"]),
-    ("annotation_value_required", "node P {\n  a: String @description(\"\")\n}", 2, 13, ["property P.a"]),
+    ("annotation_value_required", N + 'edge E: P -> P @description(" \\t ")\n', 4, 16, ["@description", "edge E"]),
+    ("annotation_value_required", 'node P {\n  a: String @description("")\n}', 2, 13, ["property P.a"]),
     ("annotation_on_list", "node P {\n  tags: [String] @index\n}", 2, 18, ["@index", "list", "P.tags"]),
     ("annotation_on_vector", "node P {\n  v: Vector(3) @unique\n}", 2, 16, ["@unique", "vector", "P.v"]),
     ("annotation_on_blob", "node P {\n  b: Blob @index\n}", 2, 11, ["@index", "blob", "P.b"]),
-    ("instruction_on_property", "node P {\n  a: String @instruction(\"x\")\n}", 2, 13, ["@instruction", "P.a"]),
+    ("instruction_on_property", 'node P {\n  a: String @instruction("x")\n}', 2, 13, ["@instruction", "P.a"]),
     ("annotation_on_edge_property", N + "edge E: P -> P {\n  w: I32 @key\n}", 5, 10, ["@key", "E.w"]),
-    ("annotation_on_edge_property", N + "edge E: P -> P {\n  s: String\n  v: Vector(2) @embed(s)\n}", 6, 16,
-     ["@embed", "E.v"]),
+    (
+        "annotation_on_edge_property",
+        N + "edge E: P -> P {\n  s: String\n  v: Vector(2) @embed(s)\n}",
+        6,
+        16,
+        ["@embed", "E.v"],
+    ),
     ("embed_target", "node P {\n  a: String\n  b: String @embed(a)\n}", 3, 13, ["vector", "P.b"]),
     ("embed_source", "node P {\n  v: Vector(3) @embed\n}", 2, 16, ["source property", "P.v"]),
-    ("embed_source", "node P {\n  v: Vector(3) @embed(\"  \")\n}", 2, 16, ["non-empty", "P.v"]),
+    ("embed_source", 'node P {\n  v: Vector(3) @embed("  ")\n}', 2, 16, ["non-empty", "P.v"]),
     ("embed_source", "node P {\n  v: Vector(3) @embed(body)\n}", 2, 16, ["unknown source", "body"]),
     ("embed_source", "node P {\n  n: I32\n  v: Vector(3) @embed(n)\n}", 3, 16, ["must be String", "P.n"]),
     ("embed_source", "node P {\n  n: [String]\n  v: Vector(3) @embed(n)\n}", 3, 16, ["must be String"]),
-    ("embed_kwargs", "node P {\n  t: String\n  v: Vector(3) @embed(\"t\", provider=\"openai\")\n}", 3, 16,
-     ["provider", "only 'model'"]),
+    (
+        "embed_kwargs",
+        'node P {\n  t: String\n  v: Vector(3) @embed("t", provider="openai")\n}',
+        3,
+        16,
+        ["provider", "only 'model'"],
+    ),
     # --- constraints
     ("constraint_on_edge", N + "edge E: P -> P {\n  w: I32\n  @key(w)\n}", 6, 3, ["@key", "edge E"]),
     ("constraint_on_edge", N + "edge E: P -> P {\n  w: I32\n  @range(w, 0..1)\n}", 6, 3, ["@range", "edge E"]),
-    ("constraint_on_edge", N + "edge E: P -> P {\n  w: String\n  @check(w, \"x\")\n}", 6, 3, ["@check", "edge E"]),
+    ("constraint_on_edge", N + 'edge E: P -> P {\n  w: String\n  @check(w, "x")\n}', 6, 3, ["@check", "edge E"]),
     ("key_multiple", "node P {\n  a: String @key\n  b: String\n  @key(b)\n}", 2, 13, ["P", "multiple @key"]),
     ("key_multiple", "node P {\n  a: String\n  b: String\n  @key(a)\n  @key(b)\n}", 5, 3, ["P", "multiple @key"]),
     ("unknown_property", "node P {\n  a: String\n  @key(b)\n}", 3, 3, ["@key", "P", "'b'"]),
     ("unknown_property", "node P {\n  a: String\n  @unique(a, c)\n}", 3, 3, ["@unique", "'c'"]),
     ("unknown_property", "node P {\n  a: String\n  @index(src)\n}", 3, 3, ["@index", "'src'"]),
     ("unknown_property", "node P {\n  a: I32\n  @range(b, 0..1)\n}", 3, 3, ["@range", "'b'"]),
-    ("unknown_property", "node P {\n  a: String\n  @check(b, \"x\")\n}", 3, 3, ["@check", "'b'"]),
+    ("unknown_property", 'node P {\n  a: String\n  @check(b, "x")\n}', 3, 3, ["@check", "'b'"]),
     ("unknown_property", N + "edge E: P -> P {\n  @unique(src, id)\n}", 5, 3, ["@unique", "E", "'id'"]),
     ("key_type", "node P {\n  a: String?\n  @key(a)\n}", 3, 3, ["P.a", "nullable"]),
     ("key_type", "node P {\n  a: String? @key\n}", 2, 14, ["P.a", "nullable"]),
@@ -78,7 +99,7 @@ SEMANTIC = [
     ("index_type", "node P {\n  b: Blob\n  @index(b)\n}", 3, 3, ["@index", "blob", "P.b"]),
     ("range_type", "node P {\n  name: String\n  @range(name, 0..100)\n}", 3, 3, ["numeric", "P.name", "String"]),
     ("range_type", "node P {\n  s: enum(a, b)\n  @range(s, 0..1)\n}", 3, 3, ["numeric", "enum(a, b)"]),
-    ("check_type", "node P {\n  age: I32\n  @check(age, \"[0-9]+\")\n}", 3, 3, ["String", "P.age", "I32"]),
+    ("check_type", 'node P {\n  age: I32\n  @check(age, "[0-9]+")\n}', 3, 3, ["String", "P.age", "I32"]),
     # --- IR ids
     ("type_id_collision", "node P {}\nnode Q {}\nnode P {}", 3, 6, ["duplicate", "node", "P"]),
     ("type_id_collision", "node A {}\nedge E: A -> A\nedge E: A -> A", 3, 6, ["duplicate", "edge", "E"]),
@@ -94,8 +115,7 @@ SEMANTIC = [
 ]
 
 
-@pytest.mark.parametrize("rule,source,line,column,words", SEMANTIC,
-                         ids=[f"{r[0]}-{i}" for i, r in enumerate(SEMANTIC)])
+@pytest.mark.parametrize("rule,source,line,column,words", SEMANTIC, ids=[f"{r[0]}-{i}" for i, r in enumerate(SEMANTIC)])
 def test_semantic_rule(rule, source, line, column, words):
     with pytest.raises(SchemaError) as ei:
         compile_schema(source)
@@ -110,15 +130,15 @@ def test_semantic_rule(rule, source, line, column, words):
 
 
 SYNTAX = [
-    ("node { }", 1, 6),                                   # missing type name
-    ("node P {\n  a: String\n", 3, 1),                    # missing '}' (end of input)
-    ("node P { a: String }\n/* open", 2, 1),             # unterminated block comment
-    ("node P @key(a) {\n  a: String\n}", 1, 8),           # body constraint outside a body
-    ("interface I {\n  a: String\n  @key(a)\n}", 3, 3),   # ... or inside an interface
+    ("node { }", 1, 6),  # missing type name
+    ("node P {\n  a: String\n", 3, 1),  # missing '}' (end of input)
+    ("node P { a: String }\n/* open", 2, 1),  # unterminated block comment
+    ("node P @key(a) {\n  a: String\n}", 1, 8),  # body constraint outside a body
+    ("interface I {\n  a: String\n  @key(a)\n}", 3, 3),  # ... or inside an interface
     ("node P {\n  a: String @description(-1)\n}", 2, 26),  # no sign outside @range
     ("node P {\n  a: String @description(true_x)\n}", 2, 26),  # PEG reads `true` first
     ("node P {\n  a: String\n  @key(a, true_a)\n}", 3, 11),
-    ("node P {}\nedge E: P -> P @description(\"d\") @card(0..1)\n", 2, 41),
+    ('node P {}\nedge E: P -> P @description("d") @card(0..1)\n', 2, 41),
     ("node P { a: Strin }", 1, 13),
     ("node P { a: [Vector(3)] }", 1, 14),
     ("node P { a: String % }", 1, 20),
@@ -127,8 +147,8 @@ SYNTAX = [
     ("node P { s: enum() }", 1, 18),
     ("node P {}\nedge E: P - > P", 2, 11),
     ("node P { a: I32\n @range(a, ..) }", 2, 14),
-    ("node P { a: String @description(\"x\", k=v) }", 1, 40),
-    ("node P { a: String @description(k=\"v\") }", 1, 34),
+    ('node P { a: String @description("x", k=v) }', 1, 40),
+    ('node P { a: String @description(k="v") }', 1, 34),
     ("node P {\f}", 1, 9),
 ]
 
@@ -143,10 +163,13 @@ def test_syntax_error_position(source, line, column):
     assert isinstance(err, SchemaError) and isinstance(err, ValueError)
 
 
-@pytest.mark.parametrize("source,line,column", [
-    ('node P @description("a\\qb") {\n  a: String\n}', 1, 21),
-    ('node P {\n  a: String\n  @check(a, "\\d+")\n}', 3, 13),
-])
+@pytest.mark.parametrize(
+    "source,line,column",
+    [
+        ('node P @description("a\\qb") {\n  a: String\n}', 1, 21),
+        ('node P {\n  a: String\n  @check(a, "\\d+")\n}', 3, 13),
+    ],
+)
 def test_unsupported_string_escape(source, line, column):
     with pytest.raises(SchemaSyntaxError) as ei:
         compile_schema(source)

@@ -1,4 +1,5 @@
 """Golden tests: our compiler's bytes against the engine's (see golden/README.md)."""
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,8 @@ TEST_COMPACT = (
     '"annotations":[],"properties":[{"name":"since","prop_id":2596498354,"prop_type":{"scalar":"Date",'
     '"nullable":true,"list":false,"enum_values":null},"annotations":[]}],"constraints":[]},{"name":'
     '"WorksAt","type_id":2608831225,"from_type":"Person","to_type":"Company","cardinality":{"min":0,'
-    '"max":null},"annotations":[],"properties":[],"constraints":[]}]}')
+    '"max":null},"annotations":[],"properties":[],"constraints":[]}]}'
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +45,7 @@ def test_compiled(fixtures_dir) -> CompiledSchema:
 
 
 # --- the worked example (spec B.4) ------------------------------------------------------------
+
 
 def test_worked_example_pretty_bytes(test_compiled):
     expected = (GOLDEN / "test.ir.json").read_text(encoding="utf-8")
@@ -64,20 +67,27 @@ def test_worked_example_compact_and_hash(test_compiled):
 
 def test_worked_example_state_json(test_compiled):
     assert test_compiled.state_json() == (
-        '{\n  "format_version": 1,\n  "schema_ir_hash": "' + TEST_HASH + '",\n'
-        '  "schema_identity_version": 1\n}')
+        '{\n  "format_version": 1,\n  "schema_ir_hash": "' + TEST_HASH + '",\n  "schema_identity_version": 1\n}'
+    )
 
 
 def test_source_is_verbatim(fixtures_dir, test_compiled):
     assert test_compiled.source == (fixtures_dir / "test.pg").read_text()
 
 
-@pytest.mark.parametrize("text,decimal", [
-    ("node:Person", 3227219152), ("node:Company", 48283596), ("edge:Knows", 2041814322),
-    ("edge:WorksAt", 2608831225), ("node:Person:name", 1466009789),
-    ("node:Person:age", 3446138241), ("node:Company:name", 2975594761),
-    ("edge:Knows:since", 2596498354),
-])
+@pytest.mark.parametrize(
+    "text,decimal",
+    [
+        ("node:Person", 3227219152),
+        ("node:Company", 48283596),
+        ("edge:Knows", 2041814322),
+        ("edge:WorksAt", 2608831225),
+        ("node:Person:name", 1466009789),
+        ("node:Person:age", 3446138241),
+        ("node:Company:name", 2975594761),
+        ("edge:Knows:since", 2596498354),
+    ],
+)
 def test_fnv1a_32_ids(text, decimal):
     assert fnv1a_32(text) == decimal
 
@@ -94,10 +104,15 @@ def _raw_fnv32(data: bytes, h: int, p: int) -> int:
     return h
 
 
-@pytest.mark.parametrize("key,path", [
-    ("node:Person", "nodes/40d76f1f51639ec0"), ("node:Company", "nodes/7cb4e55c59663b1c"),
-    ("edge:Knows", "edges/602a25a3bd0b455b"), ("edge:WorksAt", "edges/844eefbe5068b644"),
-])
+@pytest.mark.parametrize(
+    "key,path",
+    [
+        ("node:Person", "nodes/40d76f1f51639ec0"),
+        ("node:Company", "nodes/7cb4e55c59663b1c"),
+        ("edge:Knows", "edges/602a25a3bd0b455b"),
+        ("edge:WorksAt", "edges/844eefbe5068b644"),
+    ],
+)
 def test_dataset_names(key, path):
     assert dataset_path(key) == path
     assert fnv1a_64_hex(key.split(":")[1]) == path.split("/")[1]
@@ -115,6 +130,7 @@ def test_dataset_path_rejects_bad_key():
 
 
 # --- fixtures and the rich schema, against engine-produced IR --------------------------------
+
 
 @pytest.mark.parametrize("name", ["test", "search", "signals"])
 def test_fixture_ir_is_engine_exact(fixtures_dir, name):
@@ -140,15 +156,21 @@ def test_rich_schema_canonical_details():
     assert kind["prop_type"]["enum_values"] == ["grevy", "mountain", "plains", "plains_b"]
     emb = next(p for p in zebra["properties"] if p["name"] == "emb")
     assert emb["prop_type"]["scalar"] == {"Vector": 8}
-    assert emb["annotations"][0] == {"name": "embed", "value": "body",
-                                     "kwargs": {"model": "openai/text-embedding-3-small"}}
+    assert emb["annotations"][0] == {
+        "name": "embed",
+        "value": "body",
+        "kwargs": {"model": "openai/text-embedding-3-small"},
+    }
     ranges = [c["Range"] for c in zebra["constraints"] if "Range" in c]
     # `..N` puts N in min (engine quirk); an i64-overflowing integer becomes a Float
     assert {"property": "big", "min": {"Float": 1e20}, "max": None} in ranges
     assert '"Float":1e+20' in compile_schema((GOLDEN / "rich.pg").read_text()).ir_compact_json()
     alpha = next(n for n in ir["nodes"] if n["name"] == "Alpha")
-    assert alpha["annotations"] == [{"name": "a", "value": "z", "kwargs": {"j": "w", "k": "v"}},
-                                    {"name": "b", "value": None}, {"name": "b", "value": "2"}]
+    assert alpha["annotations"] == [
+        {"name": "a", "value": "z", "kwargs": {"j": "w", "k": "v"}},
+        {"name": "b", "value": None},
+        {"name": "b", "value": "2"},
+    ]
     assert alpha["constraints"] == [{"Key": ["code", "name"]}]
     assert [e["name"] for e in ir["edges"]] == ["Aardvark", "Likes", "Sees"]
     sees = next(e for e in ir["edges"] if e["name"] == "Sees")
@@ -156,6 +178,7 @@ def test_rich_schema_canonical_details():
 
 
 # --- the engine's verdict on 831 sources -------------------------------------------------------
+
 
 def _engine_cases():
     with open(GOLDEN / "engine_cases.jsonl", encoding="utf-8") as f:
@@ -184,6 +207,7 @@ def test_engine_cases_agree():
 
 # --- existing IR files -------------------------------------------------------------------------
 
+
 def test_ir_hash_of_text_matches_for_pretty_and_compact(test_compiled):
     assert ir_hash_of_text(test_compiled.ir_pretty_json()) == TEST_HASH
     assert ir_hash_of_text(TEST_COMPACT) == TEST_HASH
@@ -194,9 +218,15 @@ def test_ir_hash_of_text_reserialises_like_serde():
     re-serialised struct."""
     doc = json.loads(TEST_COMPACT)
     company = doc["nodes"][0]
-    reordered = {"constraints": company["constraints"], "properties": company["properties"],
-                 "implements": [], "annotations": [], "type_id": company["type_id"],
-                 "name": "Company", "extra_field": 42}
+    reordered = {
+        "constraints": company["constraints"],
+        "properties": company["properties"],
+        "implements": [],
+        "annotations": [],
+        "type_id": company["type_id"],
+        "name": "Company",
+        "extra_field": 42,
+    }
     company["properties"][0]["annotations"][0]["kwargs"] = {}
     doc["nodes"][0] = reordered
     text = json.dumps(doc, indent=4)
@@ -223,6 +253,7 @@ def test_load_ir_round_trip(test_compiled):
 
 def test_load_ir_rejects_bad_shape():
     from omnigraph_spark.errors import SchemaContractError
+
     with pytest.raises(SchemaContractError):
         load_ir('{"ir_version": 1, "interfaces": [], "nodes": [{"name": "A"}], "edges": []}')
     with pytest.raises(SchemaContractError):

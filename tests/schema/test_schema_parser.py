@@ -1,4 +1,5 @@
 """Parser behaviour, including the engine grammar's PEG quirks (all verified against the engine)."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,14 +43,16 @@ def test_constraint_with_blanks_and_comments_after_at():
 
 
 def test_property_annotation_key_desugars_and_stays():
-    n = node("node P { name: String @key @unique @index @description(\"d\") }")
+    n = node('node P { name: String @key @unique @index @description("d") }')
     assert [a.name for a in n.properties[0].annotations] == ["key", "unique", "index", "description"]
     assert [c.kind for c in n.constraints] == ["Key", "Unique", "Index"]
 
 
 def test_range_bounds():
-    n = node("node P { a: F64\n @range(a, -40.0..60) @range(a, 1..) @range(a, ..7)"
-             " @range(a, 99999999999999999999..1) @range(a, -0..-0.0) }")
+    n = node(
+        "node P { a: F64\n @range(a, -40.0..60) @range(a, 1..) @range(a, ..7)"
+        " @range(a, 99999999999999999999..1) @range(a, -0..-0.0) }"
+    )
     r = [c for c in n.constraints if isinstance(c, RangeConstraint)]
     assert (r[0].min, r[0].max) == (Bound("Float", -40.0), Bound("Integer", 60))
     assert (r[1].min, r[1].max) == (Bound("Integer", 1), None)
@@ -79,8 +82,10 @@ def test_kwargs_last_wins_and_sorted():
 
 
 def test_card_forms():
-    s = parse_schema("node P {}\nedge A: P -> P @card(0..1)\nedge B: P -> P @card (3..)\n"
-                     "edge C: P -> P @card(x)\nedge D: P -> P @card")
+    s = parse_schema(
+        "node P {}\nedge A: P -> P @card(0..1)\nedge B: P -> P @card (3..)\n"
+        "edge C: P -> P @card(x)\nedge D: P -> P @card"
+    )
     a, b, c, d = s.declarations[1:]
     assert isinstance(a, EdgeDecl)
     assert (a.cardinality.min, a.cardinality.max) == (0, 1)
@@ -95,8 +100,7 @@ def test_edge_unique_on_src_dst():
 
 
 def test_interface_injection_and_conflict_free_redeclaration():
-    s = parse_schema("interface I { a: String @key b: I32? }\n"
-                     "node P implements I { b: I32? c: Bool }")
+    s = parse_schema("interface I { a: String @key b: I32? }\nnode P implements I { b: I32? c: Bool }")
     p = s.declarations[1]
     assert [x.name for x in p.properties] == ["b", "c", "a"]
     assert p.constraints == (KeyConstraint(("a",)),)

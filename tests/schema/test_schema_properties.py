@@ -1,4 +1,5 @@
 """Property tests: IR invariants over generated schemas (hypothesis)."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,7 @@ from omnigraph_spark.schema import compile_schema, fnv1a_32, ir_hash_of_text
 from omnigraph_spark.schema.jsonfmt import rust_debug_f64, serde_f64
 
 TYPE_NAMES = st.from_regex(r"\A[A-Z][A-Za-z0-9_]{0,6}\Z")
-PROP_NAMES = st.from_regex(r"\A[a-z_][A-Za-z0-9_]{0,6}\Z").filter(
-    lambda s: not s.startswith(("true", "false")))
+PROP_NAMES = st.from_regex(r"\A[a-z_][A-Za-z0-9_]{0,6}\Z").filter(lambda s: not s.startswith(("true", "false")))
 SCALARS = ["String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime", "Blob"]
 WS = st.sampled_from([" ", "\n", "\t", "  ", " /* c */ ", " // c\n"])
 
@@ -86,7 +86,7 @@ def test_ir_invariants(sch, ws):
                 ev = p["prop_type"]["enum_values"]
                 assert ev is None or ev == sorted(set(ev))
             for con in t["constraints"]:
-                (k, v), = con.items()
+                ((k, v),) = con.items()
                 if k in ("Key", "Unique", "Index"):
                     assert v == sorted(v)
     cat = c.catalog()
@@ -116,7 +116,9 @@ def test_float_renderings_round_trip(x):
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_serde_form_is_shortest(x):
     """Same significant digits as Python's shortest repr (zmij and repr are both shortest)."""
+
     def digits(t: str) -> str:
         mant = t.lower().lstrip("-").split("e")[0].replace(".", "").lstrip("0").rstrip("0")
         return mant or "0"
+
     assert digits(serde_f64(x)) == digits(repr(x))

@@ -1,4 +1,5 @@
 """The Spark tests' own fixture: the shared SparkSession with the JVM shim required."""
+
 import pytest
 
 from tests.shim import need_shim

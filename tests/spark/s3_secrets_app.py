@@ -9,6 +9,7 @@ Prints plan strings (explain), the rows read, the error messages of two refused 
 per path) and "DONE"; logs at INFO (this package and Spark's) to stderr. Exits non-zero if a
 path other than the one asked for ran.
 """
+
 import json
 import logging
 import os
@@ -24,12 +25,18 @@ root, event_dir, mode = sys.argv[1:4]
 so = json.loads(os.environ["OMNIGRAPH_TEST_STORAGE_OPTIONS"]) if mode == "options" else None
 opts = {f"storage.{k}": v for k, v in (so or {}).items()}
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-spark = (SparkSession.builder.master("local[2]").appName("omnigraph-s3-secrets")
-         .config("spark.ui.enabled", "false").config("spark.default.parallelism", "2")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", event_dir)
-         .config("spark.eventLog.compress", "false")  # plain JSON lines, searchable
-         .config(map=shim_spark_conf()).getOrCreate())
+spark = (
+    SparkSession.builder.master("local[2]")
+    .appName("omnigraph-s3-secrets")
+    .config("spark.ui.enabled", "false")
+    .config("spark.default.parallelism", "2")
+    .config("spark.sql.shuffle.partitions", "2")
+    .config("spark.eventLog.enabled", "true")
+    .config("spark.eventLog.dir", event_dir)
+    .config("spark.eventLog.compress", "false")  # plain JSON lines, searchable
+    .config(map=shim_spark_conf())
+    .getOrCreate()
+)
 spark.sparkContext.setLogLevel("INFO")
 register(spark)
 staged = []
@@ -75,8 +82,9 @@ except Exception as e:
 
 # the JVM paths
 staged.clear()
-write_graph(root, {"Person": people.selectExpr("concat(name, '2') AS name", "age"), "Knows": knows},
-            options=opts, engine="jvm")
+write_graph(
+    root, {"Person": people.selectExpr("concat(name, '2') AS name", "age"), "Knows": knows}, options=opts, engine="jvm"
+)
 if not any("(jvm" in m for m in staged) or any("(python" in m for m in staged):
     sys.exit(f"not staged in the JVM: {staged}")
 df = read_table(spark, root, "Person", storage_options=so, engine="jvm")

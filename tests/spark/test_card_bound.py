@@ -3,6 +3,7 @@ edge table's Lance transaction, an upper bound of the edges any one source has i
 creates, so that the next append checks @card without reading every committed edge. A version
 without a recorded bound (the engine's, a compaction, a restore) is counted as before, and a
 bound that cannot prove the max falls back to the exact count, which words every error."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -72,10 +73,12 @@ def test_each_load_records_an_upper_bound_of_edges_per_source(jvm, tmp_path, eng
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     write_table(people(jvm), g.root, "Person", engine=engine)
     assert recorded(g.root) is None  # nothing loaded yet
-    loads = [("append", [("ann", "bob"), ("ann", "cid"), ("bob", "ann")]),
-             ("append", [("bob", "cid"), ("cid", "ann")]),
-             ("overwrite", [("eve", "fay"), ("eve", "ann")]),
-             ("append", [("fay", "ann"), ("eve", "bob")])]
+    loads = [
+        ("append", [("ann", "bob"), ("ann", "cid"), ("bob", "ann")]),
+        ("append", [("bob", "cid"), ("cid", "ann")]),
+        ("overwrite", [("eve", "fay"), ("eve", "ann")]),
+        ("append", [("fay", "ann"), ("eve", "bob")]),
+    ]
     for mode, pairs in loads:
         write_table(knows(jvm, pairs, parts=2), g.root, "Knows", mode=mode, engine=engine)
         bound = recorded(g.root)
@@ -97,7 +100,11 @@ def test_an_append_onto_a_recorded_bound_reads_no_committed_edges(jvm, tmp_path,
     write_table(knows(jvm, [("ann", "cid"), ("cid", "dan")]), g.root, "Knows", engine=engine)
     assert edge_src_reads == []
     assert sorted((r.src, r.dst) for r in read_table(jvm, g.root, "Knows").collect()) == [
-        ("ann", "bob"), ("ann", "cid"), ("bob", "cid"), ("cid", "dan")]
+        ("ann", "bob"),
+        ("ann", "cid"),
+        ("bob", "cid"),
+        ("cid", "dan"),
+    ]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -112,8 +119,10 @@ def test_a_version_without_a_recorded_bound_is_counted(jvm, tmp_path, engine, ed
     assert g.optimize(tables=["edge:Knows"]).compacted == ["edge:Knows"]
     assert recorded(g.root) is None
     edge_src_reads.clear()
-    with pytest.raises(CardinalityViolationError,
-                       match=r"^\[CARDINALITY_VIOLATION\] @card violation on edge Knows: source 'ann' has 4 edges \(max 3\)$"):
+    with pytest.raises(
+        CardinalityViolationError,
+        match=r"^\[CARDINALITY_VIOLATION\] @card violation on edge Knows: source 'ann' has 4 edges \(max 3\)$",
+    ):
         write_table(knows(jvm, [("ann", "dan"), ("ann", "eve")]), g.root, "Knows", engine=engine)
     assert edge_src_reads, "the committed edges were not counted"
     assert most_per_source(jvm, g.root) == 2  # nothing of the refused load landed
@@ -131,8 +140,9 @@ def test_a_bound_above_the_max_falls_back_to_the_exact_count(jvm, tmp_path, engi
     monkeypatch.setattr(writer, "_check_card", lambda *a, **kw: counted.append(1) or orig(*a, **kw))
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     write_table(people(jvm), g.root, "Person", engine=engine)
-    write_table(knows(jvm, [("bob", "ann"), ("bob", "cid"), ("bob", "dan"), ("ann", "bob")]), g.root, "Knows",
-                engine=engine)
+    write_table(
+        knows(jvm, [("bob", "ann"), ("bob", "cid"), ("bob", "dan"), ("ann", "bob")]), g.root, "Knows", engine=engine
+    )
     assert int(recorded(g.root)) == 3
     before = len(counted)
     write_table(knows(jvm, [("ann", "cid")]), g.root, "Knows", engine=engine)

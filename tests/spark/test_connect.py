@@ -8,6 +8,7 @@ classic session; ``df.write.format("omnigraph")`` and ``spark.read.format("omnig
 JVM paths through the shim's provider (option engine=jvm, which only the provider can satisfy),
 and ``load_jsonl`` (Python workers in the server) works through Connect too.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,14 +32,21 @@ def connect_server(tmp_path_factory):
     yield from serve(tmp_path_factory.mktemp("connect-server"), shim_jars())
 
 
-def test_connect_takes_the_jvm_paths_and_matches_classic(spark, connect_server, tmp_path, fixtures_dir,
-                                                        test_schema_text, caplog):
+def test_connect_takes_the_jvm_paths_and_matches_classic(
+    spark, connect_server, tmp_path, fixtures_dir, test_schema_text, caplog
+):
     need_shim(spark)
     from omnigraph_spark import Graph
 
     jsonl = str(fixtures_dir / "test.jsonl")
-    remote = run_client(connect_server.url, "load_and_read", tmp_path,
-                        root=str(tmp_path / "connect-graph"), schema=str(fixtures_dir / "test.pg"), jsonl=jsonl)
+    remote = run_client(
+        connect_server.url,
+        "load_and_read",
+        tmp_path,
+        root=str(tmp_path / "connect-graph"),
+        schema=str(fixtures_dir / "test.pg"),
+        jsonl=jsonl,
+    )
     assert remote["session"].startswith("pyspark.sql.connect")
     assert remote["shim_blocker"] is None
     assert remote["parallelism"] == 2  # local[2] on the server, from its plan of spark.range (no SparkContext)
@@ -73,11 +81,20 @@ def test_streams_through_connect_commit_every_row_once(connect_server, tmp_path,
     ``query_id``, which a Connect client must give) through Spark Connect: each stream run twice
     from its checkpoint with a new input file in between; every row lands once, edges included,
     one graph commit per non-empty micro-batch."""
-    remote = run_client(connect_server.url, "stream_and_read", tmp_path, root=str(tmp_path / "graph"),
-                        schema=str(fixtures_dir / "test.pg"), work=str(tmp_path / "work"), query_id="connect-events")
+    remote = run_client(
+        connect_server.url,
+        "stream_and_read",
+        tmp_path,
+        root=str(tmp_path / "graph"),
+        schema=str(fixtures_dir / "test.pg"),
+        work=str(tmp_path / "work"),
+        query_id="connect-events",
+    )
     assert remote["session"].startswith("pyspark.sql.connect")
-    assert remote["result"] == {"Company": ["Acme", "Globex", "Initech"],
-                                "Person": [["Ann", 30], ["Bo", 41], ["Cy", 25]],
-                                "Knows": [["Ann", "Bo"], ["Cy", "Ann"]]}
+    assert remote["result"] == {
+        "Company": ["Acme", "Globex", "Initech"],
+        "Person": [["Ann", 30], ["Bo", 41], ["Cy", 25]],
+        "Knows": [["Ann", "Bo"], ["Cy", "Ann"]],
+    }
     assert len(remote["commits"]) == 1 + 4  # the init, then one commit per non-empty micro-batch
     assert remote["staging_left"] == []

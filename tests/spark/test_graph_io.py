@@ -1,4 +1,5 @@
 """write_graph and load_jsonl: several types (or JSONL files) as ONE graph commit."""
+
 from __future__ import annotations
 
 import os
@@ -9,12 +10,18 @@ from omnigraph_spark import Graph
 from omnigraph_spark.errors import DanglingEdgeError, InvalidRecordError, TypeMismatchError
 from omnigraph_spark.spark.graph_io import load_jsonl, write_graph
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
-PEOPLE = [{"id": "Alice", "age": 30, "name": "Alice"}, {"id": "Bob", "age": 25, "name": "Bob"},
-          {"id": "Charlie", "age": 35, "name": "Charlie"}, {"id": "Diana", "age": 28, "name": "Diana"}]
+PEOPLE = [
+    {"id": "Alice", "age": 30, "name": "Alice"},
+    {"id": "Bob", "age": 25, "name": "Bob"},
+    {"id": "Charlie", "age": 35, "name": "Charlie"},
+    {"id": "Diana", "age": 28, "name": "Diana"},
+]
 COMPANIES = [{"id": "Acme", "name": "Acme"}, {"id": "Globex", "name": "Globex"}]
 KNOWS = [("Alice", "Bob", None), ("Alice", "Charlie", None), ("Bob", "Diana", None)]
 WORKS = [("Alice", "Acme"), ("Bob", "Globex")]
@@ -29,15 +36,20 @@ def rows(g, key, branch="main", cols=None):
 
 
 def staged_files(uri: str) -> int:
-    return sum(len([f for f in fs if f.endswith(".lance")]) for top in ("nodes", "edges")
-               for d, _, fs in os.walk(os.path.join(uri, top)) if d.endswith("/data"))
+    return sum(
+        len([f for f in fs if f.endswith(".lance")])
+        for top in ("nodes", "edges")
+        for d, _, fs in os.walk(os.path.join(uri, top))
+        if d.endswith("/data")
+    )
 
 
 def assert_test_fixture(g, branch="main"):
     assert rows(g, "node:Person", branch) == sorted(PEOPLE, key=lambda r: tuple(str(v) for v in r.values()))
     assert rows(g, "node:Company", branch) == COMPANIES
     assert rows(g, "edge:Knows", branch, ["src", "dst", "since"]) == [
-        {"src": s, "dst": d, "since": x} for s, d, x in KNOWS]
+        {"src": s, "dst": d, "since": x} for s, d, x in KNOWS
+    ]
     assert rows(g, "edge:WorksAt", branch, ["src", "dst"]) == [{"src": s, "dst": d} for s, d in WORKS]
 
 
@@ -53,9 +65,14 @@ def test_load_jsonl_test_fixture_one_commit(spark, test_graph, fixtures_dir):
     assert log[-1].parent_commit_id == log[-2].graph_commit_id
     snap = g.snapshot()
     assert {k: t.version for k, t in snap.tables.items()} == {
-        "node:Person": 2, "node:Company": 2, "edge:Knows": 2, "edge:WorksAt": 2}
+        "node:Person": 2,
+        "node:Company": 2,
+        "edge:Knows": 2,
+        "edge:WorksAt": 2,
+    }
     assert not os.path.exists(os.path.join(uri, "_spark", "staging")) or not any(
-        fs for _, _, fs in os.walk(os.path.join(uri, "_spark", "staging")))
+        fs for _, _, fs in os.walk(os.path.join(uri, "_spark", "staging"))
+    )
 
 
 def test_write_graph_test_fixture_one_commit_and_branch(spark, test_graph):
@@ -72,8 +89,9 @@ def test_write_graph_test_fixture_one_commit_and_branch(spark, test_graph):
     assert len(g.log()) == 2 and g.log()[-1].graph_commit_id == res.graph_commit_id
     # a branch: merge one person (whole-row replace), main untouched
     g.create_branch("feature")
-    res2 = write_graph(uri, {"Person": spark.createDataFrame([("Bob", 26)], "name string, age int")},
-                       mode="merge", branch="feature")
+    res2 = write_graph(
+        uri, {"Person": spark.createDataFrame([("Bob", 26)], "name string, age int")}, mode="merge", branch="feature"
+    )
     g = Graph.open(uri)
     assert {r["name"]: r["age"] for r in rows(g, "node:Person", "feature")}["Bob"] == 26
     assert {r["name"]: r["age"] for r in rows(g, "node:Person")}["Bob"] == 25
@@ -85,8 +103,10 @@ def test_write_graph_dangling_edge_leaves_graph_unchanged(spark, test_graph):
     uri = test_graph.root
     v0 = test_graph.snapshot().version
     files0 = staged_files(uri)
-    frames = {"Person": spark.createDataFrame([("Alice", 1)], "name string, age int"),
-              "Knows": spark.createDataFrame([("Alice", "Nobody")], "`from` string, `to` string")}
+    frames = {
+        "Person": spark.createDataFrame([("Alice", 1)], "name string, age int"),
+        "Knows": spark.createDataFrame([("Alice", "Nobody")], "`from` string, `to` string"),
+    }
     with pytest.raises(DanglingEdgeError) as ei:
         write_graph(uri, frames)
     assert ei.value.code == "DANGLING_EDGE" and "Nobody" in str(ei.value)
@@ -103,7 +123,9 @@ def test_load_jsonl_errors_name_file_and_line(spark, test_graph, tmp_path):
     uri = test_graph.root
     bad = tmp_path / "in" / "bad.jsonl"
     bad.parent.mkdir()
-    bad.write_text('{"type": "Person", "data": {"name": "A", "age": 1}}\n\n{"type": "Person", "data": {"name": "B", "age": "x"}}\n')
+    bad.write_text(
+        '{"type": "Person", "data": {"name": "A", "age": 1}}\n\n{"type": "Person", "data": {"name": "B", "age": "x"}}\n'
+    )
     with pytest.raises(TypeMismatchError) as ei:
         load_jsonl(spark, uri, str(bad))
     assert "bad.jsonl:3 (record 2)" in str(ei.value)
@@ -151,8 +173,10 @@ def test_load_jsonl_other_fixtures(spark, tmp_path, fixtures_dir, name):
 def test_load_jsonl_on_branch_forks_only_touched_tables(spark, test_graph, tmp_path):
     uri = test_graph.root
     src = tmp_path / "people.jsonl"
-    src.write_text('{"type": "Person", "data": {"name": "Ann", "age": 3}}\n'
-                   '{\n  "type": "Company",\n  "data": {"name": "Initech"}\n}\n')
+    src.write_text(
+        '{"type": "Person", "data": {"name": "Ann", "age": 3}}\n'
+        '{\n  "type": "Company",\n  "data": {"name": "Initech"}\n}\n'
+    )
     test_graph.create_branch("etl")
     load_jsonl(spark, uri, str(src), branch="etl", mode="overwrite")
     g = Graph.open(uri)

@@ -1,6 +1,7 @@
 """Graph integrity across writes through Spark: strict append (I17) on both staging
 paths and ``df.write``, its staging-time proof on the JVM path, and the node overwrite / delete
 rules (I18) through ``write_table`` / ``write_graph`` / ``df.write``."""
+
 from __future__ import annotations
 
 import pytest
@@ -85,8 +86,9 @@ def test_given_ids_are_strict_minted_ids_are_not_checked(jvm, tmp_path, exact): 
     assert len(ids(jvm, g.root, "Knows")) == 1 and len(ids(jvm, g.root, "Tag")) == 5
 
 
-def test_the_staging_proof_skips_the_driver_anti_join_only_for_the_same_version(jvm, tmp_path, exact,
-                                                                                 monkeypatch):  # I17
+def test_the_staging_proof_skips_the_driver_anti_join_only_for_the_same_version(
+    jvm, tmp_path, exact, monkeypatch
+):  # I17
     """JVM path: the tasks probe the staged ids against the executors' index of the committed
     table; the driver trusts "no conflict" only for the exact version it commits on."""
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
@@ -112,9 +114,15 @@ def test_the_staging_proof_skips_the_driver_anti_join_only_for_the_same_version(
 
 
 def _seed(spark, root):
-    write_graph(root, {"Person": people(spark, ["ann", "bob", "cy"]),
-                       "Knows": spark.createDataFrame([("ann", "bob"), ("bob", "cy"), ("cy", "ann")],
-                                                      "`from` string, `to` string")})
+    write_graph(
+        root,
+        {
+            "Person": people(spark, ["ann", "bob", "cy"]),
+            "Knows": spark.createDataFrame(
+                [("ann", "bob"), ("bob", "cy"), ("cy", "ann")], "`from` string, `to` string"
+            ),
+        },
+    )
 
 
 def test_node_overwrite_refuses_to_orphan_edges_unless_cascade(jvm, tmp_path):  # I18
@@ -122,14 +130,16 @@ def test_node_overwrite_refuses_to_orphan_edges_unless_cascade(jvm, tmp_path):  
     _seed(jvm, g.root)
     v = Graph.open(g.root).snapshot().version
     from omnigraph_spark.errors import DanglingEdgeError
+
     with pytest.raises(DanglingEdgeError, match="Knows: 2 edge"):
         write_table(people(jvm, ["ann", "cy"]), g.root, "Person", mode="overwrite")
     with pytest.raises(Exception) as e:
         people(jvm, ["ann", "cy"]).write.format("omnigraph").option("type", "Person").mode("overwrite").save(g.root)
     assert unwrap_error(e.value).code == "DANGLING_EDGE"
     assert Graph.open(g.root).snapshot().version == v
-    people(jvm, ["ann", "cy"]).write.format("omnigraph").option("type", "Person").option("cascade", "true") \
-        .mode("overwrite").save(g.root)
+    people(jvm, ["ann", "cy"]).write.format("omnigraph").option("type", "Person").option("cascade", "true").mode(
+        "overwrite"
+    ).save(g.root)
     assert Graph.open(g.root).snapshot().version == v + 1
     assert ids(jvm, g.root, "Person") == ["ann", "cy"] and len(ids(jvm, g.root, "Knows")) == 1
 
@@ -140,13 +150,23 @@ def test_deletes_through_df_write_write_table_and_write_graph(jvm, tmp_path):  #
     gone = jvm.createDataFrame([("bob", 99), ("nobody", 0)], "name string, age int")
     gone.write.format("omnigraph").option("type", "Person").option("writeMode", "delete").mode("append").save(g.root)
     assert ids(jvm, g.root, "Person") == ["ann", "cy"] and len(ids(jvm, g.root, "Knows")) == 1  # cascaded
-    r = write_table(jvm.createDataFrame([("cy", "ann")], "`from` string, `to` string"), g.root, "Knows",
-                    mode="delete")
+    r = write_table(jvm.createDataFrame([("cy", "ann")], "`from` string, `to` string"), g.root, "Knows", mode="delete")
     assert r.tables[0].rows_deleted == 1 and ids(jvm, g.root, "Knows") == []
-    write_graph(g.root, {"Person": people(jvm, ["dee"]), "Knows": jvm.createDataFrame(
-        [("dee", "ann")], "`from` string, `to` string")})
-    r = write_graph(g.root, {"Person": jvm.createDataFrame([("ann",)], "id string"),
-                             "Tag": jvm.createDataFrame([("t-none",)], "id string")}, mode="delete")
+    write_graph(
+        g.root,
+        {"Person": people(jvm, ["dee"]), "Knows": jvm.createDataFrame([("dee", "ann")], "`from` string, `to` string")},
+    )
+    r = write_graph(
+        g.root,
+        {
+            "Person": jvm.createDataFrame([("ann",)], "id string"),
+            "Tag": jvm.createDataFrame([("t-none",)], "id string"),
+        },
+        mode="delete",
+    )
     assert {t.table_key: (t.rows_deleted, t.keys_missing) for t in r.tables} == {
-        "node:Person": (1, 0), "edge:Knows": (1, 0), "node:Tag": (0, 1)}
+        "node:Person": (1, 0),
+        "edge:Knows": (1, 0),
+        "node:Tag": (0, 1),
+    }
     assert ids(jvm, g.root, "Person") == ["cy", "dee"] and ids(jvm, g.root, "Knows") == []

@@ -1,6 +1,7 @@
 """The JVM read path (jvm-shim + omnigraph_spark.read_table): the same rows, types and
 snapshots as the Python source, with the scan in the executor JVM. Skipped only when the shim
 is not built (`make test` builds it)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,41 +37,73 @@ def both(spark, root, type_name, **kw):
 
 
 #: the every-type schema of test_read.py without the columns only the Python reader converts
-JVM_TYPES_PG = "\n".join(line for line in ALL_TYPES_PG.splitlines()
-                         if line.split(":")[0].strip() not in {"u32", "u64", "at", "emb", "data"}) + """
+JVM_TYPES_PG = (
+    "\n".join(
+        line
+        for line in ALL_TYPES_PG.splitlines()
+        if line.split(":")[0].strip() not in {"u32", "u64", "at", "emb", "data"}
+    )
+    + """
 edge Rel: Thing -> Thing {
     w: F64?
 }
 """
+)
 
 
 def _things(n: int, start: int = 0):
-    return [{"id": f"t{i:05d}", "slug": f"t{i:05d}", "color": ("red", "green", None)[i % 3],
-             "flag": (True, False, None)[i % 3], "i32": (-2 ** 31 if i == 0 else i), "i64": 2 ** 63 - 1 - i,
-             "f32": i / 4, "f64": -i / 3, "day": dt.date(2024, 2, 29) + dt.timedelta(days=i),
-             "tags": None if i % 5 == 0 else ["a", None, f"x{i}"], "nums": [i, -i]} for i in range(start, start + n)]
+    return [
+        {
+            "id": f"t{i:05d}",
+            "slug": f"t{i:05d}",
+            "color": ("red", "green", None)[i % 3],
+            "flag": (True, False, None)[i % 3],
+            "i32": (-(2**31) if i == 0 else i),
+            "i64": 2**63 - 1 - i,
+            "f32": i / 4,
+            "f64": -i / 3,
+            "day": dt.date(2024, 2, 29) + dt.timedelta(days=i),
+            "tags": None if i % 5 == 0 else ["a", None, f"x{i}"],
+            "nums": [i, -i],
+        }
+        for i in range(start, start + n)
+    ]
 
 
 def _write(g, key, rows, mode="append", branch="main"):
     target = writes.prepare_target(g, branch, key, mode)
-    return writes.commit_load(g, branch, [writes.stage(target, pa.Table.from_pylist(rows, schema=target.schema)
-                                                        .to_batches())])
+    return writes.commit_load(
+        g, branch, [writes.stage(target, pa.Table.from_pylist(rows, schema=target.schema).to_batches())]
+    )
 
 
 def test_every_jvm_type_reads_like_the_python_source(jvm, tmp_path):
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     _write(g, "node:Thing", _things(300))
-    _write(g, "edge:Rel", [{"id": f"e{i}", "src": f"t{i:05d}", "dst": f"t{(i + 1) % 300:05d}", "w": i * 0.5}
-                           for i in range(300)])
+    _write(
+        g,
+        "edge:Rel",
+        [{"id": f"e{i}", "src": f"t{i:05d}", "dst": f"t{(i + 1) % 300:05d}", "w": i * 0.5} for i in range(300)],
+    )
     for t in ("Thing", "Rel"):
         j, p = both(jvm, g.root, t)
         assert j.schema == p.schema
         assert_df_equality(j, p, ignore_row_order=True)
     j = read_table(jvm, g.root, "Thing", engine="jvm")
     first = j.filter("id = 't00000'").collect()[0].asDict()
-    assert first == {"id": "t00000", "slug": "t00000", "color": "red", "flag": True, "i32": -2 ** 31,
-                     "i64": 2 ** 63 - 1, "f32": 0.0, "f64": -0.0, "day": dt.date(2024, 2, 29), "tags": None,
-                     "nums": [0, 0]}
+    assert first == {
+        "id": "t00000",
+        "slug": "t00000",
+        "color": "red",
+        "flag": True,
+        "i32": -(2**31),
+        "i64": 2**63 - 1,
+        "f32": 0.0,
+        "f64": -0.0,
+        "day": dt.date(2024, 2, 29),
+        "tags": None,
+        "nums": [0, 0],
+    }
 
 
 def _mixed(i: int):
@@ -79,15 +112,19 @@ def _mixed(i: int):
     null lists and null list elements."""
     late = i >= 300
     words = ["", "ß", "✓ok", "𝄞" * (i % 4), f"plain-{i}"]
-    return {"id": f"m{i:05d}", "slug": f"s{i:05d}-{words[i % 5]}",
-            "color": ("red", "green", None)[i % 3] if late else ("red", "green")[i % 2],
-            "flag": (None if late and i % 7 == 3 else i % 2 == 0),
-            "i32": None if late and i % 11 in (0, 5) else i - 1500,
-            "i64": None if late and i % 13 == 1 else (-2 ** 63 if i == 301 else i * 10 ** 12),
-            "f32": None if late and i % 9 == 8 else i / 8, "f64": None if late and i % 17 == 2 else -i / 7,
-            "day": None if late and i % 10 == 9 else dt.date(1969, 12, 31) + dt.timedelta(days=i),
-            "tags": (None if late and i % 6 == 0 else [] if i % 4 == 1 else [words[i % 5], None if late else "x", "é"]),
-            "nums": None if late and i % 8 == 7 else [i, None if late else -i]}
+    return {
+        "id": f"m{i:05d}",
+        "slug": f"s{i:05d}-{words[i % 5]}",
+        "color": ("red", "green", None)[i % 3] if late else ("red", "green")[i % 2],
+        "flag": (None if late and i % 7 == 3 else i % 2 == 0),
+        "i32": None if late and i % 11 in (0, 5) else i - 1500,
+        "i64": None if late and i % 13 == 1 else (-(2**63) if i == 301 else i * 10**12),
+        "f32": None if late and i % 9 == 8 else i / 8,
+        "f64": None if late and i % 17 == 2 else -i / 7,
+        "day": None if late and i % 10 == 9 else dt.date(1969, 12, 31) + dt.timedelta(days=i),
+        "tags": (None if late and i % 6 == 0 else [] if i % 4 == 1 else [words[i % 5], None if late else "x", "é"]),
+        "nums": None if late and i % 8 == 7 else [i, None if late else -i],
+    }
 
 
 def test_direct_column_reads_match_the_python_source_batch_by_batch(jvm, tmp_path, monkeypatch):
@@ -113,14 +150,29 @@ def test_direct_column_reads_match_the_python_source_batch_by_batch(jvm, tmp_pat
 
 #: (Spark SQL filter, pushed to Lance?) -- the JVM scan's pushdown, checked against Spark alone
 JVM_FILTERS = [
-    ("slug = 't00007'", True), ("slug > 't00290'", True), ("slug IN ('t00001', 't00002', 'nope')", True),
-    ('slug = "O\'Brien"', True), ("contains(slug, '_')", True), ("startswith(slug, 'a%')", True),
-    ("endswith(slug, '\\\\')", True), ("slug LIKE 'a%'", True), ("id LIKE '%029%'", True),
-    ("slug LIKE '%\\_%'", False), ("color = 'red'", True),
-    ("color IS NULL", True), ("NOT (color = 'green')", True), ("flag = true", True), ("flag <=> NULL", True),
-    ("NOT (i32 <=> 5)", True), ("i32 >= 250 OR i64 = 9223372036854775800", True),
-    ("i64 < 9223372036854775600", True), ("day >= DATE'2024-12-01'", True), ("day = DATE'2024-03-01'", True),
-    ("f64 >= 0.0", False), ("f32 = 0.0", False), ("array_contains(tags, 'x7')", False),
+    ("slug = 't00007'", True),
+    ("slug > 't00290'", True),
+    ("slug IN ('t00001', 't00002', 'nope')", True),
+    ('slug = "O\'Brien"', True),
+    ("contains(slug, '_')", True),
+    ("startswith(slug, 'a%')", True),
+    ("endswith(slug, '\\\\')", True),
+    ("slug LIKE 'a%'", True),
+    ("id LIKE '%029%'", True),
+    ("slug LIKE '%\\_%'", False),
+    ("color = 'red'", True),
+    ("color IS NULL", True),
+    ("NOT (color = 'green')", True),
+    ("flag = true", True),
+    ("flag <=> NULL", True),
+    ("NOT (i32 <=> 5)", True),
+    ("i32 >= 250 OR i64 = 9223372036854775800", True),
+    ("i64 < 9223372036854775600", True),
+    ("day >= DATE'2024-12-01'", True),
+    ("day = DATE'2024-03-01'", True),
+    ("f64 >= 0.0", False),
+    ("f32 = 0.0", False),
+    ("array_contains(tags, 'x7')", False),
 ]
 
 
@@ -187,8 +239,12 @@ def test_snapshots_time_travel_and_branches(jvm, test_graph):
     test_graph.create_branch("dev")
     write_rows(test_graph, "node:Person", people("dev1", age=2), branch="dev")
     r3 = write_rows(test_graph, "node:Person", people("a2", age=3))
-    cases = [({}, ["a1", "a2"]), ({"version": r1.manifest_version}, ["a1"]),
-             ({"commit": r3.graph_commit_id}, ["a1", "a2"]), ({"branch": "dev"}, ["a1", "dev1"])]
+    cases = [
+        ({}, ["a1", "a2"]),
+        ({"version": r1.manifest_version}, ["a1"]),
+        ({"commit": r3.graph_commit_id}, ["a1", "a2"]),
+        ({"branch": "dev"}, ["a1", "dev1"]),
+    ]
     for kw, want in cases:
         j, p = both(jvm, root, "Person", **kw)
         assert sorted(r.id for r in j.collect()) == want, kw
@@ -231,11 +287,13 @@ def test_read_graph_uses_the_jvm_path_and_never_writes(jvm, test_graph):
 
 def test_column_blockers_are_exact():
     stored = pa.schema([("a", pa.string()), ("b", pa.uint32()), ("c", pa.list_(pa.field("item", pa.int64())))])
-    target = pa.schema([("a", pa.string()), ("b", pa.int64()), ("c", pa.list_(pa.field("element", pa.int64()))),
-                        ("d", pa.string())])
+    target = pa.schema(
+        [("a", pa.string()), ("b", pa.int64()), ("c", pa.list_(pa.field("element", pa.int64()))), ("d", pa.string())]
+    )
     assert column_blockers(stored, target) == [
         "column 'b' is stored as uint32 and reads as int64",
-        "column 'd' is not stored at this version (older schema: reads as nulls)"]
+        "column 'd' is not stored at this version (older schema: reads as nulls)",
+    ]
 
 
 def test_shim_jars_lists_the_shim_first(tmp_path):
@@ -244,4 +302,6 @@ def test_shim_jars_lists_the_shim_first(tmp_path):
     (tmp_path / "omnigraph-spark-shim.jar").write_bytes(b"")
     (tmp_path / "lib" / "b.jar").write_bytes(b"")
     (tmp_path / "lib" / "a.jar").write_bytes(b"")
-    assert shim_jars(str(tmp_path)) == [str(tmp_path / n) for n in ("omnigraph-spark-shim.jar", "lib/a.jar", "lib/b.jar")]
+    assert shim_jars(str(tmp_path)) == [
+        str(tmp_path / n) for n in ("omnigraph-spark-shim.jar", "lib/a.jar", "lib/b.jar")
+    ]

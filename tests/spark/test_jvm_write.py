@@ -3,6 +3,7 @@ same rows, ids, errors and graph commits as the Python path, with the staging in
 JVM. Invariants: I1 (one commit, all or nothing), I5 (staged in append mode: the table's field
 ids), I10 (a failed load leaves no staged file), I11 (bounded staging memory: batches stream).
 Skipped only when the shim is not built (`make test` builds it; CI requires it)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,14 +37,28 @@ ULID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 #: input types that widen to each stored type (the JVM path's casts), columns out of table order
-THING_DDL = ("nums array<int>, f64 float, slug string, i64 int, i32 short, day date, tags array<string>, "
-             "color string, flag boolean, f32 float")
+THING_DDL = (
+    "nums array<int>, f64 float, slug string, i64 int, i32 short, day date, tags array<string>, "
+    "color string, flag boolean, f32 float"
+)
 
 
 def _things(n, start=0):
-    return [([i, -i] if i % 4 else None, i / 4, f"t{i:05d}", 2 ** 31 - 1 - i, (i % 30000) - 15000,
-             dt.date(2024, 2, 29) + dt.timedelta(days=i), None if i % 5 == 0 else ["a", None, f"x{i}"],
-             ("red", "green", None)[i % 3], (True, False, None)[i % 3], i / 8) for i in range(start, start + n)]
+    return [
+        (
+            [i, -i] if i % 4 else None,
+            i / 4,
+            f"t{i:05d}",
+            2**31 - 1 - i,
+            (i % 30000) - 15000,
+            dt.date(2024, 2, 29) + dt.timedelta(days=i),
+            None if i % 5 == 0 else ["a", None, f"x{i}"],
+            ("red", "green", None)[i % 3],
+            (True, False, None)[i % 3],
+            i / 8,
+        )
+        for i in range(start, start + n)
+    ]
 
 
 def _rels(n, nodes):
@@ -51,8 +66,14 @@ def _rels(n, nodes):
 
 
 def data_files(root):
-    return {os.path.join(d, f) for top in ("nodes", "edges") for d, _, fs in os.walk(os.path.join(root, top))
-            if d.endswith("/data") for f in fs if f.endswith(".lance")}
+    return {
+        os.path.join(d, f)
+        for top in ("nodes", "edges")
+        for d, _, fs in os.walk(os.path.join(root, top))
+        if d.endswith("/data")
+        for f in fs
+        if f.endswith(".lance")
+    }
 
 
 def engine_used(caplog, key):
@@ -83,9 +104,19 @@ def test_jvm_staging_writes_what_python_staging_writes(jvm, tmp_path, caplog):
         assert j.schema == p.schema
         assert_df_equality(j, p, ignore_row_order=True)
     first = read_table(jvm, out["jvm"], "Thing").filter("slug = 't00001'").collect()[0].asDict()
-    assert first == {"id": "t00001", "slug": "t00001", "color": "green", "flag": False, "i32": -14999,
-                     "i64": 2 ** 31 - 2, "f32": 0.125, "f64": 0.25, "day": dt.date(2024, 3, 1),
-                     "tags": ["a", None, "x1"], "nums": [1, -1]}
+    assert first == {
+        "id": "t00001",
+        "slug": "t00001",
+        "color": "green",
+        "flag": False,
+        "i32": -14999,
+        "i64": 2**31 - 2,
+        "f32": 0.125,
+        "f64": 0.25,
+        "day": dt.date(2024, 3, 1),
+        "tags": ["a", None, "x1"],
+        "nums": [1, -1],
+    }
 
 
 def _big_things(n):
@@ -94,10 +125,20 @@ def _big_things(n):
     out = []
     for i in range(n):
         long_text = ("ü✓" * (i % 700)) if i % 97 == 0 else f"t{i:05d}"
-        out.append(([i] * (i % 300) if i % 11 else None, None if i % 13 == 0 else i / 4, f"s{i:05d}-{long_text}",
-                     None if 5000 <= i < 5400 else i * 3, i % 30000, None if i % 7 == 0 else dt.date(2020, 1, 1),
-                     None if i % 5 == 0 else [long_text, None, ""] * (i % 40), ("red", "green", None)[i % 3],
-                     None if i % 17 == 0 else i % 2 == 0, None if i % 19 == 0 else i / 8))
+        out.append(
+            (
+                [i] * (i % 300) if i % 11 else None,
+                None if i % 13 == 0 else i / 4,
+                f"s{i:05d}-{long_text}",
+                None if 5000 <= i < 5400 else i * 3,
+                i % 30000,
+                None if i % 7 == 0 else dt.date(2020, 1, 1),
+                None if i % 5 == 0 else [long_text, None, ""] * (i % 40),
+                ("red", "green", None)[i % 3],
+                None if i % 17 == 0 else i % 2 == 0,
+                None if i % 19 == 0 else i / 8,
+            )
+        )
     return out
 
 
@@ -124,8 +165,10 @@ def test_minted_ids_are_ulids_and_given_ids_are_kept(jvm, tmp_path):
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     write_graph(g.root, {"Thing": jvm.createDataFrame(_things(10), THING_DDL)}, engine="jvm")
     before_ms = int(time.time() * 1000)
-    rels = jvm.createDataFrame([("given-1", "t00000", "t00001", 1.0), (None, "t00001", "t00002", 2.0),
-                                (None, "t00002", "t00003", 3.0)] * 100, "id string, src string, dst string, w double")
+    rels = jvm.createDataFrame(
+        [("given-1", "t00000", "t00001", 1.0), (None, "t00001", "t00002", 2.0), (None, "t00002", "t00003", 3.0)] * 100,
+        "id string, src string, dst string, w double",
+    )
     with pytest.raises(UniqueViolationError):  # given ids are still checked load-wide
         write_table(rels, g.root, "Rel", engine="jvm")
     rels = rels.limit(3)
@@ -141,11 +184,17 @@ def test_minted_ids_are_ulids_and_given_ids_are_kept(jvm, tmp_path):
     assert got[2.0] != got[3.0]
     # a load of only minted ids is flagged as such (no uniqueness pass needed, see test_minted_ids)
     target = writes.prepare_target(Graph.open(g.root), "main", "edge:Rel", "append")
-    plan, why = jvm_write.plan_stage(Graph.open(g.root).catalog.resolve("Rel"), target,
-                                     jvm.createDataFrame([], "src string, dst string").schema)
+    plan, why = jvm_write.plan_stage(
+        Graph.open(g.root).catalog.resolve("Rel"), target, jvm.createDataFrame([], "src string, dst string").schema
+    )
     assert not why and plan.mint_column == "id"
-    staged = jvm_write.stage_jvm(jvm.createDataFrame([("t00000", "t00009")], "src string, dst string"),
-                                 Graph.open(g.root).catalog.resolve("Rel"), target, plan, str(tmp_path / "journal"))
+    staged = jvm_write.stage_jvm(
+        jvm.createDataFrame([("t00000", "t00009")], "src string, dst string"),
+        Graph.open(g.root).catalog.resolve("Rel"),
+        target,
+        plan,
+        str(tmp_path / "journal"),
+    )
     assert [s.minted_ids for s in staged if s.rows] == [True]
     writes.abort(staged)
 
@@ -162,7 +211,8 @@ def test_minted_ids_count_up_within_a_task(jvm, tmp_path):
     write_graph(g.root, {"Thing": jvm.createDataFrame(_things(10), THING_DDL)}, engine="jvm")
     n = 2 * jvm_write.JVM_BATCH_ROWS + 500  # three batches per task
     rels = jvm.range(0, 2 * n, 1, 2).selectExpr(
-        "CASE WHEN id = 7 THEN 'given-7' END AS id", "'t00001' AS src", "'t00002' AS dst", "CAST(id AS DOUBLE) AS w")
+        "CASE WHEN id = 7 THEN 'given-7' END AS id", "'t00001' AS src", "'t00002' AS dst", "CAST(id AS DOUBLE) AS w"
+    )
     write_table(rels, g.root, "Rel", engine="jvm")
     t = Graph.open(g.root).snapshot("main").table("edge:Rel")
     ds = open_dataset(t.base_path, branch=t.lance_branch, version=t.version)
@@ -220,9 +270,22 @@ def test_a_keyed_nodes_id_is_its_key_column_without_a_projection(jvm, tmp_path):
     column ("copy:" kind) instead of Spark projecting the key twice into every row."""
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     thing = Graph.open(g.root).catalog.resolve("Thing")
-    exact = jvm.createDataFrame(_things(3 * jvm_write.JVM_BATCH_ROWS // 2), THING_DDL).selectExpr(
-        "slug", "color", "flag", "CAST(i32 AS INT) AS i32", "CAST(i64 AS BIGINT) AS i64", "f32",
-        "CAST(f64 AS DOUBLE) AS f64", "day", "tags", "CAST(nums AS ARRAY<BIGINT>) AS nums").cache()
+    exact = (
+        jvm.createDataFrame(_things(3 * jvm_write.JVM_BATCH_ROWS // 2), THING_DDL)
+        .selectExpr(
+            "slug",
+            "color",
+            "flag",
+            "CAST(i32 AS INT) AS i32",
+            "CAST(i64 AS BIGINT) AS i64",
+            "f32",
+            "CAST(f64 AS DOUBLE) AS f64",
+            "day",
+            "tags",
+            "CAST(nums AS ARRAY<BIGINT>) AS nums",
+        )
+        .cache()
+    )
     target = writes.prepare_target(Graph.open(g.root), "main", "node:Thing", "append")
     plan, why = jvm_write.plan_stage(thing, target, exact.schema)
     assert not why and ("id", "copy:slug") in plan.kinds and plan.mint_column is None
@@ -267,8 +330,15 @@ def test_minted_ids_count_up_digit_by_digit_as_the_value_does(jvm):
     ulids = jvm.sparkContext._jvm.io.omnigraph.spark.Ulids
     signed = lambda u: u - (1 << 64) if u >= 1 << 63 else u  # noqa: E731  (Java longs)
     ms = 1_700_000_000_000 << 80
-    starts = [ms, ms | (1 << 80) - 40, ms | (1 << 64) - 3, ms | (1 << 79) - 33, ms | 0x7FFF_FFFF_FFFF_FFFF_FFF0,
-              ms | 31 << 5 | 29, ms | int.from_bytes(os.urandom(10), "big") >> 1]
+    starts = [
+        ms,
+        ms | (1 << 80) - 40,
+        ms | (1 << 64) - 3,
+        ms | (1 << 79) - 33,
+        ms | 0x7FFF_FFFF_FFFF_FFFF_FFF0,
+        ms | 31 << 5 | 29,
+        ms | int.from_bytes(os.urandom(10), "big") >> 1,
+    ]
     for start in starts:
         got = list(ulids.countUp(signed(start >> 64), signed(start & ((1 << 64) - 1)), 70))
         want = [str(ULID.from_int(start + i)) for i in range(70)]
@@ -277,28 +347,66 @@ def test_minted_ids_count_up_digit_by_digit_as_the_value_does(jvm):
 
 BAD_ROWS = [
     # (type, DDL, rows, error, message fragment)
-    ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", None, "beta")],
-     NullViolationError, "node Item column 'qty' row 1: non-nullable property 'qty' (I64) is null (Item partition 0)"),
-    ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", 2, "omega")],
-     ConstraintViolationError,
-     ("node Item column 'kind' row 1: invalid enum value 'omega' for Item.kind (expected: alpha, beta) "
-     "(Item partition 0)")),
-    ("Item", "name string, qty bigint, kind string", [("a", 1, "alpha"), ("b", 2, "it's")],
-     ConstraintViolationError, "node Item column 'kind' row 1: invalid enum value \"it's\" for Item.kind"),
-    ("Link", "src string, dst string", [("a", "a"), (None, "a")], NullViolationError,
-     "edge Link column 'src' row 1: non-nullable property 'src' (String) is null (Link partition 0)"),
+    (
+        "Item",
+        "name string, qty bigint, kind string",
+        [("a", 1, "alpha"), ("b", None, "beta")],
+        NullViolationError,
+        "node Item column 'qty' row 1: non-nullable property 'qty' (I64) is null (Item partition 0)",
+    ),
+    (
+        "Item",
+        "name string, qty bigint, kind string",
+        [("a", 1, "alpha"), ("b", 2, "omega")],
+        ConstraintViolationError,
+        (
+            "node Item column 'kind' row 1: invalid enum value 'omega' for Item.kind (expected: alpha, beta) "
+            "(Item partition 0)"
+        ),
+    ),
+    (
+        "Item",
+        "name string, qty bigint, kind string",
+        [("a", 1, "alpha"), ("b", 2, "it's")],
+        ConstraintViolationError,
+        "node Item column 'kind' row 1: invalid enum value \"it's\" for Item.kind",
+    ),
+    (
+        "Link",
+        "src string, dst string",
+        [("a", "a"), (None, "a")],
+        NullViolationError,
+        "edge Link column 'src' row 1: non-nullable property 'src' (String) is null (Link partition 0)",
+    ),
     # the sink compares enum values as UTF-8 bytes: nulls before the bad value, multi-byte text,
     # a small enum (compared in turn) and a large one (a hash set)
-    ("Tag", "label string, tone string", [("x", None), ("y", "soft"), ("z", None), ("w", "lóud")],
-     ConstraintViolationError, ("node Tag column 'tone' row 3: invalid enum value 'lóud' for Tag.tone "
-     "(expected: loud, soft) (Tag partition 0)")),
-    ("Tag", "label string, mood string", [("x", None), ("y", "m19"), ("z", "m00"), ("w", None), ("v", "m2")],
-     ConstraintViolationError, ("node Tag column 'mood' row 4: invalid enum value 'm2' for Tag.mood "
-     "(expected: m00, m01, m02")),
-    ("Tag", "label string, mood string", [("x", "m07"), ("y", "m1"), ("z", "m00")],
-     ConstraintViolationError, "node Tag column 'mood' row 1: invalid enum value 'm1' for Tag.mood"),
+    (
+        "Tag",
+        "label string, tone string",
+        [("x", None), ("y", "soft"), ("z", None), ("w", "lóud")],
+        ConstraintViolationError,
+        (
+            "node Tag column 'tone' row 3: invalid enum value 'lóud' for Tag.tone "
+            "(expected: loud, soft) (Tag partition 0)"
+        ),
+    ),
+    (
+        "Tag",
+        "label string, mood string",
+        [("x", None), ("y", "m19"), ("z", "m00"), ("w", None), ("v", "m2")],
+        ConstraintViolationError,
+        ("node Tag column 'mood' row 4: invalid enum value 'm2' for Tag.mood (expected: m00, m01, m02"),
+    ),
+    (
+        "Tag",
+        "label string, mood string",
+        [("x", "m07"), ("y", "m1"), ("z", "m00")],
+        ConstraintViolationError,
+        "node Tag column 'mood' row 1: invalid enum value 'm1' for Tag.mood",
+    ),
 ]
-BAD_PG = """
+BAD_PG = (
+    """
 node Item {
     name: String @key
     qty: I64
@@ -307,10 +415,13 @@ node Item {
 node Tag {
     label: String @key
     tone: enum(soft, loud)?
-    mood: enum(""" + ", ".join(f"m{i:02d}" for i in range(20)) + """)?
+    mood: enum("""
+    + ", ".join(f"m{i:02d}" for i in range(20))
+    + """)?
 }
 edge Link: Item -> Item
 """
+)
 
 
 @pytest.mark.parametrize("case", range(len(BAD_ROWS)))
@@ -336,11 +447,21 @@ def test_load_wide_rules_still_apply(jvm, tmp_path):
     g = Graph.init(str(tmp_path / "g"), BAD_PG)
     v0, files0 = g.snapshot().version, data_files(g.root)
     with pytest.raises(DanglingEdgeError):
-        write_graph(g.root, {"Item": jvm.createDataFrame([("a", 1, "alpha")], "name string, qty bigint, kind string"),
-                             "Link": jvm.createDataFrame([("a", "zz")], "`from` string, `to` string")}, engine="jvm")
+        write_graph(
+            g.root,
+            {
+                "Item": jvm.createDataFrame([("a", 1, "alpha")], "name string, qty bigint, kind string"),
+                "Link": jvm.createDataFrame([("a", "zz")], "`from` string, `to` string"),
+            },
+            engine="jvm",
+        )
     with pytest.raises(UniqueViolationError):
-        write_table(jvm.createDataFrame([("a", 1, "alpha"), ("a", 2, "beta")], "name string, qty bigint, kind string"),
-                    g.root, "Item", engine="jvm")
+        write_table(
+            jvm.createDataFrame([("a", 1, "alpha"), ("a", 2, "beta")], "name string, qty bigint, kind string"),
+            g.root,
+            "Item",
+            engine="jvm",
+        )
     assert Graph.open(g.root).snapshot().version == v0 and data_files(g.root) == files0
 
 
@@ -356,24 +477,40 @@ def test_modes_and_branches(jvm, tmp_path):
     main = {r["name"]: r["qty"] for r in read_table(jvm, g.root, "Item").collect()}
     assert len(dev) == 51 and dev["i1"] == (100, "beta") and dev["new"] == (7, "alpha")
     assert len(main) == 50 and main["i1"] == 1  # the branch write never touched main
-    write_table(jvm.createDataFrame([("only", 1, "beta")], "name string, qty bigint, kind string"), g.root, "Item",
-                mode="overwrite", branch="dev", engine="jvm")
+    write_table(
+        jvm.createDataFrame([("only", 1, "beta")], "name string, qty bigint, kind string"),
+        g.root,
+        "Item",
+        mode="overwrite",
+        branch="dev",
+        engine="jvm",
+    )
     assert [r["name"] for r in read_table(jvm, g.root, "Item", branch="dev").collect()] == ["only"]
     # an empty DataFrame overwrites to empty (the job ran tasks that staged nothing)
-    write_table(jvm.createDataFrame([], "name string, qty bigint, kind string").repartition(2), g.root, "Item",
-                mode="overwrite", branch="dev", engine="jvm")
+    write_table(
+        jvm.createDataFrame([], "name string, qty bigint, kind string").repartition(2),
+        g.root,
+        "Item",
+        mode="overwrite",
+        branch="dev",
+        engine="jvm",
+    )
     assert read_table(jvm, g.root, "Item", branch="dev").count() == 0
     assert read_table(jvm, g.root, "Item").count() == 50
 
 
 def test_what_the_jvm_path_does_not_stage_falls_back_or_raises(jvm, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.graph_io")
-    g = Graph.init(str(tmp_path / "g"), ALL_TYPES_PG + """
+    g = Graph.init(
+        str(tmp_path / "g"),
+        ALL_TYPES_PG
+        + """
 node Ranged {
     n: I64
     @range(n, 0..10)
 }
-""")
+""",
+    )
     cases = [
         ("Thing", jvm.createDataFrame([("a", 5)], "slug string, u32 int"), "column 'u32': int -> uint32"),
         ("Thing", jvm.createDataFrame([("a",)], "slug string"), "column 'data' is stored as large_binary"),
@@ -397,6 +534,7 @@ node Ranged {
     # storage options and object stores take the JVM path too (tests/spark/test_object_store.py)
     target = writes.prepare_target(Graph.open(g.root), "main", "node:Ranged", "append")
     from dataclasses import replace
+
     assert jvm_write.setup_blocker(jvm, replace(target, storage_options={"k": "v"}, base_uri="s3://b/g/t")) is None
     assert jvm_write.setup_blocker(jvm, target) is None
 
@@ -409,14 +547,20 @@ def test_a_failed_job_leaves_no_staged_file(jvm, tmp_path):
     g = Graph.init(str(tmp_path / "g"), BAD_PG)
     v0, files0 = g.snapshot().version, data_files(g.root)
     boom = F.udf(lambda n: n if n != "i3999" else (_ for _ in ()).throw(RuntimeError("injected")), "string")
-    items = (jvm.createDataFrame([(f"i{k}", k, "alpha") for k in range(4000)], "name string, qty bigint, kind string")
-             .repartition(4).withColumn("name", boom("name")))
+    items = (
+        jvm.createDataFrame([(f"i{k}", k, "alpha") for k in range(4000)], "name string, qty bigint, kind string")
+        .repartition(4)
+        .withColumn("name", boom("name"))
+    )
     with pytest.raises(Exception, match="injected"):
         write_table(items, g.root, "Item", engine="jvm")
     assert Graph.open(g.root).snapshot().version == v0
     assert data_files(g.root) == files0
-    assert not os.listdir(os.path.join(g.root, "_omnigraph_spark", "staging")) if os.path.isdir(
-        os.path.join(g.root, "_omnigraph_spark", "staging")) else True
+    assert (
+        not os.listdir(os.path.join(g.root, "_omnigraph_spark", "staging"))
+        if os.path.isdir(os.path.join(g.root, "_omnigraph_spark", "staging"))
+        else True
+    )
 
 
 EVENT_PG = """
@@ -437,8 +581,14 @@ def test_datetime_from_timestamps_and_dates_and_absent_unwritable_columns(jvm, t
     the same rows as the Python path."""
     caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.graph_io")
     utc = dt.timezone.utc
-    rows = [(f"e{i}", dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=utc) + dt.timedelta(minutes=i) if i % 3 else None,
-             dt.date(1969, 12, 31) + dt.timedelta(days=i)) for i in range(500)]
+    rows = [
+        (
+            f"e{i}",
+            dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=utc) + dt.timedelta(minutes=i) if i % 3 else None,
+            dt.date(1969, 12, 31) + dt.timedelta(days=i),
+        )
+        for i in range(500)
+    ]
     df = jvm.createDataFrame(rows, "name string, at timestamp, on date").repartition(2)
     roots = {}
     for engine in ("jvm", "python"):
@@ -459,13 +609,19 @@ def test_sub_millisecond_timestamps_are_refused(jvm, tmp_path):
     g = Graph.init(str(tmp_path / "g"), EVENT_PG)
     v0, files0 = g.snapshot().version, data_files(g.root)
     utc = dt.timezone.utc
-    df = jvm.createDataFrame([("a", dt.datetime(2024, 1, 2, tzinfo=utc), dt.date(2024, 1, 1)),
-                              ("b", dt.datetime(2024, 1, 2, 0, 0, 0, 1, tzinfo=utc), dt.date(2024, 1, 1))],
-                             "name string, at timestamp, on date").coalesce(1)
+    df = jvm.createDataFrame(
+        [
+            ("a", dt.datetime(2024, 1, 2, tzinfo=utc), dt.date(2024, 1, 1)),
+            ("b", dt.datetime(2024, 1, 2, 0, 0, 0, 1, tzinfo=utc), dt.date(2024, 1, 1)),
+        ],
+        "name string, at timestamp, on date",
+    ).coalesce(1)
     with pytest.raises(TypeMismatchError) as ei:
         write_table(df, g.root, "Event", engine="jvm")
-    assert ("node Event column 'at' row 1: value '2024-01-02T00:00:00.000001Z' (timestamp[us]) has a "
-            "sub-millisecond part; DateTime stores milliseconds (Event partition 0)") in str(ei.value)
+    assert (
+        "node Event column 'at' row 1: value '2024-01-02T00:00:00.000001Z' (timestamp[us]) has a "
+        "sub-millisecond part; DateTime stores milliseconds (Event partition 0)"
+    ) in str(ei.value)
     with pytest.raises(TypeMismatchError, match="sub-millisecond"):  # the Python path refuses it too
         write_table(df, g.root, "Event", engine="python")
     with pytest.raises(NullViolationError, match="column 'on' row 0"):

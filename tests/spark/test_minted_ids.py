@@ -1,5 +1,6 @@
 """Ids the connector mints (ULIDs for rows without an id) need no load-wide uniqueness pass;
 ids that came from the input always get one (I4: a bad load is refused). No Spark needed."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -31,10 +32,12 @@ def load(g, frames, mode="append"):
     staged = []
     for name, tbl in frames.items():
         td = g.catalog.resolve(name)
-        staged.append(W.convert_and_stage(writes.prepare_target(g, "main", td.table_key, mode), td,
-                                          tbl.to_batches(), "test"))
-    return staged, W.commit_staged(g, "main", staged, WriteOptions(path=g.root, type=None, branch="main",
-                                                                   write_mode=mode))
+        staged.append(
+            W.convert_and_stage(writes.prepare_target(g, "main", td.table_key, mode), td, tbl.to_batches(), "test")
+        )
+    return staged, W.commit_staged(
+        g, "main", staged, WriteOptions(path=g.root, type=None, branch="main", write_mode=mode)
+    )
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Spark writes and reads of a graph on S3 (moto's server and SeaweedFS, each a process of its own,
 every test once per server): ``storage.*`` options reach the driver, the Python workers and the
 executor JVMs; both paths, write and read."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,11 @@ from omnigraph_spark.errors import DanglingEdgeError
 from tests.object_store import ACCESS_KEY, SECRET_KEY
 from tests.spark.test_jvm_read import scans_in_jvm
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 
 def _storage(w, so):
@@ -42,8 +45,11 @@ def test_df_write_and_read_with_storage_options(spark, s3, s3_graph):  # I1
 
     reader = _storage(spark.read.format("omnigraph").option("type", "Person"), so).load(s3_graph.root)
     assert sorted((r.id, r.name, r.age) for r in reader.collect()) == [
-        ("alice", "alice", 30), ("bob", "bob", 41), ("o'hara", "o'hara", 25)]  # @key name is the id
-    assert [r.id for r in reader.filter("id = \"o'hara\"").collect()] == ["o'hara"]  # pushed down, quoted
+        ("alice", "alice", 30),
+        ("bob", "bob", 41),
+        ("o'hara", "o'hara", 25),
+    ]  # @key name is the id
+    assert [r.id for r in reader.filter('id = "o\'hara"').collect()] == ["o'hara"]  # pushed down, quoted
     edges = _storage(spark.read.format("omnigraph").option("type", "Knows"), so).load(s3_graph.root)
     assert sorted((r.src, r.dst) for r in edges.collect()) == [("alice", "bob"), ("bob", "o'hara")]
     assert len({r.id for r in edges.collect()}) == 2  # minted ids
@@ -56,7 +62,7 @@ def _jvm_staged(caplog, key):
 
 
 def _staging_left(s3, root):
-    bucket, _, prefix = root[len("s3://"):].partition("/")
+    bucket, _, prefix = root[len("s3://") :].partition("/")
     return [k for k in s3.keys(bucket, f"{prefix}/_omnigraph_spark/staging/") if not k.endswith("/")]
 
 
@@ -85,8 +91,13 @@ def test_jvm_paths_write_and_read_on_s3(jvm, s3, s3_graph, caplog):  # I1, I10
     assert len(g.log()) == 3  # init + two loads
     assert _staging_left(s3, s3_graph.root) == []
     with pytest.raises(DanglingEdgeError):  # the executors' endpoint index of the committed nodes on S3
-        write_table(jvm.createDataFrame([("a", "zz")], "src string, dst string"), s3_graph.root, "Knows",
-                    options=opts, engine="jvm")
+        write_table(
+            jvm.createDataFrame([("a", "zz")], "src string, dst string"),
+            s3_graph.root,
+            "Knows",
+            options=opts,
+            engine="jvm",
+        )
     assert len(Graph.open(s3_graph.root, so).log()) == 3
 
 
@@ -97,7 +108,7 @@ def test_a_failed_jvm_job_on_s3_leaves_no_staged_object(jvm, s3, s3_graph):  # I
 
     so = s3.storage_options()
     opts = {f"storage.{k}": v for k, v in so.items()}
-    bucket, _, prefix = s3_graph.root[len("s3://"):].partition("/")
+    bucket, _, prefix = s3_graph.root[len("s3://") :].partition("/")
     table = s3_graph.snapshot().tables["node:Person"].table_path
 
     def data():
@@ -105,8 +116,11 @@ def test_a_failed_jvm_job_on_s3_leaves_no_staged_object(jvm, s3, s3_graph):  # I
 
     before, v0 = data(), s3_graph.snapshot().version
     boom = F.udf(lambda n: n if n != "p3999" else (_ for _ in ()).throw(RuntimeError("injected")), "string")
-    df = (jvm.createDataFrame([(f"p{k}", k) for k in range(4000)], "name string, age int")
-          .repartition(4).withColumn("name", boom("name")))
+    df = (
+        jvm.createDataFrame([(f"p{k}", k) for k in range(4000)], "name string, age int")
+        .repartition(4)
+        .withColumn("name", boom("name"))
+    )
     with pytest.raises(Exception, match="injected"):
         write_table(df, s3_graph.root, "Person", options=opts, engine="jvm")
     assert Graph.open(s3_graph.root, so).snapshot().version == v0
@@ -123,8 +137,9 @@ def _run_app(root, tmp_path, mode, extra_env):
     events = tmp_path / f"events-{mode}"
     events.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | extra_env
-    p = subprocess.run([sys.executable, APP, root, str(events), mode], env=env, capture_output=True, text=True,
-                       timeout=900)
+    p = subprocess.run(
+        [sys.executable, APP, root, str(events), mode], env=env, capture_output=True, text=True, timeout=900
+    )
     assert p.returncode == 0 and p.stdout.rstrip().endswith("DONE"), p.stdout[-3000:] + p.stderr[-3000:]
     log = "".join(f.read_text(errors="replace") for f in events.rglob("*") if f.is_file())
     assert "omnigraph node:Person" in log  # the event log holds the JVM scan's plan: it was looked at
@@ -134,7 +149,7 @@ def _run_app(root, tmp_path, mode, extra_env):
 
 
 def _objects(s3, root):
-    bucket = root[len("s3://"):].partition("/")[0]
+    bucket = root[len("s3://") :].partition("/")[0]
     c = s3.client()
     return {k: c.get_object(Bucket=bucket, Key=k)["Body"].read() for k in s3.keys(bucket)}
 
@@ -146,11 +161,11 @@ def test_option_credentials_never_appear_in_plans_event_log_logs_errors_or_objec
     line (this package's and Spark's, at INFO), no error message, and no object of the graph's
     bucket (sidecars, commit rows, journals, side files, data). Spark redacts the options whose
     key names a secret; the event log shows the redaction, which proves it saw the option."""
-    p, log = _run_app(s3_graph.root, tmp_path, "options",
-                      {"OMNIGRAPH_TEST_STORAGE_OPTIONS": json.dumps(s3.storage_options())})
+    p, log = _run_app(
+        s3_graph.root, tmp_path, "options", {"OMNIGRAPH_TEST_STORAGE_OPTIONS": json.dumps(s3.storage_options())}
+    )
     assert "*********(redacted)" in log
-    for where, text in (("stdout: explain, rows, errors", p.stdout), ("stderr: logs", p.stderr),
-                        ("event log", log)):
+    for where, text in (("stdout: explain, rows, errors", p.stdout), ("stderr: logs", p.stderr), ("event log", log)):
         assert SECRET_KEY not in text, where
     for key, body in _objects(s3, s3_graph.root).items():
         assert SECRET_KEY.encode() not in body, key
@@ -162,8 +177,7 @@ def test_environment_credentials_take_both_paths_and_never_appear(jvm, s3, s3_gr
     endpoint and credentials in their environment (AWS_*), both paths run (the app exits
     non-zero otherwise), and neither the key id nor the secret shows anywhere."""
     p, log = _run_app(s3_graph.root, tmp_path, "env", s3.env())
-    for where, text in (("stdout: explain, rows, errors", p.stdout), ("stderr: logs", p.stderr),
-                        ("event log", log)):
+    for where, text in (("stdout: explain, rows, errors", p.stdout), ("stderr: logs", p.stderr), ("event log", log)):
         assert SECRET_KEY not in text and ACCESS_KEY not in text, where
     for key, body in _objects(s3, s3_graph.root).items():
         assert SECRET_KEY.encode() not in body, key

@@ -5,6 +5,7 @@ Option ``engine=jvm`` proves the path taken without py4j (the Python source refu
 provider can answer it), so the same checks run through Spark Connect (test_connect.py).
 Invariants: I1 (one commit, all or nothing), I10 (a failed load leaves no staged file), I22 (one
 planner: the provider's plans and errors are the Python source's)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,8 +27,10 @@ from tests.spark.test_jvm_write import _rels, _things, data_files
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
 #: THING_DDL of test_jvm_write with nums as bigint: every column maps in the task (no Spark cast)
-DDL = ("nums array<bigint>, f64 float, slug string, i64 int, i32 short, day date, tags array<string>, "
-       "color string, flag boolean, f32 float")
+DDL = (
+    "nums array<bigint>, f64 float, slug string, i64 int, i32 short, day date, tags array<string>, "
+    "color string, flag boolean, f32 float"
+)
 
 
 def _save(df, root, type_, mode="append", **opts):
@@ -79,7 +82,7 @@ def test_I22_the_provider_writes_and_reads_what_the_python_source_does(jvm, tmp_
         assert fast.schema == slow.schema
         assert_df_equality(fast, slow, ignore_row_order=True)
     row = _load(jvm, roots["jvm"], "Thing").filter("slug = 't00001'").collect()[0].asDict()
-    assert row["i64"] == 2 ** 31 - 2 and row["i32"] == -14999 and row["day"] == dt.date(2024, 3, 1)
+    assert row["i64"] == 2**31 - 2 and row["i32"] == -14999 and row["day"] == dt.date(2024, 3, 1)
 
 
 def test_the_provider_pushes_filters_columns_and_snapshots_into_the_jvm_scan(jvm, tmp_path):
@@ -87,7 +90,7 @@ def test_the_provider_pushes_filters_columns_and_snapshots_into_the_jvm_scan(jvm
     _save(jvm.createDataFrame(_things(300), DDL), g.root, "Thing", engine="jvm")
     v1 = Graph.open(g.root).snapshot().version
     _save(jvm.createDataFrame(_things(100, 300), DDL), g.root, "Thing", engine="jvm")
-    df = _load(jvm, g.root, "Thing", engine="jvm", columns="slug,i64").filter(F.col("i64") > 2 ** 31 - 11)
+    df = _load(jvm, g.root, "Thing", engine="jvm", columns="slug,i64").filter(F.col("i64") > 2**31 - 11)
     assert scans_in_jvm(df) and df.columns == ["slug", "i64"]
     assert sorted(r.slug for r in df.collect()) == [f"t{i:05d}" for i in range(10)]
     assert _load(jvm, g.root, "Thing", engine="jvm", version=str(v1)).count() == 300
@@ -130,9 +133,22 @@ def test_the_provider_reads_columns_of_table_type_where_the_input_has_them(jvm, 
     lists, Bool, Date, floats and nulls included): the plan is a pure reordering, which the JVM
     sink reads at the input's ordinals without a per-row projection; the graph reads back equal
     to the Python source's write of the same DataFrame."""
-    df = (jvm.createDataFrame(_things(1500), DDL).repartition(3)
-          .select("tags", F.col("f64").cast("double").alias("f64"), F.col("i64").cast("bigint").alias("i64"),
-                  "slug", "day", "nums", "flag", F.col("i32").cast("int").alias("i32"), "color", "f32"))
+    df = (
+        jvm.createDataFrame(_things(1500), DDL)
+        .repartition(3)
+        .select(
+            "tags",
+            F.col("f64").cast("double").alias("f64"),
+            F.col("i64").cast("bigint").alias("i64"),
+            "slug",
+            "day",
+            "nums",
+            "flag",
+            F.col("i32").cast("int").alias("i32"),
+            "color",
+            "f32",
+        )
+    )
     g = Graph.init(str(tmp_path / "probe"), JVM_TYPES_PG)
     answer, load = bridge.plan_write({"path": g.root, "type": "Thing", "engine": "jvm"}, False, df.schema.json())
     try:
@@ -238,7 +254,8 @@ def test_I21_a_merge_through_the_provider_replaces_the_rows_the_python_source_do
     got, want = (sorted(map(tuple, _load(jvm, r, "Thing").collect())) for r in (g.root, copy))
     assert got == want and len(got) == 35
     assert sorted(r.slug for r in _load(jvm, g.root, "Thing").where("i64 = -7").collect()) == [
-        f"t{i:05d}" for i in range(25, 35)]
+        f"t{i:05d}" for i in range(25, 35)
+    ]
 
 
 def test_I18_a_delete_through_the_provider_is_the_python_sources_delete(jvm, tmp_path):
@@ -263,19 +280,23 @@ def test_I18_a_delete_through_the_provider_is_the_python_sources_delete(jvm, tmp
         got, want = (sorted(map(tuple, _load(jvm, r, t).collect())) for r in (g.root, copy))
         assert got == want
     assert sorted(r.slug for r in _load(jvm, g.root, "Thing").collect()) == [
-        f"t{i:05d}" for i in range(30) if i not in (3, 4)]
+        f"t{i:05d}" for i in range(30) if i not in (3, 4)
+    ]
     assert len(Graph.open(g.root).log()) == len(Graph.open(copy).log()) == 4  # init, two loads, ONE delete commit
 
     by_edge = jvm.createDataFrame([("t00001", "t00008")], "src string, dst string")
     for root, engine in ((g.root, "jvm"), (copy, "python")):
         _save(by_edge, root, "Rel", engine=engine, writeMode="delete")
-    assert sorted(map(tuple, _load(jvm, g.root, "Rel").collect())) == sorted(map(tuple, _load(jvm, copy, "Rel").collect()))
+    assert sorted(map(tuple, _load(jvm, g.root, "Rel").collect())) == sorted(
+        map(tuple, _load(jvm, copy, "Rel").collect())
+    )
 
     version = Graph.open(g.root).snapshot().version
     errors = {}
     # three Arrow batches of 2 rows in the one partition: the nulls of the second are counted
-    nulls = jvm.createDataFrame([("t00005",), ("t00006",), (None,), ("t00007",), (None,), (None,)],
-                                "slug string").coalesce(1)
+    nulls = jvm.createDataFrame(
+        [("t00005",), ("t00006",), (None,), ("t00007",), (None,), (None,)], "slug string"
+    ).coalesce(1)
     jvm.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "2")
     try:
         for engine in ("jvm", "python"):
@@ -313,6 +334,7 @@ def test_the_provider_overwrites_with_spark_mode_overwrite(jvm, tmp_path):
 
 # -- the bridge itself (no Spark job) ----------------------------------------------------------
 
+
 def _ask(requests):
     out = io.StringIO()
     b = bridge.Bridge(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), out)
@@ -322,13 +344,15 @@ def _ask(requests):
 
 def test_I22_the_bridge_answers_with_the_python_sources_errors_and_plans(tmp_path):
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
-    answers = _ask([
-        {"op": "plan_read", "options": {"path": g.root, "type": "Thing", "columns": "slug,nums"}, "parallelism": 3},
-        {"op": "plan_read", "options": {"path": g.root, "type": "Nope"}},
-        {"op": "plan_read", "options": {"path": g.root, "type": "Thing", "engine": "python"}},
-        {"op": "commit"},
-        {"op": "what"},
-    ])
+    answers = _ask(
+        [
+            {"op": "plan_read", "options": {"path": g.root, "type": "Thing", "columns": "slug,nums"}, "parallelism": 3},
+            {"op": "plan_read", "options": {"path": g.root, "type": "Nope"}},
+            {"op": "plan_read", "options": {"path": g.root, "type": "Thing", "engine": "python"}},
+            {"op": "commit"},
+            {"op": "what"},
+        ]
+    )
     plan = answers[0]["ok"]["jvm"]
     assert json.loads(plan["schema"])["fields"][0]["name"] == "slug" and plan["options"]["table"] == "node:Thing"
     assert answers[1]["error"]["code"] == "UNKNOWN_TYPE" and answers[1]["error"]["message"].startswith("[UNKNOWN_TYPE]")
@@ -344,14 +368,30 @@ def test_the_bridge_cleans_up_a_load_whose_jvm_went_away(tmp_path):
 
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     b = bridge.Bridge(io.StringIO(""), io.StringIO())
-    spec = b.answer({"op": "plan_write", "options": {"path": g.root, "type": "Thing"},
-                     "schema": StructType([StructField("slug", StringType())]).json()})["ok"]["jvm"]["spec"]
+    spec = b.answer(
+        {
+            "op": "plan_write",
+            "options": {"path": g.root, "type": "Thing"},
+            "schema": StructType([StructField("slug", StringType())]).json(),
+        }
+    )["ok"]["jvm"]["spec"]
     staged = os.path.join(spec["datasetUri"], "data", "task-file.lance")
     os.makedirs(os.path.dirname(staged), exist_ok=True)
     open(staged, "wb").write(b"staged by a task")
-    b.load.journal.record("task-0", [type("S", (), {"table_key": "node:Thing", "stage_uri": spec["datasetUri"],
-                                                     "fragments": [type("F", (), {"files": [
-                                                         type("D", (), {"path": "task-file.lance"})()]})()]})()])
+    b.load.journal.record(
+        "task-0",
+        [
+            type(
+                "S",
+                (),
+                {
+                    "table_key": "node:Thing",
+                    "stage_uri": spec["datasetUri"],
+                    "fragments": [type("F", (), {"files": [type("D", (), {"path": "task-file.lance"})()]})()],
+                },
+            )()
+        ],
+    )
     assert os.listdir(spec["journal"])
     b.serve()  # stdin is already at its end
     assert not os.path.exists(staged) and not os.path.exists(spec["journal"])
@@ -372,20 +412,35 @@ def test_the_projection_maps_widening_inputs_and_refuses_planner_casts():
 
     from omnigraph_spark.spark.jvm_write import JvmStagePlan
 
-    schema = StructType([StructField("a", ShortType()), StructField("b", StringType()),
-                         StructField("c", ArrayType(IntegerType())), StructField("d", DateType())])
-    plan = JvmStagePlan(columns=(("x", "a", LongType(), "cast"), ("y", "b", StringType(), "as_is"),
-                                 ("z", None, DoubleType(), "cast"), ("w", "d", LongType(), "micros_date")),
-                        rules=(), mint_column=None)
+    schema = StructType(
+        [
+            StructField("a", ShortType()),
+            StructField("b", StringType()),
+            StructField("c", ArrayType(IntegerType())),
+            StructField("d", DateType()),
+        ]
+    )
+    plan = JvmStagePlan(
+        columns=(
+            ("x", "a", LongType(), "cast"),
+            ("y", "b", StringType(), "as_is"),
+            ("z", None, DoubleType(), "cast"),
+            ("w", "d", LongType(), "micros_date"),
+        ),
+        rules=(),
+        mint_column=None,
+    )
     cols, why = bridge.projection(plan, schema)
     assert why == [] and cols == [
         {"column": "x", "ordinal": 0, "from": "short", "to": "long"},
         {"column": "y", "ordinal": 1, "from": "string", "to": "same"},
         {"column": "z", "ordinal": -1, "from": "null", "to": "null"},
-        {"column": "w", "ordinal": 3, "from": "date", "to": "micros_date"}]
+        {"column": "w", "ordinal": 3, "from": "date", "to": "micros_date"},
+    ]
     plan = JvmStagePlan(columns=(("n", "c", ArrayType(LongType()), "cast"),), rules=(), mint_column=None)
     assert bridge.projection(plan, schema)[1] == [
-        "column 'n': array<int> -> array<bigint> is cast by Spark's planner (the Python source)"]
+        "column 'n': array<int> -> array<bigint> is cast by Spark's planner (the Python source)"
+    ]
 
 
 def test_an_idle_planner_exits_unless_a_write_is_in_progress(tmp_path):
@@ -408,8 +463,16 @@ def test_an_idle_planner_exits_unless_a_write_is_in_progress(tmp_path):
         b = bridge.Bridge(inp, out, idle_s=0.2)
         serving = threading.Thread(target=b.serve)
         serving.start()
-        requests.write(json.dumps({"op": "plan_write", "options": {"path": g.root, "type": "Thing"},
-                                   "schema": StructType([StructField("slug", StringType())]).json()}) + "\n")
+        requests.write(
+            json.dumps(
+                {
+                    "op": "plan_write",
+                    "options": {"path": g.root, "type": "Thing"},
+                    "schema": StructType([StructField("slug", StringType())]).json(),
+                }
+            )
+            + "\n"
+        )
         requests.flush()
         deadline = time.monotonic() + 60
         while b.load is None and time.monotonic() < deadline:
@@ -428,8 +491,10 @@ def test_I21_a_planner_the_driver_cannot_lend_a_session_to_refuses_with_the_reme
     is then aborted like any refused commit), never an untyped crash of the planner."""
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     monkeypatch.setenv("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", ""))  # restored after the test
-    for reply in ({"refused": "this request has no SparkSession to lend"},
-                  {"port": 9, "secret": "x", "session": "gone"}):  # nothing listens on port 9
+    for reply in (
+        {"refused": "this request has no SparkSession to lend"},
+        {"port": 9, "secret": "x", "session": "gone"},
+    ):  # nothing listens on port 9
         out = io.StringIO()
         b = bridge.Bridge(io.StringIO(json.dumps(reply) + "\n"), out)
         with pytest.raises(JvmWriteUnavailableError) as ei:

@@ -1,5 +1,6 @@
 """Quarantine (option rejectedRowsPath): the valid rows commit, the bad ones are kept
 with their reasons, good + rejected = input (invariant I20's opt-in counterpart)."""
+
 from __future__ import annotations
 
 import logging
@@ -14,9 +15,11 @@ from omnigraph_spark.errors import ConstraintViolationError, JvmWriteUnavailable
 from omnigraph_spark.spark.quarantine import CODE_COLUMN, REASON_COLUMN, REJECTED_AT_PROP, REJECTED_PROP, TABLE_COLUMN
 from omnigraph_spark.store import tables
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 PG = """
 node Person {
@@ -48,11 +51,22 @@ def _names(root: str, key: str, col: str = "id"):
 def test_quarantine_round_trip_with_edges_to_rejected_nodes(spark, tmp_path):
     root = Graph.init(str(tmp_path / "g"), PG).root
     q = str(tmp_path / "rejected")
-    people = [("Ann", "Paris", "engineer", 30), ("Bob", "Rome", "wizard", 40), ("Cy", None, "designer", 20),
-              ("Di", "Oslo", "analyst", 200), ("Ed", "Bern", "analyst", None)]
-    knows = [("Ann", "Ed", 1), ("Ann", "Bob", 2), ("Cy", "Ed", 3), ("Ed", "Ann", 2 ** 40), ("Ed", "Di", None)]
-    res = write_graph(root, {"Person": spark.createDataFrame(people, PEOPLE).repartition(2),
-                             "Knows": spark.createDataFrame(knows, KNOWS).repartition(2)}, rejected_rows_path=q)
+    people = [
+        ("Ann", "Paris", "engineer", 30),
+        ("Bob", "Rome", "wizard", 40),
+        ("Cy", None, "designer", 20),
+        ("Di", "Oslo", "analyst", 200),
+        ("Ed", "Bern", "analyst", None),
+    ]
+    knows = [("Ann", "Ed", 1), ("Ann", "Bob", 2), ("Cy", "Ed", 3), ("Ed", "Ann", 2**40), ("Ed", "Di", None)]
+    res = write_graph(
+        root,
+        {
+            "Person": spark.createDataFrame(people, PEOPLE).repartition(2),
+            "Knows": spark.createDataFrame(knows, KNOWS).repartition(2),
+        },
+        rejected_rows_path=q,
+    )
     # Bob (enum), Cy (null city), Di (@range); Ann->Bob, Cy->Ed, Ed->Di (rejected endpoints), Ed->Ann (I32 overflow)
     assert res.rejected_rows == 7
     assert sum(t.rows_written for t in res.tables) + res.rejected_rows == len(people) + len(knows)
@@ -91,17 +105,23 @@ def test_good_plus_rejected_is_the_input(spark, tmp_path):
     rows = []
     for i in range(400):
         role = rnd.choice(["engineer", "designer", "analyst", "wizard", None])
-        age = rnd.choice([10, 20, 160, -1, None, 2 ** 40])
+        age = rnd.choice([10, 20, 160, -1, None, 2**40])
         rows.append((f"p{i:03d}", rnd.choice(["Paris", None, "Rome", "Oslo", "Bern"]), role, age))
     root = Graph.init(str(tmp_path / "g"), PG).root
-    res = write_table(spark.createDataFrame(rows, PEOPLE).repartition(4), root, "Person",
-                      rejected_rows_path=str(tmp_path / "q"))
+    res = write_table(
+        spark.createDataFrame(rows, PEOPLE).repartition(4), root, "Person", rejected_rows_path=str(tmp_path / "q")
+    )
     good = set(_names(root, "node:Person"))
     bad = [r["name"] for r in _rejected(res.rejected_path, "node_Person")]
     assert len(bad) == len(set(bad)) == res.rejected_rows
     assert good.isdisjoint(bad) and good | set(bad) == {r[0] for r in rows}
-    expect_bad = {r[0] for r in rows if r[1] is None or r[2] not in ("engineer", "designer", "analyst")
-                  or (r[3] is not None and not 0 <= r[3] <= 150)}
+    expect_bad = {
+        r[0]
+        for r in rows
+        if r[1] is None
+        or r[2] not in ("engineer", "designer", "analyst")
+        or (r[3] is not None and not 0 <= r[3] <= 150)
+    }
     assert set(bad) == expect_bad
 
 
@@ -123,8 +143,9 @@ def test_without_the_option_a_bad_row_refuses_the_load_and_a_refused_load_leaves
         write_table(df, root, "Person")
     q = str(tmp_path / "q")
     # load-wide rules still refuse the load; the rows quarantined by its tasks are deleted
-    dup = spark.createDataFrame([("Ann", "Paris", "engineer", 1), ("Ann", "Rome", "designer", 2),
-                                 ("Bob", "Rome", "wizard", 2)], PEOPLE)
+    dup = spark.createDataFrame(
+        [("Ann", "Paris", "engineer", 1), ("Ann", "Rome", "designer", 2), ("Bob", "Rome", "wizard", 2)], PEOPLE
+    )
     with pytest.raises(Exception) as ei:
         write_table(dup, root, "Person", rejected_rows_path=q)
     assert ei.value.code in ("UNIQUE_VIOLATION", "KEY_CONFLICT")
@@ -137,8 +158,9 @@ def test_the_jvm_path_leaves_quarantine_to_python(spark, tmp_path, caplog):
 
     need_shim(spark)
     root = Graph.init(str(tmp_path / "g"), PG.replace("    @range(age, 0..150)\n", "")).root
-    df = spark.createDataFrame([("Ann", "Paris", "engineer"), ("Bob", "Rome", "wizard")],
-                               "name string, city string, role string")
+    df = spark.createDataFrame(
+        [("Ann", "Paris", "engineer"), ("Bob", "Rome", "wizard")], "name string, city string, role string"
+    )
     with pytest.raises(JvmWriteUnavailableError, match="rejectedRowsPath"):
         write_table(df, root, "Person", engine="jvm", rejected_rows_path=str(tmp_path / "q"))
     caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.graph_io")

@@ -1,5 +1,6 @@
 """The Spark read path: format("omnigraph") loads of one type at one pinned snapshot, and
 read_graph. Data is written through the store layer (no Spark writer involved)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -52,11 +53,17 @@ def listing(root):
 
 
 def test_read_person_rows_and_schema(spark, test_graph):
-    write_rows(test_graph, "node:Person", [{"id": "alice", "age": 30, "name": "alice"},
-                                          {"id": "bob", "age": None, "name": "bob"}])
+    write_rows(
+        test_graph,
+        "node:Person",
+        [{"id": "alice", "age": 30, "name": "alice"}, {"id": "bob", "age": None, "name": "bob"}],
+    )
     df = load(spark, test_graph.root)
     assert [(f.name, f.dataType.simpleString(), f.nullable) for f in df.schema.fields] == [
-        ("id", "string", False), ("age", "int", True), ("name", "string", False)]
+        ("id", "string", False),
+        ("age", "int", True),
+        ("name", "string", False),
+    ]
     expected = spark.createDataFrame([("alice", 30, "alice"), ("bob", None, "bob")], df.schema)
     assert_df_equality(df, expected, ignore_row_order=True)
 
@@ -94,27 +101,71 @@ def test_every_type_reads_exactly(spark, tmp_path):
     target = writes.prepare_target(g, "main", "node:Thing", "append")
     at_ms = 1704164645678  # 2024-01-02T03:04:05.678Z, stored as Date64 ms (§G.2)
     cols = {
-        "id": ["x", "y"], "slug": ["x", "y"], "color": ["red", None], "flag": [True, None],
-        "i32": [-2 ** 31, None], "i64": [2 ** 63 - 1, None], "u32": [2 ** 32 - 1, None], "u64": [2 ** 64 - 1, None],
-        "f32": [1.5, None], "f64": [-0.1, None], "day": [dt.date(2024, 2, 29), None],
-        "at": pa.array([at_ms, None], pa.date64()), "tags": [["a", None], None], "nums": [[1, 2], None],
-        "emb": [[0.5, 1.0, -2.0], None], "data": [b"\x00\xff", None]}
-    table = pa.table({f.name: pa.array(cols[f.name], f.type) if not isinstance(cols[f.name], pa.Array)
-                      else cols[f.name] for f in target.schema}, schema=target.schema)
+        "id": ["x", "y"],
+        "slug": ["x", "y"],
+        "color": ["red", None],
+        "flag": [True, None],
+        "i32": [-(2**31), None],
+        "i64": [2**63 - 1, None],
+        "u32": [2**32 - 1, None],
+        "u64": [2**64 - 1, None],
+        "f32": [1.5, None],
+        "f64": [-0.1, None],
+        "day": [dt.date(2024, 2, 29), None],
+        "at": pa.array([at_ms, None], pa.date64()),
+        "tags": [["a", None], None],
+        "nums": [[1, 2], None],
+        "emb": [[0.5, 1.0, -2.0], None],
+        "data": [b"\x00\xff", None],
+    }
+    table = pa.table(
+        {
+            f.name: pa.array(cols[f.name], f.type) if not isinstance(cols[f.name], pa.Array) else cols[f.name]
+            for f in target.schema
+        },
+        schema=target.schema,
+    )
     writes.commit_load(g, "main", [writes.stage(target, table.to_batches())])
 
     df = load(spark, g.root, "Thing")
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-    assert types == {"id": "string", "at": "timestamp", "color": "string", "data": "binary", "day": "date",
-                     "emb": "array<float>", "f32": "float", "f64": "double", "flag": "boolean", "i32": "int",
-                     "i64": "bigint", "nums": "array<bigint>", "slug": "string", "tags": "array<string>",
-                     "u32": "bigint", "u64": "decimal(20,0)"}
+    assert types == {
+        "id": "string",
+        "at": "timestamp",
+        "color": "string",
+        "data": "binary",
+        "day": "date",
+        "emb": "array<float>",
+        "f32": "float",
+        "f64": "double",
+        "flag": "boolean",
+        "i32": "int",
+        "i64": "bigint",
+        "nums": "array<bigint>",
+        "slug": "string",
+        "tags": "array<string>",
+        "u32": "bigint",
+        "u64": "decimal(20,0)",
+    }
     x, y = sorted(df.collect(), key=lambda r: r["id"])
     assert x.asDict() == {
-        "id": "x", "at": dt.datetime(2024, 1, 2, 3, 4, 5, 678000), "color": "red", "data": bytearray(b"\x00\xff"),
-        "day": dt.date(2024, 2, 29), "emb": [0.5, 1.0, -2.0], "f32": 1.5, "f64": -0.1, "flag": True,
-        "i32": -2 ** 31, "i64": 2 ** 63 - 1, "nums": [1, 2], "slug": "x", "tags": ["a", None],
-        "u32": 2 ** 32 - 1, "u64": decimal.Decimal(2 ** 64 - 1)}
+        "id": "x",
+        "at": dt.datetime(2024, 1, 2, 3, 4, 5, 678000),
+        "color": "red",
+        "data": bytearray(b"\x00\xff"),
+        "day": dt.date(2024, 2, 29),
+        "emb": [0.5, 1.0, -2.0],
+        "f32": 1.5,
+        "f64": -0.1,
+        "flag": True,
+        "i32": -(2**31),
+        "i64": 2**63 - 1,
+        "nums": [1, 2],
+        "slug": "x",
+        "tags": ["a", None],
+        "u32": 2**32 - 1,
+        "u64": decimal.Decimal(2**64 - 1),
+    }
     assert all(v is None for k, v in y.asDict().items() if k not in ("id", "slug"))
 
 
@@ -215,11 +266,9 @@ def test_read_graph_views_one_snapshot(spark, test_graph):
     assert g.snapshot.version == r.manifest_version
     assert sorted(g.nodes) == ["Company", "Person"] and sorted(g.edges) == ["Knows", "WorksAt"]
     assert ids(g.nodes["Person"]) == ["alice", "bob"]
-    assert sorted(map(tuple, g.vertices().collect())) == [("acme", "Company"), ("alice", "Person"),
-                                                          ("bob", "Person")]
+    assert sorted(map(tuple, g.vertices().collect())) == [("acme", "Company"), ("alice", "Person"), ("bob", "Person")]
     assert [tuple(x) for x in g.edges_df().collect()] == [("alice", "bob", "k1", "Knows")]
-    assert [tuple(x) for x in g.edges_df(qualify_ids=True).collect()] == [
-        ("Person:alice", "Person:bob", "k1", "Knows")]
+    assert [tuple(x) for x in g.edges_df(qualify_ids=True).collect()] == [("Person:alice", "Person:bob", "k1", "Knows")]
     assert "Person:alice" in {x.id for x in g.vertices(qualify_ids=True).collect()}
     old = read_graph(spark, test_graph.root, version=r.manifest_version - 1)
     assert old.edges_df().count() == 0 and ids(old.nodes["Person"]) == ["alice", "bob"]
@@ -231,8 +280,9 @@ def test_reads_never_write_even_with_a_pending_sidecar(spark, test_graph, caplog
 
     write_rows(test_graph, "node:Person", people("alice"))
     t = test_graph.snapshot().table("node:Person")
-    sc = _sidecar.Sidecar.new("main", None, "Load", [_sidecar.SidecarPin("node:Person", t.base_path, t.version,
-                                                                         t.version + 1)])
+    sc = _sidecar.Sidecar.new(
+        "main", None, "Load", [_sidecar.SidecarPin("node:Person", t.base_path, t.version, t.version + 1)]
+    )
     path = _sidecar.write(test_graph.storage, test_graph.root, sc)
     before = listing(test_graph.root)
 

@@ -1,4 +1,5 @@
 """Filter pushdown: Spark filters -> Lance SQL. Pushed or not, results must be identical."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -35,11 +36,33 @@ from omnigraph_spark.spark.filters import ColumnKind, escape_like, split_filters
 from omnigraph_spark.spark.jvm_read import shim_loaded
 from tests.store.helpers import write_rows
 
-HOSTILE = ["O'Brien", "'; DROP TABLE x; --", "%_\\", "a%b", "a_b", "axb", "back\\slash", "Zoë 😀 名前", "",
-           "x\\", "''", "tab\tnl\n", "%", "_"]
-KINDS = {"id": ColumnKind("system"), "name": ColumnKind("String"), "age": ColumnKind("I32"),
-         "score": ColumnKind("F32"), "big": ColumnKind("U64"), "day": ColumnKind("Date"),
-         "at": ColumnKind("DateTime"), "tags": ColumnKind("String", is_list=True), "ok": ColumnKind("Bool")}
+HOSTILE = [
+    "O'Brien",
+    "'; DROP TABLE x; --",
+    "%_\\",
+    "a%b",
+    "a_b",
+    "axb",
+    "back\\slash",
+    "Zoë 😀 名前",
+    "",
+    "x\\",
+    "''",
+    "tab\tnl\n",
+    "%",
+    "_",
+]
+KINDS = {
+    "id": ColumnKind("system"),
+    "name": ColumnKind("String"),
+    "age": ColumnKind("I32"),
+    "score": ColumnKind("F32"),
+    "big": ColumnKind("U64"),
+    "day": ColumnKind("Date"),
+    "at": ColumnKind("DateTime"),
+    "tags": ColumnKind("String", is_list=True),
+    "ok": ColumnKind("Bool"),
+}
 
 
 def test_translation_quotes_every_value():
@@ -57,14 +80,30 @@ def test_translation_quotes_every_value():
     assert translate(EqualTo(("Name",), "x"), KINDS) == "(`name` = 'x')"  # Spark is case-insensitive
 
 
-@pytest.mark.parametrize("f", [
-    EqualTo(("score",), math.nan), GreaterThan(("score",), math.inf), LessThan(("score",), 0.1),
-    GreaterThanOrEqual(("score",), 0.0), EqualTo(("score",), 1.5), In(("score",), (0.0, 1.0)),  # floats: never
-    EqualTo(("age",), 2 ** 31), EqualTo(("age",), "1"), EqualTo(("age",), True), In(("age",), (1, None)),
-    EqualTo(("at",), dt.datetime(2024, 1, 1)), EqualTo(("tags",), ["a"]), EqualTo(("a", "b"), 1),
-    EqualTo(("nope",), 1), EqualTo(("day",), dt.datetime(2024, 1, 1)), EqualTo(("big",), 2 ** 64 - 1),
-    EqualTo(("big",), decimal.Decimal("1.5")), StringStartsWith(("age",), "1"), Not(EqualTo(("at",), 1)),
-])
+@pytest.mark.parametrize(
+    "f",
+    [
+        EqualTo(("score",), math.nan),
+        GreaterThan(("score",), math.inf),
+        LessThan(("score",), 0.1),
+        GreaterThanOrEqual(("score",), 0.0),
+        EqualTo(("score",), 1.5),
+        In(("score",), (0.0, 1.0)),  # floats: never
+        EqualTo(("age",), 2**31),
+        EqualTo(("age",), "1"),
+        EqualTo(("age",), True),
+        In(("age",), (1, None)),
+        EqualTo(("at",), dt.datetime(2024, 1, 1)),
+        EqualTo(("tags",), ["a"]),
+        EqualTo(("a", "b"), 1),
+        EqualTo(("nope",), 1),
+        EqualTo(("day",), dt.datetime(2024, 1, 1)),
+        EqualTo(("big",), 2**64 - 1),
+        EqualTo(("big",), decimal.Decimal("1.5")),
+        StringStartsWith(("age",), "1"),
+        Not(EqualTo(("at",), 1)),
+    ],
+)
 def test_untranslatable_filters_stay_with_spark(f):
     assert translate(f, KINDS) is None
     pushed, kept = split_filters([EqualTo(("id",), "a"), f], KINDS)
@@ -75,8 +114,10 @@ def test_translations_evaluate_like_spark_in_lance(tmp_path):
     """Each translated filter, run by Lance, selects exactly the rows Python semantics select."""
     names = HOSTILE + ["O'Brien jr", "prefix%_\\suffix"]
     ages = [None if i % 4 == 0 else i for i in range(len(names))]
-    ds = lance.write_dataset(pa.table({"id": [f"r{i}" for i in range(len(names))], "name": names,
-                                       "age": pa.array(ages, pa.int32())}), str(tmp_path / "t"))
+    ds = lance.write_dataset(
+        pa.table({"id": [f"r{i}" for i in range(len(names))], "name": names, "age": pa.array(ages, pa.int32())}),
+        str(tmp_path / "t"),
+    )
     rows = list(zip(names, ages))
 
     def check(f, pred):
@@ -105,6 +146,7 @@ def test_translations_evaluate_like_spark_in_lance(tmp_path):
 
 
 # -- through Spark: pushdown on and off give identical rows ---------------------------------
+
 
 def has_filter_node(plan: str) -> bool:
     """Whether Spark still filters after the scan (a pushed filter leaves no Filter node)."""
@@ -140,8 +182,12 @@ def test_pushdown_on_and_off_return_identical_rows(spark, test_graph):
         "not_eq_nullsafe": ~age.eqNullSafe(4) & (age > 1) & ~name.startswith("'"),
         "or": (name == "a%b") | (age == 1),
     }
-    expected = {"eq": ["O'Brien"], "in": ["", "%_\\", "'; DROP TABLE x; --", "Zoë 😀 名前", "back\\slash"],
-                "starts": ["%_\\"], "ends": ["%_\\", "x\\"]}
+    expected = {
+        "eq": ["O'Brien"],
+        "in": ["", "%_\\", "'; DROP TABLE x; --", "Zoë 😀 名前", "back\\slash"],
+        "starts": ["%_\\"],
+        "ends": ["%_\\", "x\\"],
+    }
     results = {}
     for mode in ("true", "false"):
         spark.conf.set("spark.sql.python.filterPushdown.enabled", mode)
@@ -201,11 +247,13 @@ def test_float_filters_keep_spark_semantics(spark, tmp_path):
     rows = [("negz", -0.0), ("z", 0.0), ("one", 1.0), ("nan", math.nan), ("negnan", NEG_NAN), ("null", None)]
     write_rows(g, "node:M", [{"id": n, "name": n, "x": x} for n, x in rows])
     x = F.col("x")
-    expected = {"ge0": (x >= 0.0, ["nan", "negnan", "negz", "one", "z"]),
-                "eq0": (x == 0.0, ["negz", "z"]),
-                "in": (x.isin(0.0, 1.0), ["negz", "one", "z"]),
-                "gt1": (x > 0.5, ["nan", "negnan", "one"]),
-                "lt": (x < 0.5, ["negz", "z"])}
+    expected = {
+        "ge0": (x >= 0.0, ["nan", "negnan", "negz", "one", "z"]),
+        "eq0": (x == 0.0, ["negz", "z"]),
+        "in": (x.isin(0.0, 1.0), ["negz", "one", "z"]),
+        "gt1": (x > 0.5, ["nan", "negnan", "one"]),
+        "lt": (x < 0.5, ["negz", "z"]),
+    }
     for label, (cond, names) in expected.items():
         q = spark.read.format("omnigraph").option("type", "M").option("pushdown", "true").load(g.root).filter(cond)
         assert sorted(r["name"] for r in q.collect()) == names, label

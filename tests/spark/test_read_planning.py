@@ -1,4 +1,5 @@
 """Reader planning without running Spark jobs: partitions, pinning, pickling, pushdown choice."""
+
 from __future__ import annotations
 
 import pickle
@@ -31,7 +32,11 @@ def test_task_rows_fills_the_cores_but_keeps_tasks_large():
     # one compacted 1M-row fragment on 4 cores: four physical ranges
     one = [(0, 1_000_000, 1_000_000)]
     assert [rng for _, rng in R.plan_partitions(one, 1_000_000, 4)] == [
-        (0, 250_000), (250_000, 500_000), (500_000, 750_000), (750_000, 1_000_000)]
+        (0, 250_000),
+        (250_000, 500_000),
+        (500_000, 750_000),
+        (750_000, 1_000_000),
+    ]
     # small tables stay one task: no task below MIN_ROWS_PER_PARTITION
     small = [(i, 10_000, 10_000) for i in range(8)]
     assert R.task_rows(small, 1_000_000, 8) == R.MIN_ROWS_PER_PARTITION
@@ -55,7 +60,9 @@ def test_full_size_files_are_read_whole():
     four = [(0, full, full), (1, 951_424, 951_424), (2, full, full), (3, 951_424, 951_424)]
     assert R.plan_partitions(four, R.DEFAULT_MAX_ROWS_PER_PARTITION, 2) == [((i,), None) for i in range(4)]
     assert [rng for _, rng in R.plan_partitions([(0, full, full)], R.DEFAULT_MAX_ROWS_PER_PARTITION, 2)] == [
-        (0, full // 2), (full // 2, full)]
+        (0, full // 2),
+        (full // 2, full),
+    ]
 
 
 class _Files:
@@ -88,8 +95,9 @@ def test_the_default_cap_groups_whole_fragments_as_spark_splits_files():
 
 def test_row_ranges_cover_a_fragment_with_deletions_exactly_once(tmp_path):
     uri = str(tmp_path / "t")
-    lance.write_dataset(pa.table({"id": [f"r{i:02d}" for i in range(50)], "x": list(range(50))}), uri,
-                        max_rows_per_file=25)
+    lance.write_dataset(
+        pa.table({"id": [f"r{i:02d}" for i in range(50)], "x": list(range(50))}), uri, max_rows_per_file=25
+    )
     ds = lance.dataset(uri)
     ds.delete("x % 7 = 0")
     ds = lance.dataset(uri)
@@ -97,8 +105,9 @@ def test_row_ranges_cover_a_fragment_with_deletions_exactly_once(tmp_path):
     plan = R.ReadPlan(uri, None, ds.version, ("id", "x"))
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    target = arrow_target_schema(StructType([StructField("id", StringType(), False),
-                                             StructField("x", LongType(), True)]))
+    target = arrow_target_schema(
+        StructType([StructField("id", StringType(), False), StructField("x", LongType(), True)])
+    )
     for max_rows in (1, 4, 10, 30, 100):
         got = []
         for i, (ids, rng) in enumerate(R.plan_partitions(frags, max_rows)):
@@ -119,8 +128,11 @@ def test_reader_stays_on_its_snapshot_while_a_writer_commits(test_graph):
     rows = [r for p in parts for b in reader.read(p) for r in b.column("id").to_pylist()]
     assert sorted(rows) == ["a", "b"]
     fresh = R.make_reader(opts, R.read_schema(opts))
-    assert sorted(r for p in fresh.partitions() for b in fresh.read(p) for r in b.column("id").to_pylist()) == \
-        ["a", "b", "c"]
+    assert sorted(r for p in fresh.partitions() for b in fresh.read(p) for r in b.column("id").to_pylist()) == [
+        "a",
+        "b",
+        "c",
+    ]
 
 
 @pytest.mark.spark
@@ -162,9 +174,15 @@ def test_pushdown_needs_support_conf_and_option(spark, test_graph):
         spark.conf.set(R.PUSHDOWN_CONF, "true")
 
 
-@pytest.mark.parametrize("opts", [{"type": "Person"}, {"path": "G", "type": "Person", "version": "0"},
-                                  {"path": "G", "type": "Person", "bogus": "1"},
-                                  {"path": "G", "type": "Person", "timestampAsOf": "yesterday"}])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"type": "Person"},
+        {"path": "G", "type": "Person", "version": "0"},
+        {"path": "G", "type": "Person", "bogus": "1"},
+        {"path": "G", "type": "Person", "timestampAsOf": "yesterday"},
+    ],
+)
 def test_bad_options_fail_at_planning(opts, test_graph):
     from omnigraph_spark.errors import OptionError
 
@@ -185,12 +203,27 @@ def test_type_conversions_are_exact_and_refuse_blob_extensions():
     out = T.convert_batch(batch, target)
     assert out.column(0).cast(pa.int64()).to_pylist() == [1704164645678000, -1000, None]
     with pytest.raises(CorruptGraphError):
-        T.convert_array(pa.array([2 ** 40], pa.int64()), pa.int32(), "x")
-    blob = pa.schema([pa.field("id", pa.string(), False),
-                      pa.field("data", pa.struct([("data", pa.large_binary()), ("uri", pa.string())]))])
-    td = Catalog.from_ir({"nodes": [{"name": "B", "type_id": 1, "properties": [
-        {"name": "data", "prop_id": 1, "prop_type": {"scalar": "Blob", "nullable": True, "list": False}}]}],
-        "edges": []}).resolve("B")
+        T.convert_array(pa.array([2**40], pa.int64()), pa.int32(), "x")
+    blob = pa.schema(
+        [
+            pa.field("id", pa.string(), False),
+            pa.field("data", pa.struct([("data", pa.large_binary()), ("uri", pa.string())])),
+        ]
+    )
+    td = Catalog.from_ir(
+        {
+            "nodes": [
+                {
+                    "name": "B",
+                    "type_id": 1,
+                    "properties": [
+                        {"name": "data", "prop_id": 1, "prop_type": {"scalar": "Blob", "nullable": True, "list": False}}
+                    ],
+                }
+            ],
+            "edges": [],
+        }
+    ).resolve("B")
     with pytest.raises(UnsupportedValueError):
         T.check_readable(td, blob, ["id", "data"])
     T.check_readable(td, blob, ["id"])  # leaving the blob out with `columns` works

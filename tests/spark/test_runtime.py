@@ -1,5 +1,6 @@
 """Lance's compute pool in the executor (spark/runtime.py): never fewer encode threads than task
 slots, a user's LANCE_CPU_THREADS kept, a bad one refused before the JVM starts."""
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,19 @@ from omnigraph_spark.spark.runtime import (
 )
 
 
-@pytest.mark.parametrize("master, slots", [("local", 1), ("local[2]", 2), ("local[16]", 16), ("local[3, 2]", 3),
-                                           ("local[*]", os.cpu_count()), ("yarn", None),
-                                           ("spark://h:7077", None), ("local-cluster[2,1,1024]", None)])
+@pytest.mark.parametrize(
+    "master, slots",
+    [
+        ("local", 1),
+        ("local[2]", 2),
+        ("local[16]", 16),
+        ("local[3, 2]", 3),
+        ("local[*]", os.cpu_count()),
+        ("yarn", None),
+        ("spark://h:7077", None),
+        ("local-cluster[2,1,1024]", None),
+    ],
+)
 def test_task_slots_of_a_master(master, slots):
     assert local_task_slots(master) == slots
 

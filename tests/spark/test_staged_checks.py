@@ -3,6 +3,7 @@ endpoint against the node ids of the snapshot the job started from and bound the
 source; the driver skips its own endpoint probe / @card count only when that proof still holds
 for the snapshot it commits on. Whatever the tasks find, every error comes from the driver's
 exact checks, so messages and the unchanged graph are those of the Python path."""
+
 from __future__ import annotations
 
 import logging
@@ -43,6 +44,7 @@ def calls(monkeypatch):
         def wrapped(*a, **kw):
             seen[name] += 1
             return fn(*a, **kw)
+
         return wrapped
 
     monkeypatch.setattr(writer, "check_endpoints", count("endpoints", writer.check_endpoints))
@@ -87,8 +89,9 @@ def people(spark, names=NAMES):
 
 
 def knows(spark, pairs, parts=2):
-    return spark.createDataFrame([(s, d, i) for i, (s, d) in enumerate(pairs)],
-                                 "src string, dst string, since long").repartition(parts)
+    return spark.createDataFrame(
+        [(s, d, i) for i, (s, d) in enumerate(pairs)], "src string, dst string, since long"
+    ).repartition(parts)
 
 
 def ring(names=NAMES):
@@ -156,8 +159,9 @@ def _kept_files(root, want, timeout=30.0):
         time.sleep(0.1)
 
 
-def test_I15_a_kept_index_file_is_read_instead_of_built_only_for_the_same_rows(jvm, tmp_path, calls, dangling,
-                                                                               monkeypatch):
+def test_I15_a_kept_index_file_is_read_instead_of_built_only_for_the_same_rows(
+    jvm, tmp_path, calls, dangling, monkeypatch
+):
     """I15 with the executors' node-id index kept on disk (``_omnigraph_spark/id_indexes``,
     keyed by the rows' data and deletion files): the index a load builds from its staged node
     files is the committed table's once it lands, so the next loads in a fresh JVM (here: the
@@ -205,8 +209,12 @@ def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, dangl
     misses included (last byte changed, one byte cut, a NUL appended, multi-byte UTF-8)."""
     ids = [f"{n:02d}" + "é" * ((n - 2) // 2) + "x" * ((n - 2) % 2) for n in range(2, 41)]  # n bytes
     assert sorted(len(i.encode()) for i in ids) == list(range(2, 41))
-    near = [v for i in ids if len(i.encode()) in (6, 7, 8, 9, 14, 15, 16, 17, 26)
-            for v in (i[:-1] + chr(ord(i[-1]) ^ 1), i[:-1], i + "\x00")]
+    near = [
+        v
+        for i in ids
+        if len(i.encode()) in (6, 7, 8, 9, 14, 15, 16, 17, 26)
+        for v in (i[:-1] + chr(ord(i[-1]) ^ 1), i[:-1], i + "\x00")
+    ]
     assert not set(near) & set(ids)
     g = Graph.init(str(tmp_path / "g"), SCHEMA.replace("@card(0..3)", ""))
     write_table(people(jvm, ids), g.root, "Person", engine="jvm")
@@ -214,8 +222,12 @@ def test_the_tasks_probe_is_exact_at_every_id_length(jvm, tmp_path, calls, dangl
     assert dangling == [0, 0, 0] and calls["endpoints"] == 0
     dangling.clear()
     with pytest.raises(DanglingEdgeError, match=rf"\[0 dangling src, {len(near)} dangling dst\]"):
-        write_table(knows(jvm, [(ids[k % len(ids)], v) for k, v in enumerate(near)] + ring(ids), parts=3),
-                    g.root, "Knows", engine="jvm")
+        write_table(
+            knows(jvm, [(ids[k % len(ids)], v) for k, v in enumerate(near)] + ring(ids), parts=3),
+            g.root,
+            "Knows",
+            engine="jvm",
+        )
     assert sum(dangling) == len(near) and len(dangling) == 3
     assert calls["endpoints"] == 1
     assert len(edge_rows(jvm, g.root)) == len(ids) * len(ids[::7])
@@ -238,8 +250,18 @@ def _ulid_near_misses(ids):
     a = ids[0]
     assert a[0] == "0" and "1" in a
     alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-    near = [a.lower(), "O" + a[1:], a.replace("1", "I", 1), a.replace("1", "L", 1), "8" + a[1:], a[:-1], a + "0",
-            a[:-1] + alphabet[(alphabet.index(a[-1]) + 1) % 32], "0" * 26, _ulids(1, seed=99)[0]]
+    near = [
+        a.lower(),
+        "O" + a[1:],
+        a.replace("1", "I", 1),
+        a.replace("1", "L", 1),
+        "8" + a[1:],
+        a[:-1],
+        a + "0",
+        a[:-1] + alphabet[(alphabet.index(a[-1]) + 1) % 32],
+        "0" * 26,
+        _ulids(1, seed=99)[0],
+    ]
     assert not set(near) & set(ids) and len(set(near)) == len(near)
     return near
 
@@ -264,16 +286,19 @@ def test_minted_ulid_ids_take_ulid_slots_and_stay_exact(jvm, tmp_path, calls, da
             sink.forgetNodeIndexes()
         dangling.clear()
         with pytest.raises(DanglingEdgeError, match=rf"\[0 dangling src, {len(near)} dangling dst\]"):
-            write_table(knows(jvm, [(ids[k], v) for k, v in enumerate(near)] + ring(ids), parts=3), g.root, "Knows",
-                        engine="jvm")
+            write_table(
+                knows(jvm, [(ids[k], v) for k, v in enumerate(near)] + ring(ids), parts=3),
+                g.root,
+                "Knows",
+                engine="jvm",
+            )
         assert sum(dangling) == len(near) and len(dangling) == 3
         assert sink.nodeIndexBuilds() == b0 + 1  # neither load built the index again
     assert calls["endpoints"] == 2
     assert edge_rows(jvm, g.root) == sorted(ring(ids))
 
 
-def test_an_id_that_is_no_ulid_after_a_batch_of_ulids_indexes_the_ids_again_as_bytes(jvm, tmp_path, calls,
-                                                                                      dangling):
+def test_an_id_that_is_no_ulid_after_a_batch_of_ulids_indexes_the_ids_again_as_bytes(jvm, tmp_path, calls, dangling):
     """The first batch of ids a build reads (262,144 rows of a part) decides its layout; one
     that is all ULIDs followed by another id starts the build again with bytes, which stays
     exact for both kinds of id."""
@@ -288,8 +313,9 @@ def test_an_id_that_is_no_ulid_after_a_batch_of_ulids_indexes_the_ids_again_as_b
     assert dangling == [0] and calls["endpoints"] == 0
     dangling.clear()
     with pytest.raises(DanglingEdgeError, match=r"\[0 dangling src, 2 dangling dst\]"):
-        write_table(knows(jvm, [("ann", "Ann"), ("ann", ids[3].lower())] + pairs, parts=1), g.root, "Knows",
-                    engine="jvm")
+        write_table(
+            knows(jvm, [("ann", "Ann"), ("ann", ids[3].lower())] + pairs, parts=1), g.root, "Knows", engine="jvm"
+        )
     assert dangling == [2] and calls["endpoints"] == 1
     assert edge_rows(jvm, g.root) == sorted(pairs)
 
@@ -304,8 +330,9 @@ def test_the_index_is_read_in_parts_and_honours_deleted_nodes(jvm, tmp_path, cal
         write_table(people(jvm, chunk), g.root, "Person", engine="jvm")
     write_table(people(jvm, ["bob"]), g.root, "Person", mode="delete")
     live = [n for n in NAMES if n != "bob"] + ["new1", "new2"]
-    write_graph(g.root, {"Person": people(jvm, ["new1", "new2"]), "Knows": knows(jvm, ring(live), parts=3)},
-                engine="jvm")
+    write_graph(
+        g.root, {"Person": people(jvm, ["new1", "new2"]), "Knows": knows(jvm, ring(live), parts=3)}, engine="jvm"
+    )
     assert dangling == [0, 0, 0] and calls["endpoints"] == 0
     dangling.clear()
     with pytest.raises(DanglingEdgeError, match=r"dst 'bob' not found in Person"):
@@ -320,13 +347,18 @@ def test_nodes_staged_in_the_same_load_are_indexed_from_their_files(jvm, tmp_pat
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     write_graph(g.root, {"Person": people(jvm, NAMES[:5]), "Knows": knows(jvm, ring(NAMES[:5]))}, engine="jvm")
     assert calls["endpoints"] == 0
-    write_graph(g.root, {"Person": people(jvm, NAMES[5:]), "Knows": knows(jvm, [(NAMES[5], NAMES[0])])},
-                engine="jvm")  # NAMES[0] is committed, NAMES[5] staged: both sources are in the index
+    write_graph(
+        g.root, {"Person": people(jvm, NAMES[5:]), "Knows": knows(jvm, [(NAMES[5], NAMES[0])])}, engine="jvm"
+    )  # NAMES[0] is committed, NAMES[5] staged: both sources are in the index
     assert calls["endpoints"] == 0
     before = edge_rows(jvm, g.root)
     with pytest.raises(DanglingEdgeError, match=r"src 'ann' not found in Person"):
-        write_graph(g.root, {"Person": people(jvm, NAMES[1:]), "Knows": knows(jvm, [("ann", "bob")])},
-                    mode="overwrite", engine="jvm")
+        write_graph(
+            g.root,
+            {"Person": people(jvm, NAMES[1:]), "Knows": knows(jvm, [("ann", "bob")])},
+            mode="overwrite",
+            engine="jvm",
+        )
     assert calls["endpoints"] == 1  # the tasks found a dangling src: the driver words the error
     assert edge_rows(jvm, g.root) == before
 
@@ -368,8 +400,9 @@ def test_node_table_moving_after_staging_is_checked_again(jvm, tmp_path, calls, 
     write_table(knows(jvm, [("ann", "bob")]), g.root, "Knows", engine="jvm")
     assert calls["endpoints"] == 1
     # the overwrite removes bob and, with cascade (I18), the committed edge ann -> bob
-    meanwhile["do"] = lambda: write_table(people(jvm, ["ann"]), g.root, "Person", mode="overwrite",
-                                          engine="python", options={"cascade": "true"})
+    meanwhile["do"] = lambda: write_table(
+        people(jvm, ["ann"]), g.root, "Person", mode="overwrite", engine="python", options={"cascade": "true"}
+    )
     with pytest.raises(DanglingEdgeError, match="dst 'bob' not found in Person"):
         write_table(knows(jvm, [("ann", "bob")]), g.root, "Knows", engine="jvm")
     assert calls["endpoints"] == 2
@@ -402,8 +435,9 @@ def test_card_bound_settles_only_what_it_can_prove(jvm, tmp_path, calls):
     assert len(edge_rows(jvm, g.root)) == 3
 
 
-def test_I15_tasks_bucket_counts_prove_a_card_bound_their_bounds_summed_cannot(jvm, tmp_path, calls, caplog,
-                                                                               monkeypatch):
+def test_I15_tasks_bucket_counts_prove_a_card_bound_their_bounds_summed_cannot(
+    jvm, tmp_path, calls, caplog, monkeypatch
+):
     """@card(0..3), ten edges from ten sources spread over eight tasks: each task's bound is 1,
     and their sum (5 or more) exceeds the max, so the driver counts. When each task hands its
     bucket counts over (here every task; by default one of 2^18 edges or more), their
@@ -519,8 +553,12 @@ def test_missing_fingerprint_files_fall_back_to_the_exact_check(jvm, tmp_path, c
     assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
     h = Graph.init(str(tmp_path / "dup"), SCHEMA)
     with pytest.raises(UniqueViolationError, match="'ann'"):
-        write_table(jvm.createDataFrame([(n,) for n in NAMES + ["ann"]], "name string").repartition(2),
-                    h.root, "Person", engine="jvm")
+        write_table(
+            jvm.createDataFrame([(n,) for n in NAMES + ["ann"]], "name string").repartition(2),
+            h.root,
+            "Person",
+            engine="jvm",
+        )
     assert len(Graph.open(h.root).log()) == 1
 
 
@@ -586,8 +624,12 @@ def test_python_source_duplicate_key_across_tasks_gets_the_exact_checks_error(jv
         w, msgs = _python_source_load(h.root, [NAMES, ["zoë"]])
         assert all(m.staged[0].key_hashes for m in msgs)
         if not proof:
-            msgs = [dataclasses.replace(m, staged=tuple(dataclasses.replace(s, key_hashes=None, key_column=None)
-                                                         for s in m.staged)) for m in msgs]
+            msgs = [
+                dataclasses.replace(
+                    m, staged=tuple(dataclasses.replace(s, key_hashes=None, key_column=None) for s in m.staged)
+                )
+                for m in msgs
+            ]
         with pytest.raises(UniqueViolationError) as e:
             w.commit(msgs)
         msgs_text[proof] = str(e.value)
@@ -604,13 +646,15 @@ def test_python_source_key_proof_through_spark(jvm, tmp_path):
     from omnigraph_spark.spark import unwrap_error
 
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
-    people(jvm).repartition(3).write.format("omnigraph").option("type", "Person").option("engine", "python") \
-        .mode("append").save(g.root)
+    people(jvm).repartition(3).write.format("omnigraph").option("type", "Person").option("engine", "python").mode(
+        "append"
+    ).save(g.root)
     assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
     dup = jvm.createDataFrame([(n,) for n in NAMES + ["zoë"]], "name string").repartition(2)
     with pytest.raises(Exception) as e:
         dup.write.format("omnigraph").option("type", "Person").option("engine", "python").mode("append").save(
-            str(tmp_path / "g"))
+            str(tmp_path / "g")
+        )
     err = unwrap_error(e.value)
     assert err is not None and err.code == "KEY_CONFLICT" and "'zoë'" in str(err)
     assert len(Graph.open(g.root).log()) == 2

@@ -18,6 +18,7 @@ executors loaded the shim; the graph is a local directory both workers reach at 
   P2). Through the JVM sink (``write_table``, ``engine="jvm"``) and through
   ``df.write.format("omnigraph")``.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("standalone")]
 APP = Path(__file__).resolve().parent.parent / "cluster_app.py"
 APP_TIMEOUT_S = 420
 #: docs/api.md's spark-submit row: the shim's settings for this install as spark-submit options
-SUBMIT_CONF_LINE = ("from omnigraph_spark.spark.shim_conf import shim_spark_conf; "
-                    "print(\" \".join(f\"--conf {k}={v}\" for k, v in shim_spark_conf().items()))")
+SUBMIT_CONF_LINE = (
+    "from omnigraph_spark.spark.shim_conf import shim_spark_conf; "
+    'print(" ".join(f"--conf {k}={v}" for k, v in shim_spark_conf().items()))'
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +62,11 @@ def standalone(tmp_path_factory):
 def _env(extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
     env.update(extra or {})
-    env.update(PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable), PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
+    env.update(
+        PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
     return env
 
 
@@ -70,8 +76,15 @@ def _start(spec: dict, workdir: Path, env: dict | None = None, submit: list | No
     cmd = [sys.executable, str(APP), json.dumps(spec)]
     if submit is not None:
         cmd = [os.path.join(os.path.dirname(sys.executable), "spark-submit"), *submit, *cmd[1:]]
-    return subprocess.Popen(cmd, cwd=workdir, env=_env(env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env=_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _finish(p: subprocess.Popen, cluster) -> dict:
@@ -82,12 +95,17 @@ def _finish(p: subprocess.Popen, cluster) -> dict:
         out, err = p.communicate()
     lines = out.strip().splitlines()
     if p.returncode != 0 or not lines or not lines[-1].startswith("RESULT "):
-        exits = [f"{f}: {line}" for f in sorted(cluster.workdir.glob("*/app-*/*/stderr"))
-                 for line in f.read_text(errors="replace").splitlines()
-                 if "SparkUncaughtExceptionHandler" in line or "NoClassDefFoundError" in line][:20]
-        raise AssertionError(f"application failed ({p.returncode}):\n{out[-3000:]}\n{err[-6000:]}\n"
-                             f"--- master\n{cluster.log('master')[-2000:]}\n--- executors' fatal lines: {exits}")
-    return json.loads(lines[-1][len("RESULT "):])
+        exits = [
+            f"{f}: {line}"
+            for f in sorted(cluster.workdir.glob("*/app-*/*/stderr"))
+            for line in f.read_text(errors="replace").splitlines()
+            if "SparkUncaughtExceptionHandler" in line or "NoClassDefFoundError" in line
+        ][:20]
+        raise AssertionError(
+            f"application failed ({p.returncode}):\n{out[-3000:]}\n{err[-6000:]}\n"
+            f"--- master\n{cluster.log('master')[-2000:]}\n--- executors' fatal lines: {exits}"
+        )
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def _graph(tmp_path: Path, schema: str) -> str:
@@ -122,8 +140,9 @@ def test_write_and_read_through_every_entry_point(standalone, tmp_path, test_sch
         env[SHIM_DIR_ENV] = str(tmp_path / "no-build")  # what a wheel install finds: the packaged jar
     if route == "spark-submit":
         # the command docs/api.md gives for spark-submit's options, run as a user would
-        line = subprocess.run([sys.executable, "-c", SUBMIT_CONF_LINE], env=_env(env), capture_output=True,
-                              text=True, check=True).stdout.split()
+        line = subprocess.run(
+            [sys.executable, "-c", SUBMIT_CONF_LINE], env=_env(env), capture_output=True, text=True, check=True
+        ).stdout.split()
         assert "--conf" in line and any(a.startswith("spark.jars=") for a in line), line
         submit = ["--master", standalone.url, "--driver-memory", "768m", *line]
         spec["configure"] = False
@@ -146,8 +165,12 @@ def test_write_and_read_through_every_entry_point(standalone, tmp_path, test_sch
         for w in standalone.workers:
             for d in standalone.executor_dirs(w, res["app_id"]):
                 fetched = sorted(p.name for p in d.glob("*.jar"))
-                for name in ("omnigraph-spark-shim.jar", "org.lance_lance-core-7.0.0.jar",
-                             "org.apache.arrow_arrow-c-data-19.0.0.jar", "org.apache.arrow_arrow-dataset-18.3.0.jar"):
+                for name in (
+                    "omnigraph-spark-shim.jar",
+                    "org.lance_lance-core-7.0.0.jar",
+                    "org.apache.arrow_arrow-c-data-19.0.0.jar",
+                    "org.apache.arrow_arrow-dataset-18.3.0.jar",
+                ):
                     assert name in fetched, (d, fetched)
                 # Lance's dispatcher thread could not load its class there, and the executor went on
                 # (jvm-shim LanceDispatcherGuard; without it Spark stops the executor with exit code 50)
@@ -194,10 +217,18 @@ def test_a_worker_killed_mid_load_leaves_every_row_once(standalone, tmp_path, te
     root = _graph(tmp_path, test_schema_text)
     marks = tmp_path / "marks"
     n, parts = 3000, 6
-    spec = {"kind": "load", "api": api, "master": standalone.url, "root": root, "n": n, "parts": parts,
-            "marks": str(marks), "sleep_s": 0.4,
-            # 5 Arrow batches per task: each task's input takes about 2 s
-            "conf": {"spark.sql.execution.arrow.maxRecordsPerBatch": "100"}}
+    spec = {
+        "kind": "load",
+        "api": api,
+        "master": standalone.url,
+        "root": root,
+        "n": n,
+        "parts": parts,
+        "marks": str(marks),
+        "sleep_s": 0.4,
+        # 5 Arrow batches per task: each task's input takes about 2 s
+        "conf": {"spark.sql.execution.arrow.maxRecordsPerBatch": "100"},
+    }
     app = _start(spec, tmp_path)
     try:
         victim, mark = _running_task_worker(standalone, marks, time.monotonic() + 240, app)
@@ -212,8 +243,9 @@ def test_a_worker_killed_mid_load_leaves_every_row_once(standalone, tmp_path, te
             app.wait()
     standalone.wait_workers(2)
     # the killed task's partition ran again (on another executor), and every task finished
-    assert any(a.startswith(f"{partition}-a") and not a.startswith(f"{partition}-a0") for a in res["attempts"]), \
-        res["attempts"]
+    assert any(a.startswith(f"{partition}-a") and not a.startswith(f"{partition}-a0") for a in res["attempts"]), res[
+        "attempts"
+    ]
     assert {a.split("-")[0] for a in res["attempts"] if a.endswith(".done")} == {f"p{i}" for i in range(parts)}
     if api == "jvm":
         assert any(line.startswith("staged node:Person (jvm)") for line in res["log"]), res["log"]

@@ -1,6 +1,7 @@
 """Structured Streaming into a graph (docs/streaming.md): writeStream.format("omnigraph") and the
 foreachBatch GraphBatchWriter, with real file and rate sources: one graph commit per non-empty
 micro-batch, exactly once across replays (invariants I12, I19), nothing left by a failed batch."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,7 @@ from omnigraph_spark.store.writes import TxnToken, already_applied
 
 from .test_write import data_files, expect_code
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
 PEOPLE_SCHEMA = "name string, age int"
 EVENT_SCHEMA = "kind string, name string, age int, src string, dst string"
@@ -43,9 +43,15 @@ def people(prefix: str, n: int, start: int = 0) -> list[dict]:
 def run_available(spark, src: Path, uri: str, checkpoint: Path, schema: str = PEOPLE_SCHEMA, **opts):
     """One run of a file stream into Person until the folder is drained (availableNow), one
     file per micro-batch. Returns the finished query."""
-    w = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(src))
-         .writeStream.format("omnigraph").option("type", opts.pop("type", "Person"))
-         .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
+    w = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+        .writeStream.format("omnigraph")
+        .option("type", opts.pop("type", "Person"))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
     for k, v in opts.items():
         w = w.option(k, v)
     return finish(w.start(uri))
@@ -135,11 +141,21 @@ def test_rate_source_merge_stream(spark, test_graph, tmp_path):
     from pyspark.sql import functions as F
 
     uri = test_graph.root
-    df = (spark.readStream.format("rate").option("rowsPerSecond", 200).option("numPartitions", 2).load()
-          .select(F.format_string("r%06d", F.col("value")).alias("name"),
-                  (F.col("value") % 100).cast("int").alias("age")))
-    q = (df.writeStream.format("omnigraph").option("type", "Person").option("writeMode", "merge")
-         .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start(uri))
+    df = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 200)
+        .option("numPartitions", 2)
+        .load()
+        .select(F.format_string("r%06d", F.col("value")).alias("name"), (F.col("value") % 100).cast("int").alias("age"))
+    )
+    q = (
+        df.writeStream.format("omnigraph")
+        .option("type", "Person")
+        .option("writeMode", "merge")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="1 second")
+        .start(uri)
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and sum(p["numInputRows"] for p in q.recentProgress) < 600:
@@ -195,12 +211,18 @@ def test_stream_options_refused(spark, test_graph, tmp_path):
     before any micro-batch runs."""
     from omnigraph_spark.spark.stream import _sink_options
 
-    for opts, overwrite in (({"writeMode": "overwrite"}, False), ({}, True), ({"txnAppId": "a"}, False),
-                            ({"txnVersion": "1"}, False)):
+    for opts, overwrite in (
+        ({"writeMode": "overwrite"}, False),
+        ({}, True),
+        ({"txnAppId": "a"}, False),
+        ({"txnVersion": "1"}, False),
+    ):
         with pytest.raises(OptionError):
             _sink_options({"path": test_graph.root, "type": "Person", **opts}, overwrite)
     assert _sink_options({"path": "p", "type": "Person", "checkpointLocation": "c"}, False) == {
-        "path": "p", "type": "Person"}
+        "path": "p",
+        "type": "Person",
+    }
     with pytest.raises(OptionError):
         GraphBatchWriter(test_graph.root, lambda df: {}, options={"txnVersion": 3})
 
@@ -231,12 +253,15 @@ def test_row_stream_writer_commits_once(spark, test_graph):
 
 # -- foreachBatch: nodes and edges, one commit per micro-batch ----------------------------------
 
+
 def split_events(batch_df) -> dict[str, object]:
     """Events -> Person nodes and Knows edges (one kind column selects the rows)."""
     from pyspark.sql import functions as F
 
-    return {"Person": batch_df.where(F.col("kind") == "person").select("name", "age"),
-            "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst")}
+    return {
+        "Person": batch_df.where(F.col("kind") == "person").select("name", "age"),
+        "Knows": batch_df.where(F.col("kind") == "knows").select("src", "dst"),
+    }
 
 
 def events(batch: int, n: int) -> list[dict]:
@@ -249,9 +274,15 @@ def events(batch: int, n: int) -> list[dict]:
 
 
 def run_graph_stream(spark, src: Path, uri: str, ck: Path):
-    q = (spark.readStream.schema(EVENT_SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
-         .writeStream.foreachBatch(GraphBatchWriter(uri, split_events, engine="python"))
-         .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+    q = (
+        spark.readStream.schema(EVENT_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+        .writeStream.foreachBatch(GraphBatchWriter(uri, split_events, engine="python"))
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start()
+    )
     return finish(q)
 
 
@@ -288,9 +319,15 @@ def test_pinned_reader_sees_one_version_while_streaming(spark, test_graph, tmp_p
     nodes and edges of the same commits (no dangling edge), while later micro-batches land."""
     uri, src, ck = test_graph.root, tmp_path / "in", tmp_path / "ck"
     drop(src, "e0.json", events(0, 20))
-    q = (spark.readStream.schema(EVENT_SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
-         .writeStream.foreachBatch(GraphBatchWriter(uri, split_events, engine="python"))
-         .option("checkpointLocation", str(ck)).trigger(processingTime="500 milliseconds").start())
+    q = (
+        spark.readStream.schema(EVENT_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+        .writeStream.foreachBatch(GraphBatchWriter(uri, split_events, engine="python"))
+        .option("checkpointLocation", str(ck))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
     try:
         deadline = time.monotonic() + 120
         while stream_commits(Graph.open(uri)) < 1 and time.monotonic() < deadline:
@@ -380,9 +417,16 @@ def test_row_stream_writer_through_spark(spark, test_graph, tmp_path):
     src = tmp_path / "in"
     drop(src, "f0.json", people("r", 120))
     drop(src, "f1.json", people("s", 80))
-    q = (spark.readStream.schema(PEOPLE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(src))
-         .writeStream.format("omnigraph_rows").option("type", "Person")
-         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start(test_graph.root))
+    q = (
+        spark.readStream.schema(PEOPLE_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+        .writeStream.format("omnigraph_rows")
+        .option("type", "Person")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start(test_graph.root)
+    )
     assert finish(q).exception() is None
     g = Graph.open(test_graph.root)
     assert len(names(g)) == 200 and stream_commits(g) == 2

@@ -1,4 +1,5 @@
 """df.write.format("omnigraph"): one graph commit per Spark job, validated, atomic."""
+
 from __future__ import annotations
 
 import os
@@ -7,9 +8,11 @@ import pytest
 
 from omnigraph_spark import Graph
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-              pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 
 def rows(graph_or_uri, key: str, branch: str = "main", sort: str = "id") -> list[dict]:
@@ -47,8 +50,10 @@ def test_append_on_main(spark, test_graph):
     df = spark.createDataFrame([("Alice", 30), ("Bob", None)], "name string, age int").repartition(2)
     save(df, uri, "Person", actor="alice@test")
     g = Graph.open(uri)
-    assert rows(g, "node:Person") == [{"id": "Alice", "age": 30, "name": "Alice"},
-                                      {"id": "Bob", "age": None, "name": "Bob"}]
+    assert rows(g, "node:Person") == [
+        {"id": "Alice", "age": 30, "name": "Alice"},
+        {"id": "Bob", "age": None, "name": "Bob"},
+    ]
     snap = g.snapshot()
     assert snap.tables["node:Person"].version == 2
     assert snap.tables["node:Company"].version == 1
@@ -74,8 +79,7 @@ def test_modes_on_main_and_branch(spark, test_graph):
     uri = test_graph.root
     save(spark.createDataFrame([("Alice", 30), ("Bob", 25)], "name string, age int"), uri, "Person")
     # merge replaces whole rows by id and inserts new ones
-    save(spark.createDataFrame([("Bob", 26), ("Cara", None)], "name string, age int"), uri, "Person",
-         writeMode="merge")
+    save(spark.createDataFrame([("Bob", 26), ("Cara", None)], "name string, age int"), uri, "Person", writeMode="merge")
     assert [(r["id"], r["age"]) for r in rows(uri, "node:Person")] == [("Alice", 30), ("Bob", 26), ("Cara", None)]
     # a branch: append there, main unchanged; the table is forked on first write
     g = Graph.open(uri)
@@ -87,8 +91,13 @@ def test_modes_on_main_and_branch(spark, test_graph):
     assert g.snapshot("dev").tables["node:Person"].branch == "dev"
     # overwrite (Spark's mode) on the branch, then merge on the branch
     save(spark.createDataFrame([("Eve", 1)], "name string, age int"), uri, "Person", mode="overwrite", branch="dev")
-    save(spark.createDataFrame([("Eve", 2), ("Fay", 3)], "name string, age int"), uri, "Person",
-         writeMode="merge", branch="dev")
+    save(
+        spark.createDataFrame([("Eve", 2), ("Fay", 3)], "name string, age int"),
+        uri,
+        "Person",
+        writeMode="merge",
+        branch="dev",
+    )
     assert [(r["id"], r["age"]) for r in rows(uri, "node:Person", "dev")] == [("Eve", 2), ("Fay", 3)]
     # overwrite on main via writeMode; edges then validated against the new node set only
     save(spark.createDataFrame([("Zoe", 9)], "name string, age int"), uri, "Person", writeMode="overwrite")
@@ -101,8 +110,13 @@ def test_modes_on_main_and_branch(spark, test_graph):
     assert len(dev) == 6  # init + 2 on main + 3 on dev
     # Spark's overwrite contradicts writeMode=append: refused at planning, nothing written
     with pytest.raises(Exception) as ei:
-        save(spark.createDataFrame([("Q", 1)], "name string, age int"), uri, "Person", mode="overwrite",
-             writeMode="append")
+        save(
+            spark.createDataFrame([("Q", 1)], "name string, age int"),
+            uri,
+            "Person",
+            mode="overwrite",
+            writeMode="append",
+        )
     expect_code(ei, "OPTION_INVALID")
     assert Graph.open(uri).snapshot().version == g.snapshot().version
 
@@ -117,21 +131,40 @@ def _unchanged(uri, version, files):
 def test_validation_failures_leave_graph_unchanged(spark, tmp_path):
     uri = str(tmp_path / "card")
     Graph.init(uri, CARD_SCHEMA)
-    save(spark.createDataFrame([("Ann", "a@x", 1), ("Ben", "b@x", 2)], "name string, email string, age int"),
-         uri, "Person")
+    save(
+        spark.createDataFrame([("Ann", "a@x", 1), ("Ben", "b@x", 2)], "name string, email string, age int"),
+        uri,
+        "Person",
+    )
     v, files = Graph.open(uri).snapshot().version, data_files(uri)
     cases = [
         # (frame, type, options, code)
         (spark.createDataFrame([("Cy", 1, "x")], "name string, age int, shoe string"), "Person", {}, "UNKNOWN_COLUMN"),
-        (spark.createDataFrame([(None, 1), ("Dee", 2)], "name string, age int").repartition(2), "Person", {},
-         "NULL_VIOLATION"),
-        (spark.createDataFrame([("Cy", "c@x"), ("Di", "c@x")], "name string, email string"),
-         "Person", {}, "UNIQUE_VIOLATION"),
-        (spark.createDataFrame([("Cy", 1), ("Cy", 2)], "name string, age int"), "Person",
-         {"writeMode": "merge"}, "UNIQUE_VIOLATION"),
+        (
+            spark.createDataFrame([(None, 1), ("Dee", 2)], "name string, age int").repartition(2),
+            "Person",
+            {},
+            "NULL_VIOLATION",
+        ),
+        (
+            spark.createDataFrame([("Cy", "c@x"), ("Di", "c@x")], "name string, email string"),
+            "Person",
+            {},
+            "UNIQUE_VIOLATION",
+        ),
+        (
+            spark.createDataFrame([("Cy", 1), ("Cy", 2)], "name string, age int"),
+            "Person",
+            {"writeMode": "merge"},
+            "UNIQUE_VIOLATION",
+        ),
         (spark.createDataFrame([("Ann", "Nobody")], "`from` string, `to` string"), "Manages", {}, "DANGLING_EDGE"),
-        (spark.createDataFrame([("Ann", "Ben"), ("Ann", "Ann")], "`from` string, `to` string"),
-         "manages", {}, "CARDINALITY_VIOLATION"),
+        (
+            spark.createDataFrame([("Ann", "Ben"), ("Ann", "Ann")], "`from` string, `to` string"),
+            "manages",
+            {},
+            "CARDINALITY_VIOLATION",
+        ),
         (spark.createDataFrame([("Ann", "Ben")], "`from` string, `to` string"), "Nope", {}, "UNKNOWN_TYPE"),
     ]
     for df, type_, opts, code in cases:
@@ -159,7 +192,7 @@ def test_only_committed_attempt_is_visible(test_graph):
     files0 = data_files(uri)
     w = OmnigraphWriter({"path": uri, "type": "Person"}, None, False)
     batch = pa.record_batch({"name": ["Alice", "Bob"], "age": pa.array([1, 2], pa.int32())})
-    first = w.write(iter([batch]))   # attempt 0 (say it lost its executor after writing)
+    first = w.write(iter([batch]))  # attempt 0 (say it lost its executor after writing)
     second = w.write(iter([batch]))  # attempt 1 (the one the driver received)
     assert data_files(uri) == files0 + 2
     w.commit([second])
@@ -224,18 +257,21 @@ def test_load_wide_checks_run_concurrently_but_report_in_order():
             time.sleep(delay)
             with lock:
                 ran.append(name)
+
         return f
 
     def fail(exc, delay=0.0):
         def f():
             time.sleep(delay)
             raise exc
+
         return f
 
     # the later check fails first in wall time; the earlier one's error is the one reported
     with pytest.raises(UniqueViolationError):
-        run_checks([ok("a"), fail(UniqueViolationError("dup"), 0.2), fail(DanglingEdgeError("dangling"))],
-                   max_workers=3)
+        run_checks(
+            [ok("a"), fail(UniqueViolationError("dup"), 0.2), fail(DanglingEdgeError("dangling"))], max_workers=3
+        )
     run_checks([ok("x", 0.05), ok("y"), ok("z")], max_workers=3)
     assert sorted(ran) == ["a", "x", "y", "z"]
     run_checks([], max_workers=3)

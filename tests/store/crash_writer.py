@@ -5,6 +5,7 @@ Usage: python crash_writer.py ROOT MODE BRANCH TABLES   (TABLES: "person" or "pe
 The failpoint comes from OMNIGRAPH_SPARK_FAILPOINT; the process dies with os._exit(137).
 Storage options of an object-store root come as JSON in OMNIGRAPH_TEST_STORAGE_OPTIONS.
 """
+
 import json
 import os
 import sys
@@ -27,11 +28,23 @@ if which == "delete-old":  # mode "delete": node 'old' and, by cascade, its Know
     print("COMPLETED")
     sys.exit(0)
 t = writes.prepare_target(g, branch, "node:Person", mode)
-staged.append(writes.stage(t, pa.Table.from_pylist(
-    [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 99, "name": "old"}], schema=t.schema).to_batches()))
+staged.append(
+    writes.stage(
+        t,
+        pa.Table.from_pylist(
+            [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 99, "name": "old"}], schema=t.schema
+        ).to_batches(),
+    )
+)
 if which == "person+knows":
     t = writes.prepare_target(g, branch, "edge:Knows", mode)
-    staged.append(writes.stage(t, pa.Table.from_pylist(
-        [{"id": "k-new", "src": "new1", "dst": "old", "since": None}], schema=t.schema).to_batches()))
+    staged.append(
+        writes.stage(
+            t,
+            pa.Table.from_pylist(
+                [{"id": "k-new", "src": "new1", "dst": "old", "since": None}], schema=t.schema
+            ).to_batches(),
+        )
+    )
 writes.commit_load(g, branch, staged, actor="crash-test")
 print("COMPLETED")

@@ -1,4 +1,5 @@
 """Write rows through the store's protocol without Spark (tests only)."""
+
 from __future__ import annotations
 
 import threading
@@ -15,8 +16,9 @@ def stage_rows(graph, key: str, rows: list[dict], mode: str = "append", branch: 
     return writes.stage(target, batch)
 
 
-def write_rows(graph, key: str, rows: list[dict], mode: str = "append", branch: str = "main",
-               actor: str | None = None, **kw):
+def write_rows(
+    graph, key: str, rows: list[dict], mode: str = "append", branch: str = "main", actor: str | None = None, **kw
+):
     return writes.commit_load(graph, branch, [stage_rows(graph, key, rows, mode, branch)], actor=actor, **kw)
 
 

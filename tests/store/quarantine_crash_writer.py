@@ -6,6 +6,7 @@ Stages node:Person (2 valid rows) and edge:Knows (1 valid row), quarantines one 
 then commits through ``commit_staged`` (the driver's commit + publish). The failpoint comes from
 OMNIGRAPH_SPARK_FAILPOINT; the process dies with os._exit(137). Prints the load id first.
 """
+
 import sys
 
 import pyarrow as pa
@@ -24,10 +25,17 @@ print(q.load_id, flush=True)
 opts = WriteOptions.from_options({"path": root}, require_type=False)
 staged, rejected = [], []
 for key, good, bad in (
-        ("node:Person", [{"id": "new1", "age": 1, "name": "new1"}, {"id": "new2", "age": 2, "name": "new2"}],
-         {"id": "bad1", "age": -5, "name": "bad1"}),
-        ("edge:Knows", [{"id": "k-new", "src": "new1", "dst": "new2", "since": None}],
-         {"id": "k-bad", "src": "new1", "dst": "new2", "since": -1})):
+    (
+        "node:Person",
+        [{"id": "new1", "age": 1, "name": "new1"}, {"id": "new2", "age": 2, "name": "new2"}],
+        {"id": "bad1", "age": -5, "name": "bad1"},
+    ),
+    (
+        "edge:Knows",
+        [{"id": "k-new", "src": "new1", "dst": "new2", "since": None}],
+        {"id": "k-bad", "src": "new1", "dst": "new2", "since": -1},
+    ),
+):
     t = writes.prepare_target(g, "main", key, "append")
     staged.append(writes.stage(t, pa.Table.from_pylist(good, schema=t.schema).to_batches()))
     td = g.catalog.resolve(key.split(":", 1)[1])

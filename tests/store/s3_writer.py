@@ -10,6 +10,7 @@ commit returned, {"error": code} for one refused with a typed error.
 Storage options come as JSON in OMNIGRAPH_TEST_STORAGE_OPTIONS; OMNIGRAPH_TEST_WRITERS is the
 number of writers the barrier waits for.
 """
+
 import json
 import os
 import sys
@@ -30,8 +31,9 @@ g = Graph.open(root, so)
 
 def stage(ids, how):
     t = writes.prepare_target(g, "main", "node:Person", how)
-    return writes.stage(t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in ids],
-                                                schema=t.schema).to_batches())
+    return writes.stage(
+        t, pa.Table.from_pylist([{"id": i, "age": 1, "name": i} for i in ids], schema=t.schema).to_batches()
+    )
 
 
 def commit(staged, ids):

@@ -1,4 +1,5 @@
 """Init and open: the graph root exactly as `omnigraph init` lays it out (format.md §C.5)."""
+
 from __future__ import annotations
 
 import json
@@ -28,17 +29,20 @@ def test_init_lays_out_root(test_graph, graph_uri, test_schema_text):
     root = test_graph.root
     assert open(f"{root}/_schema.pg").read() == test_schema_text
     state = json.loads(open(f"{root}/__schema_state.json").read())
-    assert state == {"format_version": 1,
-                     "schema_ir_hash": "sha256:e37013207fea258e1168975dae0d8a540c99e9f0aaa47da43171bed900a51a95",
-                     "schema_identity_version": 1}
+    assert state == {
+        "format_version": 1,
+        "schema_ir_hash": "sha256:e37013207fea258e1168975dae0d8a540c99e9f0aaa47da43171bed900a51a95",
+        "schema_identity_version": 1,
+    }
     for rel in EXPECTED_DIRS.values():
         ds = lance.dataset(f"{root}/{rel}")
         assert ds.version == 1 and ds.count_rows() == 0
         assert ds.has_stable_row_ids
         assert ds.data_storage_version == "2.2"
         assert not [k for k in ds.config() if k.startswith("lance.auto_cleanup")]
-    assert lance.dataset(f"{root}/nodes/40d76f1f51639ec0").schema == pa.schema([
-        pa.field("id", pa.string(), False), pa.field("age", pa.int32()), pa.field("name", pa.string(), False)])
+    assert lance.dataset(f"{root}/nodes/40d76f1f51639ec0").schema == pa.schema(
+        [pa.field("id", pa.string(), False), pa.field("age", pa.int32()), pa.field("name", pa.string(), False)]
+    )
     assert lance.dataset(f"{root}/edges/602a25a3bd0b455b").schema.names == ["id", "src", "dst", "since"]
     assert not os.path.exists(f"{root}/__recovery")
 
@@ -99,8 +103,10 @@ def test_open_missing_graph(tmp_path):
 def test_error_messages_drop_dependency_source_locations():
     from omnigraph_spark.errors import StorageError, user_text
 
-    lance_text = ("Not found: g/_versions, /home/runner/work/lance/lance/rust/lance-table/src/io/commit.rs:646:26, "
-                  "/home/runner/work/lance/lance/rust/lance/src/dataset/builder.rs:787:29")
+    lance_text = (
+        "Not found: g/_versions, /home/runner/work/lance/lance/rust/lance-table/src/io/commit.rs:646:26, "
+        "/home/runner/work/lance/lance/rust/lance/src/dataset/builder.rs:787:29"
+    )
     assert user_text(lance_text) == "Not found: g/_versions"
     err = StorageError(f"cannot open dataset 'g': {lance_text}")
     assert str(err) == err.message == "cannot open dataset 'g': Not found: g/_versions"

@@ -1,6 +1,7 @@
 """Graph integrity across writes, Spark-free: the store protocol with the driver's
 load-wide validator. Strict append (I17), no dangling edge after an overwrite or a delete (I18),
 deletes (deletion files, cascades)."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -67,8 +68,7 @@ def stage_delete(graph, key: str, rows: list[dict], branch: str = "main"):
     target = writes.prepare_target(graph, branch, key, "delete")
     td = graph.catalog.by_table_key(key)
     keys = delete_keys(td, pa.Table.from_pylist(rows))
-    return writes.StagedTable(key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0,
-                              deletes=keys)
+    return writes.StagedTable(key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0, deletes=keys)
 
 
 def delete(graph, tables: dict[str, list[dict]], branch: str = "main", **kw):
@@ -85,9 +85,16 @@ def companies(*names):
 
 
 def seeded(graph, branch="main"):
-    load(graph, {"node:Person": people("ann", "ben", "cy"), "node:Company": companies("acme"),
-                 "edge:Knows": knows(("ann", "ben"), ("ben", "cy"), ("cy", "ann"), ("ann", "cy")),
-                 "edge:WorksAt": works(("ann", "acme"), ("ben", "acme"))}, branch=branch)
+    load(
+        graph,
+        {
+            "node:Person": people("ann", "ben", "cy"),
+            "node:Company": companies("acme"),
+            "edge:Knows": knows(("ann", "ben"), ("ben", "cy"), ("cy", "ann"), ("ann", "cy")),
+            "edge:WorksAt": works(("ann", "acme"), ("ben", "acme")),
+        },
+        branch=branch,
+    )
 
 
 def ids(graph, key, branch="main"):
@@ -107,8 +114,15 @@ def test_node_overwrite_orphaning_edges_is_refused_naming_each_edge_type(test_gr
 
 def test_overwriting_the_edge_types_in_the_same_commit_is_allowed(test_graph):  # I18
     seeded(test_graph)
-    r = load(test_graph, {"node:Person": people("ann", "cy"), "edge:Knows": knows(("ann", "cy")),
-                          "edge:WorksAt": works(("ann", "acme"))}, mode="overwrite")
+    r = load(
+        test_graph,
+        {
+            "node:Person": people("ann", "cy"),
+            "edge:Knows": knows(("ann", "cy")),
+            "edge:WorksAt": works(("ann", "acme")),
+        },
+        mode="overwrite",
+    )
     assert len(r.tables) == 3 and ids(test_graph, "edge:Knows") == ["ann-cy"]
 
 
@@ -118,8 +132,7 @@ def test_cascade_deletes_orphaned_edges_in_the_same_commit(test_graph):  # I18
     staged = [stage_rows(test_graph, "node:Person", people("ann", "cy"), "overwrite")]
     r = writes.commit_load(test_graph, "main", staged, validate=make_validator(test_graph, cascade=True))
     assert test_graph.snapshot().version == v + 1  # ONE graph commit (I1)
-    assert {t.table_key: t.rows_deleted for t in r.tables} == {"edge:Knows": 2, "edge:WorksAt": 1,
-                                                               "node:Person": 0}
+    assert {t.table_key: t.rows_deleted for t in r.tables} == {"edge:Knows": 2, "edge:WorksAt": 1, "node:Person": 0}
     assert ids(test_graph, "edge:Knows") == ["ann-cy", "cy-ann"]
     assert ids(test_graph, "edge:WorksAt") == ["ann@acme"]
     assert test_graph.pending_sidecars() == []
@@ -156,7 +169,9 @@ def test_a_delete_matching_nothing_commits_nothing(test_graph):
 
 def test_delete_uses_deletion_files_and_rewrites_no_row(test_graph):  # I18
     seeded(test_graph)
-    before = {f.fragment_id: [d.path for d in f.metadata.files] for f in test_graph.open_table("node:Person").get_fragments()}
+    before = {
+        f.fragment_id: [d.path for d in f.metadata.files] for f in test_graph.open_table("node:Person").get_fragments()
+    }
     delete(test_graph, {"node:Person": [{"name": "ben"}]})
     frags = test_graph.open_table("node:Person").get_fragments()
     assert {f.fragment_id: [d.path for d in f.metadata.files] for f in frags} == before
@@ -176,15 +191,24 @@ def test_deletes_keep_card_min(tmp_path):  # I18
     from omnigraph_spark import Graph
     from omnigraph_spark.errors import CardinalityViolationError
 
-    g = Graph.init(str(tmp_path / "g"), """
+    g = Graph.init(
+        str(tmp_path / "g"),
+        """
 node Person {
     name: String @key
 }
 edge Knows: Person -> Person @card(2..3)
-""")
-    load(g, {"node:Person": [{"id": n, "name": n} for n in ("a", "b", "c")],
-             "edge:Knows": [{"id": f"{s}{d}", "src": s, "dst": d} for s, d in (("a", "b"), ("a", "c"), ("b", "a"),
-                                                                               ("b", "c"))]})
+""",
+    )
+    load(
+        g,
+        {
+            "node:Person": [{"id": n, "name": n} for n in ("a", "b", "c")],
+            "edge:Knows": [
+                {"id": f"{s}{d}", "src": s, "dst": d} for s, d in (("a", "b"), ("a", "c"), ("b", "a"), ("b", "c"))
+            ],
+        },
+    )
     with pytest.raises(CardinalityViolationError, match="source 'a' has 1 edges"):
         delete(g, {"edge:Knows": [{"id": "ab"}]})
     with pytest.raises(CardinalityViolationError, match="source 'b' has 1 edges"):  # the cascade of c's delete

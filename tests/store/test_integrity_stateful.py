@@ -4,6 +4,7 @@ overwrite (with and without cascade), delete and multi-type loads over two node 
 step: the rows equal the model's, ids are unique, no edge dangles, @card holds, and a refused
 write changed nothing (I1, I17, I18). Spark-free (the store protocol plus the driver's
 validator), bounded to about a minute."""
+
 from __future__ import annotations
 
 import shutil
@@ -38,8 +39,9 @@ P, C, W = "node:Person", "node:Company", "edge:WorksAt"
 
 names = st.lists(st.sampled_from(PEOPLE), min_size=1, max_size=4)
 firms = st.lists(st.sampled_from(COMPANIES), min_size=1, max_size=2)
-edges = st.lists(st.tuples(st.sampled_from(EDGE_IDS), st.sampled_from(PEOPLE), st.sampled_from(COMPANIES)),
-                 min_size=1, max_size=3)
+edges = st.lists(
+    st.tuples(st.sampled_from(EDGE_IDS), st.sampled_from(PEOPLE), st.sampled_from(COMPANIES)), min_size=1, max_size=3
+)
 branches = st.sampled_from(BRANCHES)
 
 
@@ -75,13 +77,21 @@ class IntegrityMachine(RuleBasedStateMachine):
         target = writes.prepare_target(self.graph, branch, key, mode)
         if mode == "delete":
             keys = delete_keys(self.graph.catalog.by_table_key(key), pa.Table.from_pylist(rows))
-            return writes.StagedTable(key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0,
-                                      deletes=keys)
+            return writes.StagedTable(
+                key, "delete", target.stage_uri, target.base_version, (), keys.num_rows, 0, deletes=keys
+            )
         batch = pa.Table.from_pylist(rows, schema=target.schema).to_batches() if rows else []
         return writes.stage(target, batch)
 
-    def _load(self, tables: dict[str, list[dict]], mode: str, branch: str, expected: Model | None,
-              cascade: bool = False, codes: tuple[str, ...] = ()) -> None:
+    def _load(
+        self,
+        tables: dict[str, list[dict]],
+        mode: str,
+        branch: str,
+        expected: Model | None,
+        cascade: bool = False,
+        codes: tuple[str, ...] = (),
+    ) -> None:
         """Run one load; ``expected`` None: it must be refused (with one of ``codes``) and change
         nothing."""
         before = self.graph.snapshot(branch).version
@@ -107,8 +117,13 @@ class IntegrityMachine(RuleBasedStateMachine):
         ok = not repeated and (mode == "merge" or not set(who) & set(m.people))
         if ok:
             exp.people.update({n: age for n in who})
-        self._load({P: [{"id": n, "name": n, "age": age} for n in who]}, mode, branch, exp if ok else None,
-                   codes=("KEY_CONFLICT", "UNIQUE_VIOLATION"))
+        self._load(
+            {P: [{"id": n, "name": n, "age": age} for n in who]},
+            mode,
+            branch,
+            exp if ok else None,
+            codes=("KEY_CONFLICT", "UNIQUE_VIOLATION"),
+        )
 
     @rule(who=st.lists(st.sampled_from(PEOPLE), max_size=4, unique=True), cascade=st.booleans(), branch=branches)
     def overwrite_people(self, who, cascade, branch):
@@ -118,8 +133,14 @@ class IntegrityMachine(RuleBasedStateMachine):
         exp.people = {n: 1 for n in who}
         exp.edges = {i: e for i, e in m.edges.items() if i not in orphans}
         ok = cascade or not orphans
-        self._load({P: [{"id": n, "name": n, "age": 1} for n in who]}, "overwrite", branch, exp if ok else None,
-                   cascade=cascade, codes=("DANGLING_EDGE",))
+        self._load(
+            {P: [{"id": n, "name": n, "age": 1} for n in who]},
+            "overwrite",
+            branch,
+            exp if ok else None,
+            cascade=cascade,
+            codes=("DANGLING_EDGE",),
+        )
 
     @rule(who=names, branch=branches)
     def delete_people(self, who, branch):
@@ -130,8 +151,7 @@ class IntegrityMachine(RuleBasedStateMachine):
         exp.edges = {i: (s, d) for i, (s, d) in m.edges.items() if s not in who}
         self._load({P: [{"name": n} for n in who]}, "delete", branch, exp)
 
-    @rule(which=firms, mode=st.sampled_from(["append", "overwrite", "delete"]), cascade=st.booleans(),
-          branch=branches)
+    @rule(which=firms, mode=st.sampled_from(["append", "overwrite", "delete"]), cascade=st.booleans(), branch=branches)
     def write_companies(self, which, mode, cascade, branch):
         m = self.models[branch]
         exp = m.copy()
@@ -157,8 +177,9 @@ class IntegrityMachine(RuleBasedStateMachine):
 
     # -- edges ------------------------------------------------------------------------------
 
-    def _edges_expected(self, m: Model, new: list[tuple[str, str, str]], people: dict[str, int],
-                        companies: set) -> tuple[bool, Model]:
+    def _edges_expected(
+        self, m: Model, new: list[tuple[str, str, str]], people: dict[str, int], companies: set
+    ) -> tuple[bool, Model]:
         exp = m.copy()
         ids = [i for i, _, _ in new]
         ok = len(set(ids)) == len(ids) and not set(ids) & set(m.edges)
@@ -173,11 +194,18 @@ class IntegrityMachine(RuleBasedStateMachine):
     def append_edges(self, new, branch):
         m = self.models[branch]
         ok, exp = self._edges_expected(m, new, m.people, m.companies)
-        self._load({W: [{"id": i, "src": s, "dst": d} for i, s, d in new]}, "append", branch, exp if ok else None,
-                   codes=("KEY_CONFLICT", "DANGLING_EDGE", "CARDINALITY_VIOLATION"))
+        self._load(
+            {W: [{"id": i, "src": s, "dst": d} for i, s, d in new]},
+            "append",
+            branch,
+            exp if ok else None,
+            codes=("KEY_CONFLICT", "DANGLING_EDGE", "CARDINALITY_VIOLATION"),
+        )
 
-    @rule(pairs=st.lists(st.tuples(st.sampled_from(PEOPLE), st.sampled_from(COMPANIES)), min_size=1, max_size=3),
-          branch=branches)
+    @rule(
+        pairs=st.lists(st.tuples(st.sampled_from(PEOPLE), st.sampled_from(COMPANIES)), min_size=1, max_size=3),
+        branch=branches,
+    )
     def delete_edges(self, pairs, branch):
         m = self.models[branch]
         exp = m.copy()
@@ -198,8 +226,13 @@ class IntegrityMachine(RuleBasedStateMachine):
             tables[P] = [{"id": n, "name": n, "age": 5} for n in who_new]
         if firms_new:
             tables[C] = [{"id": c, "name": c} for c in firms_new]
-        self._load(tables, "append", branch, exp if ok else None,
-                   codes=("KEY_CONFLICT", "DANGLING_EDGE", "CARDINALITY_VIOLATION"))
+        self._load(
+            tables,
+            "append",
+            branch,
+            exp if ok else None,
+            codes=("KEY_CONFLICT", "DANGLING_EDGE", "CARDINALITY_VIOLATION"),
+        )
 
     # -- the invariant ----------------------------------------------------------------------
 
@@ -227,6 +260,7 @@ class IntegrityMachine(RuleBasedStateMachine):
             assert snap.tables[P].row_count == len(people) and snap.tables[W].row_count == len(works)
 
 
-IntegrityMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=15, deadline=None,
-                                              suppress_health_check=[HealthCheck.too_slow])
+IntegrityMachine.TestCase.settings = settings(
+    max_examples=25, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_integrity_state_machine = IntegrityMachine.TestCase

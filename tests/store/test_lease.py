@@ -1,4 +1,5 @@
 """The commit lease (I14): mutual exclusion among our writers, and breaking only dead leases."""
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,7 @@ def test_lease_of_a_dead_process_is_broken_and_a_live_one_is_kept(tmp_path):  # 
     st.write_text(p, json.dumps(live))
     lease._break_if_stale(st, p)
     assert json.loads(st.read_text(p))["token"] == "a"
-    dead = dict(live, token="b", pid=2 ** 22 + 12345)
+    dead = dict(live, token="b", pid=2**22 + 12345)
     st.write_text(p, json.dumps(dead))
     lease._break_if_stale(st, p)
     assert not os.path.exists(p)
@@ -130,6 +131,7 @@ def test_create_text_without_hard_links_still_creates_once(tmp_path, monkeypatch
 
 # --- object stores: the lease is a compare-and-swap on a Lance dataset (S3: moto, SeaweedFS) ---
 
+
 def _s3_storage(s3_graph_root):
     root, so = s3_graph_root
     return root, RootStorage(root, so)
@@ -166,7 +168,7 @@ def test_object_store_stale_lease_is_broken_and_a_live_one_waits(s3_graph_root):
     assert "commit_lease.lance" in str(e.value)
     assert _lease_record(root, st.storage_options)["token"] == "live"  # not broken
 
-    dead = {"token": "dead", "host": socket.gethostname(), "pid": 2 ** 22 + 12345, "expires_at": time.time() + 60}
+    dead = {"token": "dead", "host": socket.gethostname(), "pid": 2**22 + 12345, "expires_at": time.time() + 60}
     slot.release("live")
     assert slot.try_take(dead)
     with lease.hold(st, root, timeout_s=30) as token:  # a dead holder on this host: broken at once

@@ -1,4 +1,5 @@
 """Maintenance: optimize (compaction + one publish) and cleanup (versions, orphans, forks)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -41,6 +42,7 @@ def _listing(root):
 
 
 # --- optimize --------------------------------------------------------------------------------
+
 
 def test_optimize_compacts_publishes_and_commits(test_graph):
     g = test_graph
@@ -163,6 +165,7 @@ def test_crash_between_compaction_and_publish_rolls_forward(test_graph):
 
 # --- cleanup ---------------------------------------------------------------------------------
 
+
 def _versions(g, key=P, lineage=None):
     t = g.snapshot().tables[key]
     return [v["version"] for v in tables.open_dataset(t.base_path, branch=lineage).versions()]
@@ -227,6 +230,7 @@ def test_cleanup_time_policy_keeps_recent(test_graph):
 def _stage_and_die(g, names, branch="main"):
     """A killed job: fragments staged, never committed."""
     from .helpers import stage_rows
+
     st = stage_rows(g, P, people(*names), branch=branch)
     return [u for u in tables.data_file_uris(st.stage_uri, st.fragments)]
 
@@ -266,6 +270,7 @@ def test_cleanup_reconciles_orphan_forks(test_graph):
     g.create_branch("dead")
     # a job that forked at planning and died (fork exists, manifest never placed the table on it)
     from omnigraph_spark.store import writes
+
     writes.prepare_target(g, "feature", P, "append")
     writes.prepare_target(g, "dead", P, "append")
     write_rows(g, "node:Company", [{"id": "c", "name": "c"}], branch="dead")
@@ -289,6 +294,7 @@ def test_cleanup_reconciles_orphan_forks(test_graph):
 
 def test_cleanup_isolates_a_failing_table(test_graph, monkeypatch):
     from omnigraph_spark.store import maintenance_cleanup as mc
+
     g = test_graph
     _many_loads(g, 3)
     for i in range(3):

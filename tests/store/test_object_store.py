@@ -1,6 +1,7 @@
 """The write protocol on an object store (S3, each test once on moto's server and once on
 SeaweedFS: tests/object_store.py): the same invariants as on a local root, where files are
 objects, rename does not exist and create-if-absent is not atomic."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ P, K = "node:Person", "edge:Knows"
 
 
 def _bucket_and_prefix(root: str):
-    bucket, _, prefix = root[len("s3://"):].partition("/")
+    bucket, _, prefix = root[len("s3://") :].partition("/")
     return bucket, prefix
 
 
@@ -86,8 +87,11 @@ def test_merge_and_overwrite(s3_graph):
     g = s3_graph
     write_rows(g, P, people("a", "b", age=1))
     write_rows(g, P, [{"id": "b", "age": 2, "name": "b"}, {"id": "c", "age": 2, "name": "c"}], mode="merge")
-    assert rows_of(g, P) == [{"id": "a", "age": 1, "name": "a"}, {"id": "b", "age": 2, "name": "b"},
-                             {"id": "c", "age": 2, "name": "c"}]
+    assert rows_of(g, P) == [
+        {"id": "a", "age": 1, "name": "a"},
+        {"id": "b", "age": 2, "name": "b"},
+        {"id": "c", "age": 2, "name": "c"},
+    ]
     write_rows(g, P, people("z"), mode="overwrite")
     assert rows_of(g, P) == people("z")
 
@@ -130,8 +134,15 @@ WRITER = str(Path(__file__).with_name("crash_writer.py"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("step,visible", [("after_sidecar", False), ("after_table_commit#1", False),
-                                          ("after_publish", True), ("before_sidecar_delete", True)])
+@pytest.mark.parametrize(
+    "step,visible",
+    [
+        ("after_sidecar", False),
+        ("after_table_commit#1", False),
+        ("after_publish", True),
+        ("before_sidecar_delete", True),
+    ],
+)
 def test_crash_then_open_repairs(s3, s3_graph, step, visible):  # I8, I9
     """A load of Person + Knows killed at a step of the protocol: the next open repairs it to
     all of the load or none of it, on the object store as on a local root."""
@@ -139,8 +150,13 @@ def test_crash_then_open_repairs(s3, s3_graph, step, visible):  # I8, I9
     so = s3.storage_options()
     write_rows(g, P, people("old", age=1))
     env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT=step, OMNIGRAPH_TEST_STORAGE_OPTIONS=json.dumps(so))
-    p = subprocess.run([sys.executable, WRITER, g.root, "append", "main", "person+knows"], env=env,
-                       capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [sys.executable, WRITER, g.root, "append", "main", "person+knows"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 137, p.stderr[-2000:]
 
     g = Graph.open(g.root, so)
@@ -173,7 +189,6 @@ def test_cleanup_removes_old_versions_and_orphans(s3, s3_graph):
     assert report.orphan_files >= len(orphan)
     assert not orphan & set(s3.keys(bucket, f"{prefix}/{table}/data/"))
     assert rows_of(g, P) == [people(f"p{i}", age=i)[0] for i in range(3)]
-
 
 
 def test_optimize_compacts_on_s3_and_cleanup_then_frees_the_old_objects(s3, s3_graph):
@@ -247,8 +262,16 @@ TWO_WRITERS = str(Path(__file__).with_name("s3_writer.py"))
 def _writers(g, so, mode, n, names=("w1", "w2")):
     """Run one writer process per name at once; each one's printed outcomes, in order."""
     env = dict(os.environ, OMNIGRAPH_TEST_STORAGE_OPTIONS=json.dumps(so), OMNIGRAPH_TEST_WRITERS=str(len(names)))
-    procs = {w: subprocess.Popen([sys.executable, TWO_WRITERS, g.root, w, mode, str(n)], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in names}
+    procs = {
+        w: subprocess.Popen(
+            [sys.executable, TWO_WRITERS, g.root, w, mode, str(n)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in names
+    }
     out = {}
     for w, p in procs.items():
         stdout, stderr = p.communicate(timeout=300)

@@ -1,4 +1,5 @@
 """Manifest publish: the CAS on expected versions and the row-level retry (I3, format.md §E)."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ def test_publish_absent_key_expects_zero(test_graph):
 
 
 def test_publish_is_one_manifest_version(test_graph):
-    st = manifest.publish(test_graph.root, "main", [_upd("node:Person", 2, 5), _upd("node:Company", 2, 1)],
-                          {"node:Person": 1, "node:Company": 1})
+    st = manifest.publish(
+        test_graph.root,
+        "main",
+        [_upd("node:Person", 2, 5), _upd("node:Company", 2, 1)],
+        {"node:Person": 1, "node:Company": 1},
+    )
     assert st.version == 4
     assert (st.entries["node:Person"].version, st.entries["node:Person"].row_count) == (2, 5)
     assert st.entries["node:Company"].version == 2
@@ -68,16 +73,27 @@ def test_concurrent_publishers_one_wins(test_graph):  # I3 under contention
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert sorted(results) == ["conflict"] * 3 + ["ok"]
-    rows = [r for r in lance.dataset(test_graph.root + "/__manifest").to_table().to_pylist()
-            if r["object_id"] == "node:Person$00000000000000000002"]
+    rows = [
+        r
+        for r in lance.dataset(test_graph.root + "/__manifest").to_table().to_pylist()
+        if r["object_id"] == "node:Person$00000000000000000002"
+    ]
     assert len(rows) == 1
 
 
 def test_reduction_hides_tombstoned(test_graph):
     write_rows(test_graph, "node:Person", people("a"))
     ds = lance.dataset(test_graph.root + "/__manifest")
-    tomb = manifest.rows_batch([{"object_id": "node:Person$tombstone$00000000000000000002",
-                                 "object_type": "table_tombstone", "table_key": "node:Person", "table_version": 2}])
+    tomb = manifest.rows_batch(
+        [
+            {
+                "object_id": "node:Person$tombstone$00000000000000000002",
+                "object_type": "table_tombstone",
+                "table_key": "node:Person",
+                "table_version": 2,
+            }
+        ]
+    )
     ds.insert(tomb)
     st = manifest.read_state(lance.dataset(test_graph.root + "/__manifest"), "main")
     assert "node:Person" not in st.entries and st.latest_visible["node:Person"] == 2

@@ -12,6 +12,7 @@ by ``cleanup(rejected_rows_path=...)``), and for every cell:
 
 Before the settling step: a ``load=<id>/`` never has ``_SUCCESS`` for a load that is not visible.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,7 @@ def test_quarantine_crash_matrix(test_graph, tmp_path, step):
     env.pop("OMNIGRAPH_SPARK_FAILPOINT", None)
     if step is not None:
         env["OMNIGRAPH_SPARK_FAILPOINT"] = step
-    p = subprocess.run([sys.executable, WRITER, g.root, qpath], env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, WRITER, g.root, qpath], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == (0 if step is None else 137), p.stderr[-3000:]
     load_id = p.stdout.split()[0]
     final, staging = os.path.join(qpath, f"load={load_id}"), os.path.join(qpath, "_staging", load_id)
@@ -87,8 +87,10 @@ def test_quarantine_crash_matrix(test_graph, tmp_path, step):
         for key, good in GOOD.items():  # the commit records where its rejected rows are
             t = g.snapshot().table(key)
             ds = tables.open_dataset(t.base_path)
-            assert tables.transaction_property(ds, t.version, "omnigraph-spark.rejected_rows_at") == \
-                f"{qpath}/load={load_id}"
+            assert (
+                tables.transaction_property(ds, t.version, "omnigraph-spark.rejected_rows_at")
+                == f"{qpath}/load={load_id}"
+            )
             assert t.row_count == len(good) + (1 if key == "node:Person" else 0)
     else:
         assert _ids(g, "node:Person") == ["old"]
@@ -105,8 +107,7 @@ def test_cleanup_settles_quarantine(test_graph, tmp_path):
     g = test_graph
     qpath = str(tmp_path / "rejected")
     env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT="before_quarantine_publish")
-    p = subprocess.run([sys.executable, WRITER, g.root, qpath], env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, WRITER, g.root, qpath], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 137, p.stderr[-3000:]
     load_id = p.stdout.split()[0]
     staging_other = os.path.join(qpath, "_staging", "f" * 32, "node_Person")
@@ -129,8 +130,7 @@ def test_a_failed_commit_keeps_the_quarantine_while_the_load_may_land(test_graph
     g = test_graph
     qpath = str(tmp_path / "rejected")
     env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT=f"{step}:raise")
-    p = subprocess.run([sys.executable, WRITER, g.root, qpath], env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, WRITER, g.root, qpath], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "FAILPOINT" in p.stderr, p.stderr[-3000:]
     load_id = p.stdout.split()[0]
     staging = os.path.join(qpath, "_staging", load_id)

@@ -4,6 +4,7 @@ Each crash cell kills a writer (os._exit via failpoint) at one protocol step, th
 graph, runs the sweep and checks the invariants: all of the job or none (I1), no duplicates,
 no sidecar left (I9), an audit row when a sidecar was resolved, and the next write succeeds.
 """
+
 from __future__ import annotations
 
 import json
@@ -113,8 +114,9 @@ def _assert_heads_at_pins(g, branch: str):
 
 def _run_writer(root, mode, branch, which, failpoint):
     env = dict(os.environ, OMNIGRAPH_SPARK_FAILPOINT=failpoint)
-    p = subprocess.run([sys.executable, WRITER, root, mode, branch, which], env=env, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, WRITER, root, mode, branch, which], env=env, capture_output=True, text=True, timeout=120
+    )
     return p
 
 
@@ -132,7 +134,8 @@ def _matrix():
                         (which == "person+knows" and branch == "main")
                         or (which == "person+knows" and mode == "append")
                         or (which == "person+knows" and step in ("after_table_commit#1", "after_all_commits"))
-                        or (which == "person" and branch == "main" and step == "after_table_commit#1"))
+                        or (which == "person" and branch == "main" and step == "after_table_commit#1")
+                    )
                     if keep:
                         cells.append((step, mode, branch, which))
     return cells
@@ -154,10 +157,15 @@ def test_crash_matrix(test_graph, step, mode, branch, which):
     g, outcomes = _recover(g.root)
     visible = STEPS[step] if STEPS[step] is not None else (which == "person")
     after = rows_of(g, "node:Person", g.snapshot(branch))
-    new_rows = {"append": [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 1, "name": "old"},
-                           {"id": "old", "age": 99, "name": "old"}],
-                "merge": [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 99, "name": "old"}],
-                "overwrite": [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 99, "name": "old"}]}
+    new_rows = {
+        "append": [
+            {"id": "new1", "age": 1, "name": "new1"},
+            {"id": "old", "age": 1, "name": "old"},
+            {"id": "old", "age": 99, "name": "old"},
+        ],
+        "merge": [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 99, "name": "old"}],
+        "overwrite": [{"id": "new1", "age": 1, "name": "new1"}, {"id": "old", "age": 99, "name": "old"}],
+    }
     if visible:
         assert after == new_rows[mode]
         if which == "person+knows":
@@ -179,8 +187,14 @@ def test_delete_crash_matrix(test_graph, step, branch):  # I1, I8, I9, I18
     protocol step: after recovery either both tables show the delete or neither does."""
     g = test_graph
     write_rows(g, "node:Person", people("old", "keep", age=1))
-    write_rows(g, "edge:Knows", [{"id": "k1", "src": "old", "dst": "keep", "since": None},
-                                 {"id": "k2", "src": "keep", "dst": "keep", "since": None}])
+    write_rows(
+        g,
+        "edge:Knows",
+        [
+            {"id": "k1", "src": "old", "dst": "keep", "since": None},
+            {"id": "k2", "src": "keep", "dst": "keep", "since": None},
+        ],
+    )
     if branch != "main":
         g.create_branch(branch)
     before_version = g.snapshot(branch).version
@@ -204,17 +218,32 @@ def test_delete_crash_matrix(test_graph, step, branch):  # I1, I8, I9, I18
 
 # --- sidecar handling -----------------------------------------------------------------------
 
+
 def test_sidecar_json_shape(test_graph):
     pin = SidecarPin("node:Person", test_graph.root + "/nodes/40d76f1f51639ec0", 1, 2)
     sc = Sidecar("01JZ3K5V7Q8R9S0T1V2W3X4Y5Z", None, "spark:job-42", "Load", (pin,), "1781234567890123")
-    assert sc.to_json() == json.dumps({
-        "schema_version": 2, "operation_id": "01JZ3K5V7Q8R9S0T1V2W3X4Y5Z", "started_at": "1781234567890123",
-        "branch": None, "actor_id": "spark:job-42", "writer_kind": "Load",
-        "tables": [{"table_key": "node:Person", "table_path": pin.table_path, "expected_version": 1,
-                    "post_commit_pin": 2}]}, indent=2)
+    assert sc.to_json() == json.dumps(
+        {
+            "schema_version": 2,
+            "operation_id": "01JZ3K5V7Q8R9S0T1V2W3X4Y5Z",
+            "started_at": "1781234567890123",
+            "branch": None,
+            "actor_id": "spark:job-42",
+            "writer_kind": "Load",
+            "tables": [
+                {"table_key": "node:Person", "table_path": pin.table_path, "expected_version": 1, "post_commit_pin": 2}
+            ],
+        },
+        indent=2,
+    )
     b = SidecarPin("node:Person", pin.table_path, 1, 2, None, "feature")
     assert list(json.loads(Sidecar("X", "feature", None, "Load", (b,)).to_json())["tables"][0]) == [
-        "table_key", "table_path", "expected_version", "post_commit_pin", "table_branch"]
+        "table_key",
+        "table_path",
+        "expected_version",
+        "post_commit_pin",
+        "table_branch",
+    ]
     assert Sidecar.from_json(sc.to_json(), "x") == sc
 
 
@@ -249,8 +278,13 @@ def test_invariant_violation_aborts_and_keeps(test_graph):
     t = test_graph.snapshot().tables["node:Person"]
     # a sidecar whose table HEAD is behind the pin cannot be explained: HEAD 2 < pinned 3
     from omnigraph_spark.store import manifest
-    manifest.publish(test_graph.root, "main", [manifest.TableUpdate("node:Person", 3, None, 1, '{"manifest_path":"x"}')],
-                     {"node:Person": 2})
+
+    manifest.publish(
+        test_graph.root,
+        "main",
+        [manifest.TableUpdate("node:Person", 3, None, 1, '{"manifest_path":"x"}')],
+        {"node:Person": 2},
+    )
     sc = Sidecar.new("main", None, "Load", [SidecarPin("node:Person", t.base_path, 2, 3)])
     sidecar.write(test_graph.storage, test_graph.root, sc)
     with pytest.raises(InvariantViolationError) as e:
@@ -270,7 +304,8 @@ def test_orphaned_branch_sidecar_discarded_once(test_graph):
     assert [o.action for o in out] == ["OrphanedBranchDiscarded"]
     audits = commits.list_recovery_audits(test_graph.root)
     assert [(a["recovery_kind"], a["operation_id"], a["recovery_for_actor"]) for a in audits] == [
-        ("OrphanedBranchDiscarded", sc.operation_id, "me")]
+        ("OrphanedBranchDiscarded", sc.operation_id, "me")
+    ]
     assert test_graph.log()[-1].actor_id == commits.RECOVERY_ACTOR
     assert test_graph.pending_sidecars() == []
 

@@ -1,6 +1,7 @@
 """The staging tasks' key fingerprints, proven distinct on the driver in bounded memory
 (invariant I15's proof; the window keeps the driver's memory bounded by it, not by the load's
 rows)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -69,6 +70,7 @@ def test_empty_and_single_parts(tmp_path):
 
 
 # -- the edge tasks' bucket counts (I15's @card bound) -------------------------------------------
+
 
 def _sketch(tmp_path, name, counts):
     """A task's bucket-count file as jvm-shim ``EndpointCheck.sketch`` writes it: 16-bit counts,

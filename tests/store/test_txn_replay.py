@@ -2,6 +2,7 @@
 on: docs/streaming.md). Invariants I12 (a landed token is a no-op, proven from the Lance
 transactions of the versions it produced) and I19 (per app id, every version at or below the
 highest applied one is a no-op, decided from one record, never from a window of history)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,15 +13,26 @@ from omnigraph_spark.store import writes
 
 from .helpers import people, rows_of, stage_rows, write_rows
 
-STEPS = ("before_sidecar", "after_sidecar", "after_table_commit#1", "after_table_commit#2", "after_all_commits",
-         "after_publish", "after_commit_row")
+STEPS = (
+    "before_sidecar",
+    "after_sidecar",
+    "after_table_commit#1",
+    "after_table_commit#2",
+    "after_all_commits",
+    "after_publish",
+    "after_commit_row",
+)
 
 
 def load(graph, names, txn):
     """Person nodes and a Knows chain among them: one two-table load."""
     knows = [{"id": f"k-{a}", "src": a, "dst": b, "since": None} for a, b in zip(names, names[1:])]
-    return writes.commit_load(graph, "main", [stage_rows(graph, "node:Person", people(*names)),
-                                              stage_rows(graph, "edge:Knows", knows)], txn=txn)
+    return writes.commit_load(
+        graph,
+        "main",
+        [stage_rows(graph, "node:Person", people(*names)), stage_rows(graph, "edge:Knows", knows)],
+        txn=txn,
+    )
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -50,8 +62,7 @@ def test_token_high_water_mark_is_one_record_not_a_window(test_graph):
     Lance transactions of the versions it names, never a window of recent history."""
     write_rows(test_graph, "node:Person", people("s5"), txn=writes.TxnToken("stream-a", 5))
     for i in range(25):  # other writers, with and without tokens
-        write_rows(test_graph, "node:Person", people(f"o{i:02d}"),
-                   txn=writes.TxnToken("other", i) if i % 2 else None)
+        write_rows(test_graph, "node:Person", people(f"o{i:02d}"), txn=writes.TxnToken("other", i) if i % 2 else None)
     for v in (5, 3, 0):
         assert write_rows(test_graph, "node:Person", people(f"dup{v}"), txn=writes.TxnToken("stream-a", v)).skipped
     r = write_rows(test_graph, "node:Person", people("s6"), txn=writes.TxnToken("stream-a", 6))

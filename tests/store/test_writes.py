@@ -1,4 +1,5 @@
 """The write protocol without Spark: modes, versions, commit rows, guards (docs/invariants.md)."""
+
 from __future__ import annotations
 
 import os
@@ -188,8 +189,11 @@ def test_abort_keeps_files_a_pending_sidecar_may_need(test_graph):  # I10 vs I8
     data_dir = f"{test_graph.root}/nodes/40d76f1f51639ec0/data"
     staged = stage_rows(test_graph, "node:Person", people("a"))
     t = test_graph.snapshot().tables["node:Person"]
-    sidecar.write(test_graph.storage, test_graph.root,
-                  Sidecar.new("main", None, "Load", [SidecarPin("node:Person", t.base_path, 1, 2)]))
+    sidecar.write(
+        test_graph.storage,
+        test_graph.root,
+        Sidecar.new("main", None, "Load", [SidecarPin("node:Person", t.base_path, 1, 2)]),
+    )
     assert writes.abort([staged]) == 0
     assert len(os.listdir(data_dir)) == 1
 
