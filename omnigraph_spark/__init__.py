@@ -6,13 +6,13 @@ package is cheap. Spark imports ``pyspark_omnigraph`` (this package's data sourc
 worker of every session to look up data sources, before any of them is used.
 """
 from . import errors
+from ._version import __version__  # noqa: F401 (the package version)
 from ._lance_import import defer_rest_client
 
 defer_rest_client()  # before this package imports lance: its REST client's APIs load on first use
 
 __all__ = ["Graph", "Snapshot", "TableInfo", "errors", "register", "write_graph", "write_table", "load_jsonl", "read_graph", "read_table",
            "shim_jars", "configure_spark", "unwrap_error", "stream_graph", "GraphBatchWriter"]
-__version__ = "0.1.0"
 
 
 def register(spark) -> None:
