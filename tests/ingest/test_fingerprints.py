@@ -1,9 +1,12 @@
 """Key fingerprints computed by Python staging tasks (invariant I15): the same 64 bits the JVM
 tasks compute (``NodeIdIndex.hash`` for a string's UTF-8 bytes, the value itself for an
 integer), so a table's fingerprints mean the same whichever path staged it. The vectors below
-were computed by calling ``io.omnigraph.spark.NodeIdIndex.hash`` from the built shim jar
+are spec/key_hashes.json, which jvm-shim's KeyHashesTest checks against ``NodeIdIndex.hash``
 (tests/spark/test_staged_checks.py also compares against the JVM tasks' own files)."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -12,22 +15,10 @@ import pytest
 from omnigraph_spark.ingest.fingerprints import fingerprint_column, fingerprints, sorted_fingerprints
 from omnigraph_spark.schema import compile_schema
 
-#: (value, NodeIdIndex.hash of its UTF-8 bytes as an unsigned hex): lengths 0-38 around the
-#: 8-byte word boundaries, multi-byte UTF-8, a NUL
-JAVA_VECTORS = [
-    ("", 0x0a3f46e79293b578),
-    ("a", 0xcb236f0c4e4d8249),
-    ("abcdefg", 0x03f2bf779e7bfa06),
-    ("abcdefgh", 0x370fba43d5af18f5),
-    ("abcdefghi", 0x18886095142ff77a),
-    ("item-0000000000", 0xf43525da62f7986b),
-    ("item-0000000001", 0xd509bb7a4b5306cb),
-    ("0123456789abcdef", 0x3e4704bd15b1d538),
-    ("0123456789abcdefX", 0xe4a24a4e80dacd1d),
-    ("héllo wörld ☃", 0x33775826e556378f),
-    ("\x00", 0x9377022daa142029),
-    ("a longer key with several words in it!", 0x8ac9aa003ec8bf2c),
-]
+#: (value, NodeIdIndex.hash of its UTF-8 bytes): lengths 0-38 around the 8-byte word boundaries,
+#: multi-byte UTF-8, a NUL; the golden file the JVM's KeyHashesTest reads too
+JAVA_VECTORS = [(c["value"], int(c["hash"], 16)) for c in json.loads(
+    (Path(__file__).resolve().parents[2] / "spec" / "key_hashes.json").read_text(encoding="utf-8"))["strings"]]
 
 
 def _hex(a: np.ndarray):
