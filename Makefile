@@ -1,7 +1,7 @@
 # The two README commands: `make demo` (the main job on the embedded default) and `make test`.
 # Both create .venv and install the project on first use, so a fresh clone needs nothing else
-# but the prerequisites `make prereqs` checks (README.md: Python 3.10+, a JDK 17 with javac,
-# Maven 3, and PyPI and Maven Central reachable on first use).
+# but the prerequisites `make prereqs` checks (README.md: Python 3.10+, a JDK 17, Maven 3, and
+# PyPI and Maven Central reachable on first use).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -23,7 +23,7 @@ prereqs:
 	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.10+)"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "$(PYTHON) is older than 3.10"; exit 1; }
 	@command -v java >/dev/null && command -v javac >/dev/null || { echo "missing: a JDK 17 with java and javac (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless)"; exit 1; }
-	@command -v mvn >/dev/null || { echo "missing: Maven 3, which resolves the Lance Java SDK for jvm-shim (Debian/Ubuntu: apt-get install maven; macOS: brew install maven)"; exit 1; }
+	@command -v $(MVN) >/dev/null || { echo "missing: Maven 3, which builds jvm-shim (Debian/Ubuntu: apt-get install maven; macOS: brew install maven)"; exit 1; }
 
 $(VENV)/.installed: setup.py | prereqs
 	$(PYTHON) -m venv $(VENV)
@@ -33,26 +33,28 @@ $(VENV)/.installed: setup.py | prereqs
 
 install: $(VENV)/.installed
 
-# The JVM read path (jvm-shim/): the Lance Java SDK from Maven Central into jvm-shim/target/lib,
-# the shim compiled against the installed pyspark's own Spark jars. Needs javac and mvn.
-SHIM := jvm-shim/target/omnigraph-spark-shim.jar
-SHIM_SRC := $(wildcard jvm-shim/src/main/java/io/omnigraph/spark/*.java)
-# the service file registering format("omnigraph")'s JVM provider (OmnigraphProvider)
-SHIM_RES := jvm-shim/src/main/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister
-$(SHIM): $(VENV)/.installed jvm-shim/pom.xml $(SHIM_SRC) $(SHIM_RES)
-	rm -rf jvm-shim/target/classes jvm-shim/target/lib
-	mvn -q -B -f jvm-shim/pom.xml dependency:copy-dependencies -DoutputDirectory=target/lib
-	mkdir -p jvm-shim/target/classes
-	javac -nowarn --release 17 -d jvm-shim/target/classes \
-	  -cp "$$($(PY) -c 'import pyspark,os;print(os.path.join(os.path.dirname(pyspark.__file__),"jars"))')/*:jvm-shim/target/lib/*" $(SHIM_SRC)
-	jar cf $@ -C jvm-shim/target/classes . -C jvm-shim/src/main/resources .
+# The JVM paths (jvm-shim/, a Maven module): `mvn verify` compiles the shim against Spark (a
+# `provided` dependency), runs its JUnit tests (with spec/'s golden files, which pytest checks
+# against the Python side too), builds jvm-shim/target/omnigraph-spark-shim-<version>.jar and
+# copies its runtime libraries (the Lance Java SDK) into jvm-shim/target/lib. One version for
+# the wheel and the jar: omnigraph_spark/VERSION, passed to Maven as -Drevision.
+VERSION := $(shell cat omnigraph_spark/VERSION)
+MVN ?= mvn
+MAVEN = $(MVN) -q -B -f jvm-shim/pom.xml -Drevision=$(VERSION)
+SHIM := jvm-shim/target/omnigraph-spark-shim-$(VERSION).jar
+SHIM_INPUTS := jvm-shim/pom.xml omnigraph_spark/VERSION $(shell find jvm-shim/src spec -type f 2>/dev/null)
+$(SHIM): $(SHIM_INPUTS) | prereqs
+	rm -rf jvm-shim/target/lib jvm-shim/target/omnigraph-spark-shim-*.jar
+	$(MAVEN) verify
+	touch $@
 
 jvm-shim: $(SHIM)
 
 # The wheel a user pip-installs: the package with the shim jar inside (omnigraph_spark/jars/);
 # its Lance libraries resolve from Maven through omnigraph_spark.configure_spark(builder).
-PACKAGED_SHIM := omnigraph_spark/jars/omnigraph-spark-shim.jar
+PACKAGED_SHIM := omnigraph_spark/jars/omnigraph-spark-shim-$(VERSION).jar
 $(PACKAGED_SHIM): $(SHIM)
+	rm -f omnigraph_spark/jars/omnigraph-spark-shim*.jar
 	cp $(SHIM) $@
 
 wheel: $(PACKAGED_SHIM)
@@ -69,7 +71,8 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-# The test command: every test except the ones marked slow (real Spark applications started as
+# The test command: the shim's JUnit tests (its build, when jvm-shim/ or spec/ changed), then
+# every pytest test except the ones marked slow (real Spark applications started as
 # subprocesses: examples, the Spark crash matrix, multi-application concurrency, task faults, a
 # Spark standalone master with two workers on this machine).
 test: $(VENV)/.installed $(SHIM)

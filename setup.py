@@ -3,11 +3,16 @@
 Every dependency names the range CI tests (see docs/compatibility.md).
 """
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+#: the one version of the wheel and of the shim jar inside it (omnigraph_spark/_version.py)
+VERSION = (Path(__file__).parent / "omnigraph_spark" / "VERSION").read_text(encoding="utf-8").strip()
 
 setup(
     name="omnigraph-spark",
-    version="0.1.0",
+    version=VERSION,
     description="PySpark connector (Python DataSource API) for Omnigraph 0.7 graphs stored as Lance datasets",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
@@ -16,6 +21,7 @@ setup(
     py_modules=["pyspark_omnigraph"],
     # omnigraph_spark/jars: the JVM shim jar, copied in by `make wheel` (not in git)
     package_data={
+        "omnigraph_spark": ["VERSION"],
         "omnigraph_spark.schema": ["*.lark"],
         "omnigraph_spark.data": ["*.pg", "*.jsonl", "*.properties"],
         "omnigraph_spark.jars": ["*.jar"],

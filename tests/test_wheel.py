@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from omnigraph_spark.spark.shim_conf import SHIM_JAR
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +93,7 @@ def test_wheel_carries_the_shim_and_configure_spark_loads_it(tmp_path, test_sche
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["module"].startswith(str(venv))  # the wheel's package, not the checkout
     assert report["conf"]["spark.jars"].startswith(str(venv)) and report["conf"]["spark.jars"].endswith(
-        "omnigraph_spark/jars/omnigraph-spark-shim.jar"
+        f"omnigraph_spark/jars/{SHIM_JAR}"
     )
     assert "org.lance:lance-core:7.0.0" in report["conf"]["spark.jars.packages"]
     assert any("staged node:Person (jvm)" in line for line in report["log"])

@@ -7,7 +7,7 @@ Three places, first found wins:
    ``lib/``, put on ``spark.driver.extraClassPath`` and ``spark.executor.extraClassPath``
    (local mode: the executors are the driver's JVM; a cluster's executors find the same paths
    on their machine: this machine's workers, or the directory copied to every node);
-2. the jar inside the installed package (``omnigraph_spark/jars/omnigraph-spark-shim.jar``,
+2. the jar inside the installed package (``omnigraph_spark/jars/omnigraph-spark-shim-<version>.jar``,
    put there by ``make wheel``): ``spark.jars`` ships it to the driver and the executors, and
    its libraries (the Lance Java SDK and two Arrow modules, :data:`SHIM_PACKAGES`) resolve
    from Maven Central through ``spark.jars.packages``, minus what Spark already ships
@@ -30,9 +30,12 @@ import os
 from collections.abc import Iterable
 from importlib import resources
 
+from .._version import __version__
 from ..errors import OptionError
 
-SHIM_JAR = "omnigraph-spark-shim.jar"
+#: the shim jar's file name: Maven's ``<artifactId>-<version>.jar`` (jvm-shim/pom.xml), the
+#: version being the package's own (omnigraph_spark/VERSION)
+SHIM_JAR = f"omnigraph-spark-shim-{__version__}.jar"
 #: Spark prints a Python data source's error without the Python traceback, so the first line of a
 #: failed df.write carries the connector's ``[CODE] message`` (docs/troubleshooting.md).
 HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
@@ -159,7 +162,7 @@ def configure_spark(builder, extra_packages: Iterable[str] | None = None, shim_d
     conf = shim_spark_conf(shim_dir)
     if not conf:
         raise OptionError(
-            "no JVM shim here: this install has no packaged omnigraph-spark-shim.jar and no "
+            f"no JVM shim here: this install has no packaged {SHIM_JAR} and no "
             "jvm-shim/target build (make jvm-shim, or make wheel and install the wheel)",
             option="spark.jars",
         )

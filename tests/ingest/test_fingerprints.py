@@ -1,10 +1,13 @@
 """Key fingerprints computed by Python staging tasks (invariant I15): the same 64 bits the JVM
 tasks compute (``NodeIdIndex.hash`` for a string's UTF-8 bytes, the value itself for an
 integer), so a table's fingerprints mean the same whichever path staged it. The vectors below
-were computed by calling ``io.omnigraph.spark.NodeIdIndex.hash`` from the built shim jar
+are spec/key_hashes.json, which jvm-shim's KeyHashesTest checks against ``NodeIdIndex.hash``
 (tests/spark/test_staged_checks.py also compares against the JVM tasks' own files)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -13,21 +16,13 @@ import pytest
 from omnigraph_spark.ingest.fingerprints import fingerprint_column, fingerprints, sorted_fingerprints
 from omnigraph_spark.schema import compile_schema
 
-#: (value, NodeIdIndex.hash of its UTF-8 bytes as an unsigned hex): lengths 0-38 around the
-#: 8-byte word boundaries, multi-byte UTF-8, a NUL
+#: (value, NodeIdIndex.hash of its UTF-8 bytes): lengths 0-38 around the 8-byte word boundaries,
+#: multi-byte UTF-8, a NUL; the golden file the JVM's KeyHashesTest reads too
 JAVA_VECTORS = [
-    ("", 0x0A3F46E79293B578),
-    ("a", 0xCB236F0C4E4D8249),
-    ("abcdefg", 0x03F2BF779E7BFA06),
-    ("abcdefgh", 0x370FBA43D5AF18F5),
-    ("abcdefghi", 0x18886095142FF77A),
-    ("item-0000000000", 0xF43525DA62F7986B),
-    ("item-0000000001", 0xD509BB7A4B5306CB),
-    ("0123456789abcdef", 0x3E4704BD15B1D538),
-    ("0123456789abcdefX", 0xE4A24A4E80DACD1D),
-    ("héllo wörld ☃", 0x33775826E556378F),
-    ("\x00", 0x9377022DAA142029),
-    ("a longer key with several words in it!", 0x8AC9AA003EC8BF2C),
+    (c["value"], int(c["hash"], 16))
+    for c in json.loads((Path(__file__).resolve().parents[2] / "spec" / "key_hashes.json").read_text(encoding="utf-8"))[
+        "strings"
+    ]
 ]
 
 

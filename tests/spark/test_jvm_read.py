@@ -12,7 +12,7 @@ from chispa import assert_df_equality
 
 from omnigraph_spark import Graph, read_graph, read_table
 from omnigraph_spark.errors import JvmReadUnavailableError, OptionError, UnknownColumnError
-from omnigraph_spark.spark.jvm_read import column_blockers, shim_jars
+from omnigraph_spark.spark.jvm_read import SHIM_JAR, column_blockers, shim_jars
 from omnigraph_spark.store import writes
 from tests.spark.test_read import ALL_TYPES_PG, listing
 from tests.store.helpers import people, write_rows
@@ -299,9 +299,7 @@ def test_column_blockers_are_exact():
 def test_shim_jars_lists_the_shim_first(tmp_path):
     assert shim_jars(str(tmp_path)) == []
     (tmp_path / "lib").mkdir()
-    (tmp_path / "omnigraph-spark-shim.jar").write_bytes(b"")
+    (tmp_path / SHIM_JAR).write_bytes(b"")
     (tmp_path / "lib" / "b.jar").write_bytes(b"")
     (tmp_path / "lib" / "a.jar").write_bytes(b"")
-    assert shim_jars(str(tmp_path)) == [
-        str(tmp_path / n) for n in ("omnigraph-spark-shim.jar", "lib/a.jar", "lib/b.jar")
-    ]
+    assert shim_jars(str(tmp_path)) == [str(tmp_path / n) for n in (SHIM_JAR, "lib/a.jar", "lib/b.jar")]

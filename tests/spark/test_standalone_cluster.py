@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from omnigraph_spark import Graph
+from omnigraph_spark.spark.shim_conf import SHIM_JAR
 
 #: one worker under pytest-xdist, so the module's cluster starts once
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("standalone")]
@@ -150,7 +151,7 @@ def test_write_and_read_through_every_entry_point(standalone, tmp_path, test_sch
     n = spec["n"]
     res = _finish(_start(spec, tmp_path, env, submit), standalone)
     if route == "checkout":
-        assert "jvm-shim/target/omnigraph-spark-shim.jar" in res["conf"]["spark.executor.extraClassPath"], res["conf"]
+        assert f"jvm-shim/target/{SHIM_JAR}" in res["conf"]["spark.executor.extraClassPath"], res["conf"]
         # Lance on the executors' class path: its dispatcher thread loads its class, no guard is installed
         for w in standalone.workers:
             for d in standalone.executor_dirs(w, res["app_id"]):
@@ -158,7 +159,7 @@ def test_write_and_read_through_every_entry_point(standalone, tmp_path, test_sch
                 assert "LanceDispatcherGuard" not in stderr and "AsyncScanner class not found" not in stderr, d
     else:
         jars = res["conf"]["spark.jars"].split(",")
-        assert any(j.endswith("omnigraph_spark/jars/omnigraph-spark-shim.jar") for j in jars), jars
+        assert any(j.endswith(f"omnigraph_spark/jars/{SHIM_JAR}") for j in jars), jars
         assert res["conf"]["spark.executor.extraClassPath"] is None, res["conf"]
         # the packaged jar and Ivy's jars of the packages reached every executor (each fetched them
         # into its work directory), also where the session's spark.jars lists the packaged jar alone
@@ -166,7 +167,7 @@ def test_write_and_read_through_every_entry_point(standalone, tmp_path, test_sch
             for d in standalone.executor_dirs(w, res["app_id"]):
                 fetched = sorted(p.name for p in d.glob("*.jar"))
                 for name in (
-                    "omnigraph-spark-shim.jar",
+                    SHIM_JAR,
                     "org.lance_lance-core-7.0.0.jar",
                     "org.apache.arrow_arrow-c-data-19.0.0.jar",
                     "org.apache.arrow_arrow-dataset-18.3.0.jar",

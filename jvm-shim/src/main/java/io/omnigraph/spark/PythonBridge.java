@@ -34,7 +34,8 @@ final class PythonBridge implements AutoCloseable {
   private final BufferedReader answers;
   private boolean closed;
 
-  private PythonBridge(String python, Process process) {
+  /** A planner on {@code process} (tests give it a scripted process). */
+  PythonBridge(String python, Process process) {
     this.python = python;
     this.process = process;
     this.requests = new BufferedWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8));
