@@ -10,7 +10,7 @@ the other tasks' files and raises ONE typed error (:func:`raise_refused`). Anyth
 a lost executor, a bug) still raises in the task, so Spark retries it.
 
 The same data errors can instead be quarantined (option ``rejectedRowsPath``, see
-:mod:`.quarantine`): :func:`split_bad_rows` finds every offending row of a batch with the
+:mod:`~omnigraph_spark.store.quarantine`): :func:`split_bad_rows` finds every offending row of a batch with the
 converter's own checks, so a rejected row's reason is the message the load would have failed
 with.
 

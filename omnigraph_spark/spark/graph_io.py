@@ -36,12 +36,12 @@ from ..store import side_files
 from ..store import tables as _tables
 from ..store.fs import RootStorage
 from ..store.layout import MAIN, RootPaths, join
+from ..store.quarantine import Quarantine, Rejected, rejected_ends
 from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
 from . import jvm_write as _jvm_write
 from .bad_rows import Refusal, is_row_data_error, refused_error
 from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
-from .quarantine import Quarantine, Rejected, rejected_ends
 from .writer import (
     _task_ids,
     commit_staged,
@@ -137,7 +137,7 @@ def _collect(df, fn, rejected: list[Rejected] | None = None) -> list[StagedTable
     """Driver: run ``fn`` over ``df`` with mapInArrow; each task yields pickled StagedTables,
     or the :class:`~.bad_rows.Refusal` of a task that found bad rows (it staged nothing): then
     ONE typed error is raised for the first few (the caller's journal clean-up deletes what the
-    other tasks staged). Quarantined rows' reports (:class:`~.quarantine.Rejected`) go to
+    other tasks staged). Quarantined rows' reports (:class:`~omnigraph_spark.store.quarantine.Rejected`) go to
     ``rejected``."""
     out: list[StagedTable] = []
     refusals: list[Refusal] = []
@@ -269,7 +269,7 @@ def write_graph(
     node deleted here and written by ``frames`` stays (the write wins) and keeps its edges.
 
     ``rejected_rows_path`` (option rejectedRowsPath): quarantine rows that break a per-row rule
-    there and commit the others (:mod:`.quarantine`); staged by Python workers."""
+    there and commit the others (:mod:`~omnigraph_spark.store.quarantine`); staged by Python workers."""
     if engine not in ENGINES:
         raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
     if rejected_rows_path is not None:

@@ -52,10 +52,12 @@ from ..ingest import (
 from ..ingest import integrity as _integrity
 from ..ingest.fingerprints import fingerprint_column, fingerprints
 from ..schema.catalog import Catalog, TypeDef
+from ..store import quarantine as _quarantine
 from ..store import side_files
 from ..store import tables as _tables
 from ..store.fs import RootStorage
 from ..store.layout import RootPaths, is_local, join
+from ..store.quarantine import Quarantine, Rejected, RejectSink
 from ..store.writes import (
     SRC_BOUND_PROP,
     Checked,
@@ -72,7 +74,6 @@ from ..store.writes import (
     proven_src_bound,
     stage,
 )
-from . import quarantine as _quarantine
 from .bad_rows import BadRow, Refusal, error_classes, first_bad_rows, is_row_data_error, refused_error, split_bad_rows
 from .deletions import InMemory
 from .deletions import deletions as _deletions
@@ -80,7 +81,6 @@ from .dist_checks import DistChecks, committed_pin
 from .dist_integrity import Distributed
 from .memo import Once
 from .options import WriteOptions
-from .quarantine import Quarantine, Rejected, RejectSink
 
 log = logging.getLogger(__name__)
 
