@@ -116,6 +116,6 @@ def configure_spark(builder, extra_packages=None, shim_dir=None):
 def unwrap_error(exc):
     """The typed OmnigraphError a Spark exception carries (e.g. from ``df.write...save()``),
     or None; ``exc`` itself when it already is one. See docs/troubleshooting.md."""
-    from .spark.writer import unwrap_error as _u
+    from .spark.error_tags import unwrap_error as _u
 
     return _u(exc)

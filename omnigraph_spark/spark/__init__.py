@@ -26,8 +26,8 @@ def register(spark) -> None:
 
 
 def unwrap_error(exc):
-    """The typed OmnigraphError inside a Spark exception (see :func:`.writer.unwrap_error`)."""
-    from .writer import unwrap_error as _u
+    """The typed OmnigraphError inside a Spark exception (see :func:`.error_tags.unwrap_error`)."""
+    from .error_tags import unwrap_error as _u
 
     return _u(exc)
 

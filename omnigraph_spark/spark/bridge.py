@@ -21,7 +21,7 @@ request         answer
 ==============  =====================================================================================
 
 An answer is ``{"ok": {...}}`` or ``{"error": {"code", "class", "message"}}``; the message
-starts with ``[CODE]``, so :func:`~.writer.unwrap_error` finds the typed error in the JVM
+starts with ``[CODE]``, so :func:`~.error_tags.unwrap_error` finds the typed error in the JVM
 exception that carries it. Nothing here goes through py4j, so Spark Connect takes the same path.
 While it commits, the process may ask the JVM for the write's SparkSession (``{"need":
 "spark"}``, answered on its stdin, see :func:`attach`): the checks above option
@@ -405,7 +405,7 @@ def attach(port: int, secret: str, token: str):
 
 
 def _error(e: BaseException) -> dict[str, Any]:
-    from .writer import tag_error, unwrap_error
+    from .error_tags import tag_error, unwrap_error
 
     typed = unwrap_error(e) if not isinstance(e, OmnigraphError) else e
     if typed is None:

@@ -38,6 +38,7 @@ from ..schema.catalog import TypeDef
 from ..store import tables as _tables
 from ..store.writes import IdSource, Replaced, StagedTable
 from .memo import Once
+from .parallel import run_checks
 
 log = logging.getLogger(__name__)
 
@@ -637,8 +638,6 @@ class DistChecks:
         memoised before the commit lease is taken; their errors are kept for the validator,
         which raises them in its own order (inside the lease, if the inputs did not move).
         Returns whether every check passed."""
-        from .writer import run_checks
-
         failed: list[bool] = []
 
         def quiet(check: Callable[[], object]) -> Callable[[], None]:

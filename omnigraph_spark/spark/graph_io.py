@@ -40,18 +40,11 @@ from ..store.quarantine import Quarantine, Rejected, rejected_ends
 from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
 from . import jvm_write as _jvm_write
 from .bad_rows import Refusal, is_row_data_error, refused_error
+from .error_tags import tag_error, unwrap_error
 from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
-from .writer import (
-    _task_ids,
-    commit_staged,
-    precheck_columns,
-    settle_quarantine,
-    spark_to_arrow_schema,
-    stage_task,
-    tag_error,
-    unwrap_error,
-)
+from .staging import stage_task, task_ids
+from .writer import commit_staged, precheck_columns, settle_quarantine, spark_to_arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +384,7 @@ def _python_stager(
     Each task leaves its key fingerprints in the journal, as the JVM tasks do (I15)."""
 
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pid, attempt = _task_ids()
+        pid, attempt = task_ids()
         sink = quarantine.open_sink(td, f"p{pid}-a{attempt}") if quarantine is not None else None
         keys_to = side_files.key_hashes_location(journal.directory, td.table_key, pid, attempt)
         st = stage_task(target, td, batches, f"{td.name} partition {pid}", sink, ends, key_hashes_to=keys_to)
@@ -508,7 +501,7 @@ def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows
     """The per-partition function of load_jsonl (runs on executors)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pid, attempt = _task_ids()
+        pid, attempt = task_ids()
         buffers: dict[str, _Buffer] = {}
         staged: dict[str, list[StagedTable]] = {}
 

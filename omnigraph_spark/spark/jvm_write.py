@@ -67,7 +67,7 @@ from ..store.layout import RootPaths, is_local
 from ..store.writes import EndsProof, FreshIdsProof, IdSource, StagedTable, WriteTarget
 from .bad_rows import Refusal, raise_refused
 from .jvm_read import ShimSession
-from .writer import id_source
+from .validate import id_source
 
 log = logging.getLogger(__name__)
 

@@ -107,7 +107,7 @@ def _tagged() -> Iterator[None]:
     try:
         yield
     except OmnigraphError as e:
-        from .writer import tag_error
+        from .error_tags import tag_error
 
         tag_error(e)
         raise

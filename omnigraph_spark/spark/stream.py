@@ -45,8 +45,9 @@ from pyspark.sql.types import StructType
 from ..errors import OptionError
 from ..store.layout import MAIN
 from ..store.writes import LoadResult, TxnToken
+from .error_tags import tag_error
 from .options import WRITE_MODES
-from .writer import OmnigraphWriter, StagedMessage, spark_to_arrow_schema, tag_error
+from .writer import OmnigraphWriter, StagedMessage, spark_to_arrow_schema
 
 log = logging.getLogger(__name__)
 
