@@ -92,7 +92,7 @@ def plan_read(options: Mapping[str, str], parallelism: int) -> dict[str, Any]:
     types and tasks as the Python source (:mod:`.reader`), or why the Python source must read it."""
     from . import types as _types
     from .jvm_read import column_blockers, scan_options
-    from .reader import _resolve_snapshot
+    from .reader import resolve_snapshot
 
     opts = ReadOptions.from_options(options)
     if opts.engine == "python":
@@ -106,7 +106,7 @@ def plan_read(options: Mapping[str, str], parallelism: int) -> dict[str, Any]:
             path,
         )
     typedef = graph.catalog.resolve(opts.type)
-    snap = _resolve_snapshot(graph, opts)
+    snap = resolve_snapshot(graph, opts)
     schema = _types.spark_schema(typedef, opts.columns)
     ds = graph.open_table(typedef.table_key, snap)
     why = column_blockers(ds.schema, _types.arrow_target_schema(schema))
@@ -194,7 +194,7 @@ def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable)
     from pyspark.sql.types import StructType
 
     from ..ingest.integrity import delete_columns
-    from .graph_io import _Journal
+    from .journal import Journal
     from .writer import spark_to_arrow_schema
 
     cols = delete_columns(typedef, schema.fieldNames())
@@ -218,7 +218,7 @@ def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable)
             typedef,
             target,
             plan=None,
-            journal=_Journal.new(graph),
+            journal=Journal.new(graph),
             handoff=None,
             ends=None,
             fresh=None,
@@ -251,7 +251,7 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     from pyspark.sql.types import StructType
 
     from . import jvm_write as _jvm_write
-    from .graph_io import _Journal
+    from .journal import Journal
     from .writer import precheck_columns, spark_to_arrow_schema
 
     opts = WriteOptions.from_options(options, overwrite=overwrite)
@@ -290,7 +290,7 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
     snap = graph.snapshot(opts.branch)
     ends = _jvm_write.endpoint_sources(typedef, snap, []) if typedef.is_edge else None
     fresh = _jvm_write.fresh_source(typedef, target, plan, snap)  # type: ignore[arg-type]  # no reasons: plan_stage gave a plan
-    journal = _Journal.new(graph)
+    journal = Journal.new(graph)
     handoff = side_files.location(journal.directory, f"handoff-{uuid.uuid4().hex}", ".staged")
     spec = _jvm_write.sink_spec(typedef, target, plan, journal.directory, handoff, ends, fresh)  # type: ignore[arg-type]  # no reasons: plan_stage gave a plan
     log.info(
@@ -314,7 +314,7 @@ def commit(
     every staged file deleted, with the typed error. ``spark``: returns the write's SparkSession
     for the checks that run as Spark jobs (called only when one does)."""
     from . import jvm_write as _jvm_write
-    from .graph_io import _finish
+    from .graph_io import finish_load
 
     def keys() -> list[StagedTable]:
         table = _delete_keys(load, deletes or [], batch)
@@ -352,7 +352,7 @@ def commit(
         )
         return got
 
-    return _finish(load.graph, load.opts, load.journal, keys if load.keys is not None else run, spark=spark)
+    return finish_load(load.graph, load.opts, load.journal, keys if load.keys is not None else run, spark=spark)
 
 
 def abort(load: _Load) -> int:

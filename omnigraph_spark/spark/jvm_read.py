@@ -39,7 +39,7 @@ from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
 from .options import ENGINES
-from .reader import _range_filter, column_kinds, default_max_rows, fragment_rows, plan_partitions
+from .reader import column_kinds, default_max_rows, fragment_rows, plan_partitions, range_filter
 from .shim_conf import SHIM_DIR_ENV, SHIM_JAR, configure_spark, shim_jars, shim_spark_conf  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -270,7 +270,7 @@ def scan_options(
         frags, max_rows_per_partition or default_max_rows(ds, frags, parallelism), parallelism
     ):
         if ids:  # an empty table plans one empty task: the JVM source just gets none
-            tasks.append({"fragments": list(ids), "filter": _range_filter(ids[0], rng) if rng else None})
+            tasks.append({"fragments": list(ids), "filter": range_filter(ids[0], rng) if rng else None})
     log.info(
         "omnigraph JVM read %s on %s: manifest v%d (commit %s), table version %d, %d fragments, %d tasks",
         typedef.table_key,

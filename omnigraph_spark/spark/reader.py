@@ -91,7 +91,7 @@ def _open_graph(opts):
     return Graph.open(opts.path, opts.storage_options)
 
 
-def _resolve_snapshot(graph, opts):
+def resolve_snapshot(graph, opts):
     """Driver: the ONE snapshot this read returns (head, version, commit or timestampAsOf)."""
     if opts.commit is not None:
         return graph.snapshot(commit=opts.commit)
@@ -241,7 +241,8 @@ def plan_partitions(
     return out or [((), None)]
 
 
-def _range_filter(fid: int, rng: tuple[int, int]) -> str:
+def range_filter(fid: int, rng: tuple[int, int]) -> str:
+    """The Lance filter of the rows ``[rng[0], rng[1])`` of fragment ``fid`` (by row address)."""
     base = fid << _ROWADDR_FRAGMENT_SHIFT
     return f"(_rowaddr >= {base + rng[0]} AND _rowaddr < {base + rng[1]})"
 
@@ -272,7 +273,7 @@ class OmnigraphReader(DataSourceReader):
                 path,
             )
         typedef = graph.catalog.resolve(opts.type)
-        snap = _resolve_snapshot(graph, opts)
+        snap = resolve_snapshot(graph, opts)
         table = snap.table(typedef.table_key)
         self.graph_root = graph.root
         self.type_name = typedef.name
@@ -369,7 +370,7 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
     )
     conds = []
     if partition.row_range is not None:
-        conds.append(_range_filter(partition.fragment_ids[0], partition.row_range))
+        conds.append(range_filter(partition.fragment_ids[0], partition.row_range))
     if partition.filter:
         conds.append(f"({partition.filter})")
     frags = [ds.get_fragment(i) for i in partition.fragment_ids]
