@@ -26,21 +26,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import errors as _errors
 from ..errors import DataError, OmnigraphError
+from .error_tags import error_classes
 
 #: offending rows a refused load names (the first few; the first one's message is the error's)
 MAX_REPORTED_ROWS = 5
-
-
-def error_classes() -> dict[str, type[OmnigraphError]]:
-    """Every OmnigraphError class by its ``code`` (a code names one class; the first by name wins)."""
-    out: dict[str, type[OmnigraphError]] = {}
-    for name in dir(_errors):
-        obj = getattr(_errors, name)
-        if isinstance(obj, type) and issubclass(obj, OmnigraphError):
-            out.setdefault(obj.code, obj)
-    return out
 
 
 def is_row_data_error(e: BaseException) -> bool:
@@ -219,7 +209,6 @@ __all__ = [
     "BadRow",
     "Refusal",
     "MAX_REPORTED_ROWS",
-    "error_classes",
     "first_bad_rows",
     "is_row_data_error",
     "raise_refused",

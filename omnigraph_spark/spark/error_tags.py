@@ -11,8 +11,18 @@ from __future__ import annotations
 
 import re
 
+from .. import errors as _errors
 from ..errors import OmnigraphError
-from .bad_rows import error_classes
+
+
+def error_classes() -> dict[str, type[OmnigraphError]]:
+    """Every OmnigraphError class by its ``code`` (a code names one class; the first by name wins)."""
+    out: dict[str, type[OmnigraphError]] = {}
+    for name in dir(_errors):
+        obj = getattr(_errors, name)
+        if isinstance(obj, type) and issubclass(obj, OmnigraphError):
+            out.setdefault(obj.code, obj)
+    return out
 
 
 def tag_error(e: BaseException) -> BaseException:
@@ -54,4 +64,4 @@ def unwrap_error(exc: BaseException) -> OmnigraphError | None:
     return None
 
 
-__all__ = ["tag_error", "unwrap_error"]
+__all__ = ["error_classes", "tag_error", "unwrap_error"]

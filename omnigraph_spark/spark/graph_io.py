@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import functions as F
 
 from ..errors import DataError, InvalidRecordError, JvmWriteUnavailableError, OmnigraphError, OptionError
 from ..graph import Graph
@@ -527,8 +528,6 @@ def load_jsonl(
     records separated by any whitespace (pretty-printed JSON) work as in the engine and errors
     name ``file:line (record N)``; a single file must fit in a task's memory. Only the types
     present in the input are written (an overwrite replaces just those tables)."""
-    from pyspark.sql import functions as F
-
     opts = _write_options(uri, mode, branch, actor, options)
     if opts.write_mode == "delete":
         raise OptionError(

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from ..errors import JvmReadUnavailableError, OptionError
 from ..graph import Graph, Snapshot
@@ -128,7 +129,6 @@ def default_parallelism(spark: SparkSession) -> int:
             return max(1, int(m.group(1)))
     except Exception as e:  # a client without the plan string: count instead
         log.debug("no Range plan string (%s): counting partitions", e)
-    from pyspark.sql import functions as F
 
     row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("n")).first()
     return int(row["n"]) + 1  # type: ignore[index]  # an aggregate without grouping has one row

@@ -42,14 +42,18 @@ from types import FrameType
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
 from ..errors import JvmReadUnavailableError, OmnigraphError, OptionError, UnknownColumnError
+from ..graph import Graph
 from ..schema.catalog import TypeDef
+from ..store.tables import open_dataset
 from . import filters as _filters
 from . import types as _types
-from .options import DEFAULT_MAX_ROWS_PER_FILE
+from .error_tags import tag_error
+from .options import DEFAULT_MAX_ROWS_PER_FILE, ReadOptions
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +80,6 @@ SCAN_SCOPED_READ_INFO = hasattr(DataSourceReader, "pushLimit")
 
 def _read_options(options: Any):
     """A ``ReadOptions`` from either a ``ReadOptions`` or Spark's raw option map."""
-    from .options import ReadOptions
-
     if isinstance(options, ReadOptions):
         return options
     if isinstance(options, Mapping) or hasattr(options, "items"):
@@ -86,8 +88,6 @@ def _read_options(options: Any):
 
 
 def _open_graph(opts):
-    from ..graph import Graph
-
     return Graph.open(opts.path, opts.storage_options)
 
 
@@ -107,8 +107,6 @@ def _tagged() -> Iterator[None]:
     try:
         yield
     except OmnigraphError as e:
-        from .error_tags import tag_error
-
         tag_error(e)
         raise
 
@@ -360,8 +358,6 @@ class OmnigraphReader(DataSourceReader):
 
 def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Executor: open the dataset at the pinned version and stream converted batches."""
-    from ..store.tables import open_dataset
-
     ds = open_dataset(
         plan.base_uri,
         branch=plan.lance_branch,
@@ -421,8 +417,6 @@ def _conf_from_planning_worker() -> bool | None:
 
 def _conf_from_session() -> bool | None:
     try:
-        from pyspark.sql import SparkSession
-
         s = SparkSession.getActiveSession()
         if s is None:
             return None

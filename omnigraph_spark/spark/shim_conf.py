@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from importlib import resources
 
 from ..errors import OptionError
+from .runtime import warm_imports
 
 SHIM_JAR = "omnigraph-spark-shim.jar"
 #: Spark prints a Python data source's error without the Python traceback, so the first line of a
@@ -153,8 +154,6 @@ def configure_spark(builder, extra_packages: Iterable[str] | None = None, shim_d
         OptionError: no shim on this machine (an install without the packaged jar, a checkout
         without ``make jvm-shim``).
     """
-    from .runtime import warm_imports
-
     warm_imports()  # while the session this builder makes starts its JVM
     conf = shim_spark_conf(shim_dir)
     if not conf:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 
 from ..errors import DanglingEdgeError, OmnigraphError
 from ..ingest import RowConverter
@@ -40,8 +41,6 @@ log = logging.getLogger(__name__)
 
 def task_ids() -> tuple[int, int]:
     """(partition id, attempt number) of the running task; (0, 0) outside Spark (tests)."""
-    from pyspark import TaskContext
-
     ctx = TaskContext.get()
     if ctx is None:
         return 0, 0

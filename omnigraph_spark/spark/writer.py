@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from ..errors import JvmWriteUnavailableError, OmnigraphError
@@ -90,8 +91,6 @@ def spark_to_arrow_schema(schema: StructType | None) -> pa.Schema | None:
     if schema is None:
         return None
     try:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         return to_arrow_schema(schema)
     except Exception as e:  # exotic types: the executors' converter still checks every batch
         log.debug("cannot derive the Arrow schema of %s: %s", schema, e)
