@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import lance
+import pyarrow.fs as pafs
 
 from ..errors import OptionError
 from . import lease as _lease
@@ -204,7 +205,6 @@ def _list_files(storage, base: str) -> list[tuple[str, float, int]]:
                     continue
                 out.append((os.path.relpath(p, base), st.st_mtime, st.st_size))
         return out
-    import pyarrow.fs as pafs
 
     fs = storage._pafs()
     b = storage._strip(base).rstrip("/")
