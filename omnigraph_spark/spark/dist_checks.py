@@ -1,7 +1,7 @@
 """Load-wide checks as Spark jobs: the driver's memory stays bounded by tables and files, not rows.
 
 Driver. For a load above the option ``distributedCheckRows`` (the staged plus committed rows a
-check reads), :func:`~.writer.make_validator` hands each load-wide check here instead of reading
+check reads), :func:`~.validate.make_validator` hands each load-wide check here instead of reading
 the columns into the driver:
 
 * executors read only the columns a check needs: the staged Lance data files (one task per group

@@ -464,7 +464,7 @@ def endpoint_sources(
     typedef: TypeDef, snap: Snapshot, staged: Sequence[StagedTable]
 ) -> tuple[IdSource, IdSource] | None:
     """Driver, before staging an edge table: the id sources its tasks check endpoints against
-    (the validator's own rule, :func:`~.writer.id_source`, on the snapshot the job starts from
+    (the validator's own rule, :func:`~.validate.id_source`, on the snapshot the job starts from
     and the node tables staged so far), or None when the node tables are too large to index in
     an executor (the driver checks them as before)."""
     merged = {
