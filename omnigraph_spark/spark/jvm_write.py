@@ -450,7 +450,7 @@ def provable_unique_column(typedef: TypeDef, target: WriteTarget) -> str | None:
 def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap: Snapshot) -> IdSource | None:
     """Driver, before staging an append: the committed ids its tasks probe the staged ids
     against (the target table at the snapshot's pin, the exact source the validator's
-    :func:`~.writer._fresh_proven` accepts), or None when nothing needs probing (not an append,
+    :func:`~.validate._fresh_proven` accepts), or None when nothing needs probing (not an append,
     every id minted, an empty table) or the table is too large to index in an executor."""
     if target.mode != "append" or ("id", "null") in plan.kinds:
         return None
