@@ -941,7 +941,7 @@ class Bench:
         import dataclasses
 
         from omnigraph_spark import Graph
-        from omnigraph_spark.spark.writer import make_validator
+        from omnigraph_spark.spark.validate import make_validator
         from omnigraph_spark.store import writes
 
         dst = self.fresh("commit")
@@ -1037,7 +1037,7 @@ class Bench:
         import pyarrow as pa
 
         from omnigraph_spark.ingest import RowConverter
-        from omnigraph_spark.spark.writer import make_validator
+        from omnigraph_spark.spark.validate import make_validator
         from omnigraph_spark.store import writes
 
         a = self.args

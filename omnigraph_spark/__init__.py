@@ -33,14 +33,14 @@ __all__ = [
 
 def register(spark) -> None:
     """Register the ``omnigraph`` data source on ``spark`` (auto-registration also works)."""
-    from .spark import register as _register
+    from .spark import register as _register  # lazy: public names load on first use (module doc)
 
     _register(spark)
 
 
 def write_graph(uri, frames, **kwargs):
     """Write several DataFrames (node and edge types) as ONE graph commit. See docs/api.md."""
-    from .spark.graph_io import write_graph as _w
+    from .spark.graph_io import write_graph as _w  # lazy: public names load on first use (module doc)
 
     return _w(uri, frames, **kwargs)
 
@@ -48,21 +48,21 @@ def write_graph(uri, frames, **kwargs):
 def write_table(df, uri, type, **kwargs):
     """One DataFrame into one node or edge type as one graph commit, staged by the JVM sink
     when it can (see docs/api.md, "The JVM write path"), else by Python workers."""
-    from .spark.graph_io import write_table as _w
+    from .spark.graph_io import write_table as _w  # lazy: public names load on first use (module doc)
 
     return _w(df, uri, type, **kwargs)
 
 
 def load_jsonl(spark, uri, path, **kwargs):
     """Load files in the engine's JSONL envelope format through Spark, as one graph commit."""
-    from .spark.graph_io import load_jsonl as _l
+    from .spark.graph_io import load_jsonl as _l  # lazy: public names load on first use (module doc)
 
     return _l(spark, uri, path, **kwargs)
 
 
 def read_graph(spark, uri, **kwargs):
     """All node and edge tables of one snapshot as DataFrames (vertices/edges views too)."""
-    from .spark.read_graph import read_graph as _r
+    from .spark.read_graph import read_graph as _r  # lazy: public names load on first use (module doc)
 
     return _r(spark, uri, **kwargs)
 
@@ -70,7 +70,7 @@ def read_graph(spark, uri, **kwargs):
 def read_table(spark, uri, type, **kwargs):
     """One node or edge type of one snapshot, through the JVM scan when it can (see
     docs/api.md, "The JVM read path"), else the ``omnigraph`` Python source."""
-    from .spark.jvm_read import read_table as _r
+    from .spark.jvm_read import read_table as _r  # lazy: public names load on first use (module doc)
 
     return _r(spark, uri, type, **kwargs)
 
@@ -78,18 +78,18 @@ def read_table(spark, uri, type, **kwargs):
 def stream_graph(stream_df, uri, split, checkpoint_location, **kwargs):
     """Start a streaming query writing each micro-batch, split into node and edge DataFrames,
     as ONE graph commit, exactly once. See docs/streaming.md."""
-    from .spark.stream import stream_graph as _s
+    from .spark.stream import stream_graph as _s  # lazy: public names load on first use (module doc)
 
     return _s(stream_df, uri, split, checkpoint_location, **kwargs)
 
 
 def __getattr__(name):
     if name in ("Graph", "Snapshot", "TableInfo"):
-        from . import graph
+        from . import graph  # lazy: public names load on first use (module doc)
 
         return getattr(graph, name)
     if name == "GraphBatchWriter":  # the foreachBatch function of stream_graph (needs pyspark)
-        from .spark.stream import GraphBatchWriter
+        from .spark.stream import GraphBatchWriter  # lazy: public names load on first use (module doc)
 
         return GraphBatchWriter
     raise AttributeError(f"module 'omnigraph_spark' has no attribute {name!r}")
@@ -98,7 +98,7 @@ def __getattr__(name):
 def shim_jars(shim_dir=None):
     """The JVM shim's jars on this machine: a ``make jvm-shim`` build's jar and libraries, else
     the jar packaged in this install (empty if neither). See :func:`configure_spark`."""
-    from .spark.shim_conf import shim_jars as _j
+    from .spark.shim_conf import shim_jars as _j  # lazy: public names load on first use (module doc)
 
     return _j(shim_dir)
 
@@ -108,7 +108,7 @@ def configure_spark(builder, extra_packages=None, shim_dir=None):
     ``SparkSession.Builder`` and return it: the packaged jar plus its Lance libraries from Maven
     (``spark.jars`` / ``spark.jars.packages``), or a checkout's ``make jvm-shim`` build. See
     docs/api.md, "The JVM paths"."""
-    from .spark.shim_conf import configure_spark as _c
+    from .spark.shim_conf import configure_spark as _c  # lazy: public names load on first use (module doc)
 
     return _c(builder, extra_packages, shim_dir)
 
@@ -116,6 +116,6 @@ def configure_spark(builder, extra_packages=None, shim_dir=None):
 def unwrap_error(exc):
     """The typed OmnigraphError a Spark exception carries (e.g. from ``df.write...save()``),
     or None; ``exc`` itself when it already is one. See docs/troubleshooting.md."""
-    from .spark.writer import unwrap_error as _u
+    from .spark.error_tags import unwrap_error as _u  # lazy: public names load on first use (module doc)
 
     return _u(exc)

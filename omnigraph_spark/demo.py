@@ -27,7 +27,12 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from importlib import resources
+
+from .spark import register
+from .spark.runtime import set_local_lance_threads, warm_imports
+from .spark.shim_conf import HIDE_TRACEBACK, configure_spark, shim_spark_conf
 
 log = logging.getLogger("omnigraph_spark.demo")
 
@@ -44,8 +49,6 @@ def embedded_settings():
     Connect server uses them too): UI and console progress off, Python data source filter
     pushdown on, Spark's JVM logging at WARN, a df.write error's first line carrying the
     connector's ``[CODE] message``."""
-    from .spark.shim_conf import HIDE_TRACEBACK
-
     return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -71,20 +74,16 @@ def local_builder(app_name: str = "omnigraph-spark-demo", master: str = "local[2
     builder (``configure_spark_with_delta_pip`` does)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from .spark.runtime import set_local_lance_threads, warm_imports
-
     set_local_lance_threads(master)  # Lance's encode pool: at least one thread per task slot
     warm_imports()  # lance's import overlaps the JVM's start
     quiet_warnings()
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # lazy: after quiet_warnings (pyspark warns on import)
 
     settings = embedded_settings()
     settings.update(conf or {})
     b = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         b = b.config(k, v)
-    from .spark.shim_conf import configure_spark, shim_spark_conf
-
     if shim_spark_conf():  # the JVM paths: a checkout's make jvm-shim build, else the jar this install ships
         b = configure_spark(b)
     return b
@@ -95,8 +94,6 @@ def local_spark(app_name: str = "omnigraph-spark-demo", master: str = "local[2]"
     ``omnigraph`` data source on it."""
     spark = (builder or local_builder(app_name, master, conf)).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    from omnigraph_spark import register
-
     register(spark)
     return spark
 
@@ -105,8 +102,6 @@ def quiet_warnings() -> None:
     """Silence two known, harmless warnings on the driver: lance's fork-safety note (Spark's
     Python workers are forked from a daemon that never touched lance) and pyspark 4.2's pandas 3
     notice (the connector stays in Arrow)."""
-    import warnings
-
     warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
@@ -129,9 +124,13 @@ def _rule(title: str) -> None:
 
 def run(graph_uri: str = DEFAULT_GRAPH, spark=None, quiet: bool = False) -> int:
     """Run the demo against ``graph_uri`` (deleted and recreated). Returns the exit status."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: after quiet_warnings (pyspark warns on import)
 
-    from omnigraph_spark import Graph, load_jsonl, write_graph
+    from omnigraph_spark import (  # lazy: lance loads in a thread while the JVM starts (warm_imports)
+        Graph,
+        load_jsonl,
+        write_graph,
+    )
 
     t0 = time.monotonic()
     checks = Checks()
@@ -252,8 +251,10 @@ def run(graph_uri: str = DEFAULT_GRAPH, spark=None, quiet: bool = False) -> int:
         checks.expect(then == 80, "time travel to the first load")
 
         # the same snapshot through read_graph: scanned in the JVM when jvm-shim is built
-        from omnigraph_spark import read_graph
-        from omnigraph_spark.spark.jvm_read import shim_loaded
+        from omnigraph_spark import read_graph  # lazy: lance loads in a thread while the JVM starts (warm_imports)
+        from omnigraph_spark.spark.jvm_read import (
+            shim_loaded,  # lazy: lance loads in a thread while the JVM starts (warm_imports)
+        )
 
         frames = read_graph(spark, graph_uri)
         again = {n: df.count() for n, df in {**frames.nodes, **frames.edges}.items()}

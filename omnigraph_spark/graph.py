@@ -25,10 +25,12 @@ from .errors import (
     RecoveryPendingError,
     SchemaContractError,
 )
+from .schema import compile_schema, ir_hash_of_text
 from .schema.catalog import Catalog
 from .store import branches as _branches
 from .store import commits as _commits
 from .store import lease as _lease
+from .store import maintenance
 from .store import manifest as _manifest
 from .store import recovery as _recovery
 from .store import sidecar as _sidecar
@@ -126,8 +128,6 @@ class Graph:
 
     @classmethod
     def _init(cls, root: str, st: RootStorage, schema_text: str, storage_options: dict[str, str] | None) -> Graph:
-        from .schema import compile_schema
-
         paths = RootPaths(root)
         for name in (SCHEMA_PG, SCHEMA_IR, SCHEMA_STATE):
             if st.exists(paths.file(name)):
@@ -171,7 +171,6 @@ class Graph:
                 "Omnigraph 0.7.x to bootstrap the schema contract",
                 root=root,
             ) from e
-        from .schema import ir_hash_of_text
 
         ir = json.loads(ir_text)
         state = json.loads(state_text)
@@ -258,15 +257,11 @@ class Graph:
     def optimize(self, branch: str = MAIN, **kwargs):
         """Compact small fragments of every table on ``branch`` and publish the compacted
         versions (``omnigraph_spark.store.maintenance.optimize``)."""
-        from .store import maintenance
-
         return maintenance.optimize(self, normalize_branch(branch), **kwargs)
 
     def cleanup(self, **kwargs):
         """Remove old table versions by policy and reclaim files of failed jobs
         (``omnigraph_spark.store.maintenance.cleanup``)."""
-        from .store import maintenance
-
         return maintenance.cleanup(self, **kwargs)
 
     def status(self, branch: str = MAIN) -> dict:

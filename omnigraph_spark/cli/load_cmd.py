@@ -11,6 +11,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tqdm import tqdm
+
+from ..graph import Graph
+from .codes import CliError, UsageError
 from .output import Output, table
 
 JOB_GROUP = "omnigraph-spark-load"
@@ -67,8 +71,6 @@ def add_parser(sub, common: argparse.ArgumentParser) -> None:
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
-    from .codes import UsageError
-
     out = {}
     for it in items:
         k, sep, v = it.partition("=")
@@ -79,8 +81,6 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def _check_inputs(files: list[str]) -> None:
-    from .codes import CliError
-
     for f in files:
         if "://" in f or glob.has_magic(f):
             if glob.has_magic(f) and "://" not in f and not glob.glob(f):
@@ -91,8 +91,6 @@ def _check_inputs(files: list[str]) -> None:
 
 
 def _infer_format(files: list[str]) -> str:
-    from .codes import UsageError
-
     first = files[0].rstrip("/").lower()
     if first.endswith((".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz")):
         return "jsonl"
@@ -105,14 +103,14 @@ def get_spark(master: str, conf: dict[str, str]):
     """The active SparkSession if there is one (notebooks, tests), else a new local one (the
     demo's embedded default). Returns ``(spark, created)``; the caller stops only a session it
     created."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # lazy: only `load` starts Spark; the other commands skip pyspark
 
-    from ..demo import local_spark, quiet_warnings
+    from ..demo import local_spark, quiet_warnings  # lazy: only `load` starts Spark; the other commands skip pyspark
 
     quiet_warnings()
     active = SparkSession.getActiveSession()
     if active is not None:
-        from ..spark import register
+        from ..spark import register  # lazy: only `load` starts Spark; the other commands skip pyspark
 
         register(active)
         return active, False
@@ -123,8 +121,6 @@ class SparkProgress:
     """A tqdm bar over the tasks of every Spark job in :data:`JOB_GROUP`, polled from a thread."""
 
     def __init__(self, spark, enabled: bool | None, stream, interval: float = 0.3):
-        from tqdm import tqdm
-
         self.sc = spark.sparkContext
         self.interval = interval
         self.bar = tqdm(
@@ -193,8 +189,6 @@ class SparkProgress:
 
 
 def cmd_load(args, out: Output) -> int:
-    from .codes import UsageError
-
     fmt = args.format or _infer_format(args.files)
     if fmt == "parquet" and not args.type_name:
         raise UsageError("a Parquet load needs --type T (the node or edge type the files hold)")
@@ -203,14 +197,13 @@ def cmd_load(args, out: Output) -> int:
     options = _pairs(args.option, "--option")
     conf = _pairs(args.conf, "--conf")
     _check_inputs(args.files)
-    from ..graph import Graph
 
     Graph.open(args.uri)  # fail fast (GRAPH_NOT_FOUND...) before starting Spark
     t0 = time.monotonic()
     out.info(f"starting Spark ({args.master}) ...")
     spark, created = get_spark(args.master, conf)
     try:
-        from .. import load_jsonl, write_graph
+        from .. import load_jsonl, write_graph  # lazy: only `load` starts Spark; the other commands skip pyspark
 
         progress = SparkProgress(spark, args.progress, out.stderr)
         with progress.running():

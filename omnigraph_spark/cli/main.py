@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import OmnigraphError, RecoveryPendingError
+from . import load_cmd, maintenance_cmds, store_cmds
 from .codes import (  # noqa: F401
     CLI_CODES,
     EXIT_CODES,
@@ -71,8 +72,6 @@ def _common(json_default=argparse.SUPPRESS) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import load_cmd, maintenance_cmds, store_cmds
-
     common = _common()
     parser = _Parser(
         prog="omnigraph-spark",
@@ -134,7 +133,7 @@ def _typed_from_spark(e: BaseException) -> OmnigraphError | None:
     if "pyspark" not in sys.modules:
         return None
     try:
-        from ..spark import unwrap_error
+        from ..spark import unwrap_error  # lazy: only when pyspark is already loaded
 
         return unwrap_error(e)
     except Exception:

@@ -7,6 +7,7 @@ import datetime as dt
 import re
 
 from ..graph import Graph
+from .codes import UsageError
 from .output import Output, human_bytes, table
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
@@ -134,8 +135,6 @@ def cmd_optimize(args, out: Output) -> int:
 
 
 def cmd_cleanup(args, out: Output) -> int:
-    from .codes import UsageError
-
     if args.keep_versions is None and args.older_than is None:
         raise UsageError("cleanup needs --keep-versions N, --older-than AGE, or both")
     g = Graph.open(args.uri)

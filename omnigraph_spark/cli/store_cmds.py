@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..graph import Graph
+from .codes import EXIT_RECOVERY_PENDING, UsageError
 from .output import Output, table, us_to_iso
 
 
@@ -123,8 +124,6 @@ def status_data(g: Graph, branch: str) -> dict:
 
 
 def cmd_status(args, out: Output) -> int:
-    from .codes import EXIT_RECOVERY_PENDING
-
     g = Graph.open(args.uri)
     data = status_data(g, args.branch)
 
@@ -153,8 +152,6 @@ def cmd_status(args, out: Output) -> int:
 
 
 def cmd_log(args, out: Output) -> int:
-    from .codes import UsageError
-
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be >= 1")
     g = Graph.open(args.uri)
@@ -230,8 +227,6 @@ def cmd_branch_delete(args, out: Output) -> int:
 
 
 def cmd_recover(args, out: Output) -> int:
-    from .codes import EXIT_RECOVERY_PENDING
-
     g = Graph.open(args.uri)
     before = g.pending_sidecars()
     outcomes = g.recover(mode="roll_forward_only" if args.roll_forward_only else "full") if before else []

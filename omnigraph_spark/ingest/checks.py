@@ -19,6 +19,7 @@ Semantics follow the engine (``enforce_unique_constraints_intra_batch``,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeAlias
 
 import numpy as np
@@ -138,7 +139,6 @@ PARALLEL_PROBE_ROWS = 1 << 20
 def _is_in(values: pa.Array, ids: pa.Array) -> pa.Array:
     if len(values) < PARALLEL_PROBE_ROWS:
         return pc.is_in(values, value_set=ids)
-    from concurrent.futures import ThreadPoolExecutor
 
     half = len(values) // 2
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="omnigraph-probe") as pool:

@@ -44,7 +44,8 @@ from .pattern import translate
 
 #: input spellings of the edge endpoint columns -> the stored column
 EDGE_ENDPOINTS = {"from": "src", "src": "src", "to": "dst", "dst": "dst"}
-_KEY_SCALARS = ("String", "I32", "I64", "U32", "U64", "Bool")
+#: the scalar types a node @key may have (its value, as text, is the node id)
+KEY_SCALARS = ("String", "I32", "I64", "U32", "U64", "Bool")
 
 
 _CROCKFORD = np.frombuffer(b"0123456789ABCDEFGHJKMNPQRSTVWXYZ", np.uint8)
@@ -140,7 +141,7 @@ class RowConverter:
         key = typedef.key_property
         if key is not None:
             kp = typedef.prop(key)
-            if kp is None or kp.type.list or kp.type.scalar not in _KEY_SCALARS:
+            if kp is None or kp.type.list or kp.type.scalar not in KEY_SCALARS:
                 raise UnsupportedValueError(
                     f"{self.label}: @key on '{key}' of type "
                     f"{kp.type.describe() if kp else '?'} is not supported: the engine does not "

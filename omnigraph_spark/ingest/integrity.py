@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..errors import MissingColumnError, NullViolationError, UnsupportedValueError
 from ..schema.catalog import TypeDef
-from .convert import _KEY_SCALARS
+from .convert import KEY_SCALARS
 
 DELETE_KEYS_ID = pa.schema([pa.field("id", pa.string())])
 DELETE_KEYS_ENDS = pa.schema([pa.field("src", pa.string()), pa.field("dst", pa.string())])
@@ -69,7 +69,7 @@ def delete_keys(typedef: TypeDef, data: pa.Table) -> pa.Table:
         col = data.column(c)
         if c == typedef.key_property and not typedef.is_edge:
             kp = typedef.prop(c)
-            if kp is None or kp.type.list or kp.type.scalar not in _KEY_SCALARS:
+            if kp is None or kp.type.list or kp.type.scalar not in KEY_SCALARS:
                 raise UnsupportedValueError(
                     f"node {typedef.name}: a delete by @key '{c}' of this type is not supported; give 'id'",
                     table=typedef.table_key,

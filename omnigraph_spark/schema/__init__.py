@@ -72,7 +72,7 @@ class CompiledSchema:
     def catalog(self) -> Any:
         """The runtime catalog (built from the IR, like the engine). Imported lazily so that
         compiling a schema does not need pyarrow."""
-        from .catalog import Catalog
+        from .catalog import Catalog  # lazy: compiling a schema needs no pyarrow
 
         return Catalog.from_ir(self.ir)
 

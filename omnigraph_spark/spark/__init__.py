@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from .error_tags import unwrap_error
+
 
 def register(spark) -> None:
     """Register the ``omnigraph`` data source on ``spark`` (driver).
@@ -16,20 +18,13 @@ def register(spark) -> None:
     Idempotent: Spark 4.0 refuses to re-register a name that auto-registration (or an earlier
     call) already made available (``DATA_SOURCE_ALREADY_EXISTS``); that is success here.
     """
-    from .source import OmnigraphDataSource
+    from .source import OmnigraphDataSource  # lazy: importing a spark submodule stays free of pyspark
 
     try:
         spark.dataSource.register(OmnigraphDataSource)
     except Exception as e:  # pyspark's AnalysisException; its class moved between releases
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
-
-
-def unwrap_error(exc):
-    """The typed OmnigraphError inside a Spark exception (see :func:`.writer.unwrap_error`)."""
-    from .writer import unwrap_error as _u
-
-    return _u(exc)
 
 
 __all__ = ["register", "unwrap_error"]

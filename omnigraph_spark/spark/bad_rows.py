@@ -10,7 +10,7 @@ the other tasks' files and raises ONE typed error (:func:`raise_refused`). Anyth
 a lost executor, a bug) still raises in the task, so Spark retries it.
 
 The same data errors can instead be quarantined (option ``rejectedRowsPath``, see
-:mod:`.quarantine`): :func:`split_bad_rows` finds every offending row of a batch with the
+:mod:`~omnigraph_spark.store.quarantine`): :func:`split_bad_rows` finds every offending row of a batch with the
 converter's own checks, so a rejected row's reason is the message the load would have failed
 with.
 
@@ -26,21 +26,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import errors as _errors
 from ..errors import DataError, OmnigraphError
+from .error_tags import error_classes
 
 #: offending rows a refused load names (the first few; the first one's message is the error's)
 MAX_REPORTED_ROWS = 5
-
-
-def error_classes() -> dict[str, type[OmnigraphError]]:
-    """Every OmnigraphError class by its ``code`` (a code names one class; the first by name wins)."""
-    out: dict[str, type[OmnigraphError]] = {}
-    for name in dir(_errors):
-        obj = getattr(_errors, name)
-        if isinstance(obj, type) and issubclass(obj, OmnigraphError):
-            out.setdefault(obj.code, obj)
-    return out
 
 
 def is_row_data_error(e: BaseException) -> bool:
@@ -219,7 +209,6 @@ __all__ = [
     "BadRow",
     "Refusal",
     "MAX_REPORTED_ROWS",
-    "error_classes",
     "first_bad_rows",
     "is_row_data_error",
     "raise_refused",

@@ -1,7 +1,7 @@
 """Load-wide checks as Spark jobs: the driver's memory stays bounded by tables and files, not rows.
 
 Driver. For a load above the option ``distributedCheckRows`` (the staged plus committed rows a
-check reads), :func:`~.writer.make_validator` hands each load-wide check here instead of reading
+check reads), :func:`~.validate.make_validator` hands each load-wide check here instead of reading
 the columns into the driver:
 
 * executors read only the columns a check needs: the staged Lance data files (one task per group
@@ -25,19 +25,29 @@ only if nothing moved, else the check runs again there. A stale outcome is never
 from __future__ import annotations
 
 import bisect
+import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+from lance.file import LanceFileReader
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from ..ingest.checks import KEY_CONFLICT_SAMPLE, card_violation, dangling_error, raise_key_conflict, unique_violation
 from ..schema.catalog import TypeDef
 from ..store import tables as _tables
-from ..store.writes import IdSource, Replaced, StagedTable
+from ..store.writes import IdSource, Replaced, StagedTable, quote_sql_string
+from .jvm_read import shim_loaded
 from .memo import Once
+from .parallel import run_checks
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +105,6 @@ def _read_staged(storage_options, columns: Sequence[str], schema: pa.Schema):
     """Executor: the rows of ``(uri, base)`` pairs' files, ``columns`` plus their position."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from lance.file import LanceFileReader
-
         for b in batches:
             for uri, base in zip(b.column("uri").to_pylist(), b.column("base").to_pylist()):
                 reader = LanceFileReader(uri, storage_options=storage_options, columns=list(columns))
@@ -132,8 +140,6 @@ def _ids_by_fragment(pinned: Pinned, storage_options):
     its fragment's id (column :data:`FRAG`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import numpy as np
-
         ds = None
         for b in batches:
             for fid in b.column("uri").to_pylist():
@@ -156,10 +162,6 @@ def _delete_in_fragments(pinned: Pinned, storage_options):
     a time); yields the fragment's new metadata as JSON, or null for a fragment left empty."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import json
-
-        from ..store.writes import quote_sql_string
-
         ds = None
         for b in batches:
             for fid, ids in zip(b.column(FRAG).to_pylist(), b.column("ids").to_pylist()):
@@ -181,8 +183,6 @@ def _delete_in_fragments(pinned: Pinned, storage_options):
 
 
 def _with_pos(part: pa.RecordBatch, columns: Sequence[str], schema: pa.Schema, offset: int) -> pa.RecordBatch:
-    import numpy as np
-
     arrays = [part.column(c).cast(schema.field(c).type) for c in columns]
     arrays.append(pa.array(np.arange(offset, offset + part.num_rows, dtype=np.int64)))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -223,7 +223,6 @@ class DistChecks:
         given: the checks then run in memory."""
         if not threshold:
             return None
-        from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
         if active is None and spark is None:
@@ -281,8 +280,6 @@ class DistChecks:
     # -- frames -----------------------------------------------------------------------------
 
     def _spark_schema(self, schema: pa.Schema, columns: Sequence[str]):
-        from pyspark.sql.pandas.types import from_arrow_schema
-
         fields = [schema.field(c) for c in columns] + [pa.field(POS, pa.int64(), nullable=False)]
         try:
             return pa.schema(fields), from_arrow_schema(pa.schema(fields))
@@ -290,8 +287,6 @@ class DistChecks:
             raise _Unsupported(f"columns {list(columns)}: {e}") from e
 
     def _frame(self, rows: list[tuple[str, int]], reader, schema: pa.Schema, columns: Sequence[str]):
-        from pyspark.sql.types import LongType, StringType, StructField, StructType
-
         arrow, spark_schema = self._spark_schema(schema, columns)
         sc = self.spark.sparkContext
         tasks = max(1, min(-(-len(rows) // FILES_PER_TASK), 4 * sc.defaultParallelism)) if rows else 1
@@ -318,8 +313,6 @@ class DistChecks:
 
     def _ids(self, src: IdSource, schema: pa.Schema):
         """The ids a node type offers an endpoint check (committed unless overwritten + staged)."""
-        from pyspark.sql import functions as F
-
         parts = []
         if src.files:
             rows = [(u, 0) for u in src.files]
@@ -349,8 +342,6 @@ class DistChecks:
     def _unique(
         self, td: TypeDef, files: StagedFiles, schema: pa.Schema, cols: list[str], what: str, conflict: bool
     ) -> None:
-        from pyspark.sql import functions as F
-
         if files.total < 2:
             return
         df = self.staged(files, schema, cols)
@@ -376,7 +367,6 @@ class DistChecks:
             match = match & (F.col(c) == F.lit(v[c]))
         p2 = df.where(match & (F.col(POS) > p1)).agg(F.min(POS)).collect()[0][0]
         uri, offset = files.locate(p1)  # the value as Arrow has it (one row read on the driver)
-        from lance.file import LanceFileReader
 
         row = LanceFileReader(uri, storage_options=self.storage_options, columns=cols).take_rows([offset]).to_table()
         values = [row.column(c)[0].as_py() for c in cols]
@@ -393,8 +383,6 @@ class DistChecks:
     def _fresh(
         self, td: TypeDef, files: StagedFiles, schema: pa.Schema, pinned: Pinned, committed_rows: int, branch: str
     ) -> None:
-        from pyspark.sql import functions as F
-
         if not files.total or not committed_rows:
             return
         new = self.staged(files, schema, ["id"])
@@ -436,8 +424,6 @@ class DistChecks:
     def _endpoints(
         self, td, files: StagedFiles, edge_schema, from_src, to_src, from_schema, to_schema, limit: int
     ) -> None:
-        from pyspark.sql import functions as F
-
         if not files.total:
             return
         edges = self.staged(files, edge_schema, ["src", "dst"])
@@ -490,8 +476,6 @@ class DistChecks:
         return self.once(key, lambda: self._card(td, mode, files, schema, pinned, limit))
 
     def _card(self, td: TypeDef, mode: str, files: StagedFiles, schema, pinned, limit: int) -> int | None:
-        from pyspark.sql import functions as F
-
         card = td.cardinality
         if card.min == 0 and card.max is None:
             return None
@@ -521,8 +505,6 @@ class DistChecks:
         none are skipped): the most edges any source has, or the error, worded by
         :func:`~..ingest.checks.card_violation` as :func:`~..ingest.checks.check_cardinality`
         words it."""
-        from pyspark.sql import functions as F
-
         card = td.cardinality
         totals = totals.where(F.col("n") >= 1)
         bad = F.col("n") < card.min
@@ -545,16 +527,12 @@ class DistChecks:
         return self.once(("replaced", key, files.uris, pinned), lambda: self._replaced(files, schema, pinned))
 
     def _replaced(self, files: StagedFiles, schema: pa.Schema, pinned: Pinned) -> Replaced:
-        from pyspark.sql import functions as F
-        from pyspark.sql.pandas.types import from_arrow_schema
-
         if not files.total:
             return Replaced(pinned[2])
         ds = _tables.open_dataset(pinned[0], branch=pinned[1], version=pinned[2], storage_options=self.storage_options)
         fragments = ds.get_fragments()  # metadata only: one entry per fragment
         if not fragments:
             return Replaced(pinned[2])
-        from .jvm_read import shim_loaded
 
         if shim_loaded(self.spark):
             try:
@@ -597,9 +575,6 @@ class DistChecks:
         """:meth:`_replaced` by the JVM shim's tasks (``MergeReplace``): each probes its fragments'
         ids against its executor's index of the staged ids and writes their deletion files; the
         driver puts each new deletion file into the fragment's committed metadata."""
-        import json
-        import uuid
-
         metas = {f.fragment_id: f.metadata for f in fragments}
         spec = {
             "load": uuid.uuid4().hex,
@@ -637,8 +612,6 @@ class DistChecks:
         memoised before the commit lease is taken; their errors are kept for the validator,
         which raises them in its own order (inside the lease, if the inputs did not move).
         Returns whether every check passed."""
-        from .writer import run_checks
-
         failed: list[bool] = []
 
         def quiet(check: Callable[[], object]) -> Callable[[], None]:

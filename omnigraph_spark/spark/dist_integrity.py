@@ -30,6 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 
 from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS
 from ..schema.catalog import TypeDef
@@ -126,8 +127,6 @@ class Distributed:
     def _pointing_at(self, edges, src_gone: pa.Array | None, dst_gone: pa.Array | None):
         """The rows of ``edges`` whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``; mirrors
         :func:`~..ingest.integrity.pointing_at`."""
-        from pyspark.sql import functions as F
-
         hit = None
         for col, gone in (("src", src_gone), ("dst", dst_gone)):
             if gone is not None and len(gone):
@@ -202,7 +201,6 @@ class Distributed:
         """The committed edges of ``ekey`` whose ``src`` is not among the staged ids of node table
         ``src_after`` or ``dst`` not among those of ``dst_after`` (None: that end's node type is not
         overwritten); mirrors :func:`~..ingest.integrity.orphaned_edges` (a null end is orphaned)."""
-        from pyspark.sql import functions as F
 
         def run() -> Edges:
             edges = self._committed(ekey, EDGE_COLUMNS)
@@ -222,7 +220,6 @@ class Distributed:
     def card_after_delete(self, etd: TypeDef, ids: pa.Array) -> None:
         """@card of the committed edges of ``etd`` that stay once ``ids`` are deleted, as the
         in-memory form applies :func:`~..ingest.checks.check_cardinality` to them."""
-        from pyspark.sql import functions as F
 
         def run() -> None:
             kept = self._committed(etd.table_key, ["id", "src"]).join(self._local(id=ids), on="id", how="left_anti")

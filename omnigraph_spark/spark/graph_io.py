@@ -20,12 +20,12 @@ import functools
 import json
 import logging
 import pickle
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import functions as F
 
 from ..errors import DataError, InvalidRecordError, JvmWriteUnavailableError, OmnigraphError, OptionError
 from ..graph import Graph
@@ -33,25 +33,17 @@ from ..ingest import parse_record, records_to_batch
 from ..ingest.integrity import delete_columns, delete_keys
 from ..schema.catalog import Catalog, TypeDef
 from ..store import side_files
-from ..store import tables as _tables
-from ..store.fs import RootStorage
-from ..store.layout import MAIN, RootPaths, join
-from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, discard_staged_files, prepare_target, stage
+from ..store.layout import MAIN
+from ..store.quarantine import Quarantine, Rejected, rejected_ends
+from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, prepare_target, stage
 from . import jvm_write as _jvm_write
 from .bad_rows import Refusal, is_row_data_error, refused_error
+from .error_tags import tag_error, unwrap_error
+from .journal import Journal
 from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
-from .quarantine import Quarantine, Rejected, rejected_ends
-from .writer import (
-    _task_ids,
-    commit_staged,
-    precheck_columns,
-    settle_quarantine,
-    spark_to_arrow_schema,
-    stage_task,
-    tag_error,
-    unwrap_error,
-)
+from .staging import stage_task, task_ids
+from .writer import commit_staged, precheck_columns, settle_quarantine, spark_to_arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -59,85 +51,11 @@ _PAYLOAD_SCHEMA = pa.schema([pa.field("staged", pa.binary(), False)])
 DEFAULT_JSONL_CHUNK_ROWS = 50_000
 
 
-# -- staging journal ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Journal:
-    """Where the tasks of one load record their staged files. Picklable (sent to executors)."""
-
-    root: str
-    directory: str
-    storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
-
-    @classmethod
-    def new(cls, graph: Graph) -> _Journal:
-        d = join(RootPaths(graph.root).staging_dir, uuid.uuid4().hex)
-        return cls(graph.root, d, tuple(sorted((graph.storage_options or {}).items())))
-
-    def _fs(self) -> RootStorage:
-        return RootStorage(self.root, dict(self.storage) or None)
-
-    def record(self, name: str, staged: Sequence[StagedTable]) -> None:
-        """Executor: durably note the data files one task attempt staged.
-
-        Plain JSON (directory + file names), never pickle: the driver must not execute
-        anything a writer of the graph root could plant."""
-        entry = [
-            {
-                "table_key": s.table_key,
-                "stage_uri": s.stage_uri,
-                "files": [df.path for f in s.fragments for df in f.files],
-            }
-            for s in staged
-        ]
-        self._fs().write_text(join(self.directory, f"{name}-{uuid.uuid4().hex[:8]}.json"), json.dumps(entry))
-
-    def entries(self) -> list[dict]:
-        """Driver: every journaled ``{table_key, stage_uri, files}`` so far."""
-        fs = self._fs()
-        out: list[dict] = []
-        for name in fs.list_dir(self.directory):
-            path = join(self.directory, name)
-            try:
-                if name.endswith(".json"):
-                    out.extend(json.loads(fs.read_text(path)))
-                elif side_files.is_entry(name):  # a JVM task's entry on an object store (a Lance file)
-                    out.extend(json.loads(side_files.read_text(path, dict(self.storage) or None)))
-                # anything else: the JVM tasks' key fingerprints, the sink's hand-off
-            except Exception as e:  # a half-written entry: its files are caught by cleanup
-                log.warning("unreadable staging journal entry %s: %s", name, e)
-        return out
-
-    def clean(self, keep: Sequence[StagedTable]) -> int:
-        """Driver: delete journaled files not in ``keep``, then the journal. Returns files removed."""
-        kept = {u for s in keep for u in _tables.data_file_uris(s.stage_uri, s.fragments)}
-        n = 0
-        for e in self.entries():
-            uri = str(e["stage_uri"]).rstrip("/")
-            if not uri.startswith(self.root.rstrip("/") + "/"):
-                log.warning("ignoring journal entry outside the graph root: %s", uri)
-                continue
-            gone = [p for p in e["files"] if f"{uri}/data/{p}" not in kept]
-            n += discard_staged_files(uri, gone, dict(self.storage) or None, what=e.get("table_key", ""))
-        fs = self._fs()
-        for name in fs.list_dir(self.directory):
-            fs.delete(join(self.directory, name))
-        try:
-            import os
-
-            if "://" not in self.directory and os.path.isdir(self.directory):
-                os.rmdir(self.directory)
-        except OSError:
-            pass
-        return n
-
-
 def _collect(df, fn, rejected: list[Rejected] | None = None) -> list[StagedTable]:
     """Driver: run ``fn`` over ``df`` with mapInArrow; each task yields pickled StagedTables,
     or the :class:`~.bad_rows.Refusal` of a task that found bad rows (it staged nothing): then
     ONE typed error is raised for the first few (the caller's journal clean-up deletes what the
-    other tasks staged). Quarantined rows' reports (:class:`~.quarantine.Rejected`) go to
+    other tasks staged). Quarantined rows' reports (:class:`~omnigraph_spark.store.quarantine.Rejected`) go to
     ``rejected``."""
     out: list[StagedTable] = []
     refusals: list[Refusal] = []
@@ -191,10 +109,10 @@ def _targets(graph: Graph, opts: WriteOptions, keys: Sequence[str]) -> dict[str,
     }
 
 
-def _finish(
+def finish_load(
     graph: Graph,
     opts: WriteOptions,
-    journal: _Journal,
+    journal: Journal,
     run,
     quarantine: Quarantine | None = None,
     rejected: Sequence[Rejected] = (),
@@ -269,7 +187,7 @@ def write_graph(
     node deleted here and written by ``frames`` stays (the write wins) and keeps its edges.
 
     ``rejected_rows_path`` (option rejectedRowsPath): quarantine rows that break a per-row rule
-    there and commit the others (:mod:`.quarantine`); staged by Python workers."""
+    there and commit the others (:mod:`~omnigraph_spark.store.quarantine`); staged by Python workers."""
     if engine not in ENGINES:
         raise OptionError(f"engine must be one of {list(ENGINES)}, got {engine!r}", option="engine")
     if rejected_rows_path is not None:
@@ -310,7 +228,7 @@ def write_graph(
     for key in removals:  # types only deleted from: their own targets (the fork on a branch)
         if key not in targets:
             targets[key] = prepare_target(graph, opts.branch, key, "delete", max_rows_per_file=opts.max_rows_per_file)
-    journal = _Journal.new(graph)
+    journal = Journal.new(graph)
 
     def run() -> list[StagedTable]:
         out: list[StagedTable] = []
@@ -350,7 +268,7 @@ def write_graph(
             out.append(dataclasses.replace(removed, mode=opts.write_mode) if key in resolved else removed)
         return out
 
-    return _finish(graph, opts, journal, run, quarantine, rejected)
+    return finish_load(graph, opts, journal, run, quarantine, rejected)
 
 
 def _python_for_quarantine(engine: str, order: Sequence[str]) -> str:
@@ -382,7 +300,7 @@ def stage_deletes(target: WriteTarget, td: TypeDef, df: Any) -> StagedTable:
 def _python_stager(
     td: TypeDef,
     target: WriteTarget,
-    journal: _Journal,
+    journal: Journal,
     quarantine: Quarantine | None = None,
     ends: Mapping[str, Mapping[str, str]] | None = None,
 ):
@@ -391,7 +309,7 @@ def _python_stager(
     Each task leaves its key fingerprints in the journal, as the JVM tasks do (I15)."""
 
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pid, attempt = _task_ids()
+        pid, attempt = task_ids()
         sink = quarantine.open_sink(td, f"p{pid}-a{attempt}") if quarantine is not None else None
         keys_to = side_files.key_hashes_location(journal.directory, td.table_key, pid, attempt)
         st = stage_task(target, td, batches, f"{td.name} partition {pid}", sink, ends, key_hashes_to=keys_to)
@@ -504,11 +422,11 @@ def _locate(e: OmnigraphError, buf: _Buffer | None, file: str, line: int, rec: i
     return e
 
 
-def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows: int, journal: _Journal | None):
+def _jsonl_task(catalog: Catalog, targets: Mapping[str, WriteTarget], chunk_rows: int, journal: Journal | None):
     """The per-partition function of load_jsonl (runs on executors)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pid, attempt = _task_ids()
+        pid, attempt = task_ids()
         buffers: dict[str, _Buffer] = {}
         staged: dict[str, list[StagedTable]] = {}
 
@@ -610,8 +528,6 @@ def load_jsonl(
     records separated by any whitespace (pretty-printed JSON) work as in the engine and errors
     name ``file:line (record N)``; a single file must fit in a task's memory. Only the types
     present in the input are written (an overwrite replaces just those tables)."""
-    from pyspark.sql import functions as F
-
     opts = _write_options(uri, mode, branch, actor, options)
     if opts.write_mode == "delete":
         raise OptionError(
@@ -641,7 +557,7 @@ def load_jsonl(
     if not keys:
         raise OptionError(f"no JSONL records found in {paths}", option="path")
     targets = _targets(graph, opts, keys)
-    journal = _Journal.new(graph)
+    journal = Journal.new(graph)
 
     def run() -> list[StagedTable]:
         got = _collect(text_df, _jsonl_task(graph.catalog, targets, chunk_rows, journal))
@@ -653,7 +569,7 @@ def load_jsonl(
         log.info("staged JSONL load: %s", {k: sum(s.rows for s in v) for k, v in by_key.items()})
         return [StagedTable.merge(v) for v in by_key.values()]
 
-    return _finish(graph, opts, journal, run)
+    return finish_load(graph, opts, journal, run)
 
 
 __all__ = ["write_graph", "write_table", "load_jsonl", "iter_json_values", "ENGINES"]

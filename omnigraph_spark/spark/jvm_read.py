@@ -33,13 +33,14 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from ..errors import JvmReadUnavailableError, OptionError
 from ..graph import Graph, Snapshot
 from ..schema.catalog import TypeDef
 from . import types as _types
 from .options import ENGINES
-from .reader import _range_filter, column_kinds, default_max_rows, fragment_rows, plan_partitions
+from .reader import column_kinds, default_max_rows, fragment_rows, plan_partitions, range_filter
 from .shim_conf import SHIM_DIR_ENV, SHIM_JAR, configure_spark, shim_jars, shim_spark_conf  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,6 @@ def default_parallelism(spark: SparkSession) -> int:
             return max(1, int(m.group(1)))
     except Exception as e:  # a client without the plan string: count instead
         log.debug("no Range plan string (%s): counting partitions", e)
-    from pyspark.sql import functions as F
 
     row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("n")).first()
     return int(row["n"]) + 1  # type: ignore[index]  # an aggregate without grouping has one row
@@ -270,7 +270,7 @@ def scan_options(
         frags, max_rows_per_partition or default_max_rows(ds, frags, parallelism), parallelism
     ):
         if ids:  # an empty table plans one empty task: the JVM source just gets none
-            tasks.append({"fragments": list(ids), "filter": _range_filter(ids[0], rng) if rng else None})
+            tasks.append({"fragments": list(ids), "filter": range_filter(ids[0], rng) if rng else None})
     log.info(
         "omnigraph JVM read %s on %s: manifest v%d (commit %s), table version %d, %d fragments, %d tasks",
         typedef.table_key,

@@ -67,7 +67,7 @@ from ..store.layout import RootPaths, is_local
 from ..store.writes import EndsProof, FreshIdsProof, IdSource, StagedTable, WriteTarget
 from .bad_rows import Refusal, raise_refused
 from .jvm_read import ShimSession
-from .writer import id_source
+from .validate import id_source
 
 log = logging.getLogger(__name__)
 
@@ -450,7 +450,7 @@ def provable_unique_column(typedef: TypeDef, target: WriteTarget) -> str | None:
 def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap: Snapshot) -> IdSource | None:
     """Driver, before staging an append: the committed ids its tasks probe the staged ids
     against (the target table at the snapshot's pin, the exact source the validator's
-    :func:`~.writer._fresh_proven` accepts), or None when nothing needs probing (not an append,
+    :func:`~.validate._fresh_proven` accepts), or None when nothing needs probing (not an append,
     every id minted, an empty table) or the table is too large to index in an executor."""
     if target.mode != "append" or ("id", "null") in plan.kinds:
         return None
@@ -464,7 +464,7 @@ def endpoint_sources(
     typedef: TypeDef, snap: Snapshot, staged: Sequence[StagedTable]
 ) -> tuple[IdSource, IdSource] | None:
     """Driver, before staging an edge table: the id sources its tasks check endpoints against
-    (the validator's own rule, :func:`~.writer.id_source`, on the snapshot the job starts from
+    (the validator's own rule, :func:`~.validate.id_source`, on the snapshot the job starts from
     and the node tables staged so far), or None when the node tables are too large to index in
     an executor (the driver checks them as before)."""
     merged = {

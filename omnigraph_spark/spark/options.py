@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ..errors import OptionError
 from ..store.layout import MAIN, normalize_branch
 from ..store.tables import DEFAULT_MAX_ROWS_PER_FILE
+from ..store.writes import TxnToken
 
 WRITE_MODES = ("append", "merge", "overwrite", "delete")
 DEFAULT_DISTRIBUTED_CHECK_ROWS = 5_000_000
@@ -350,8 +351,6 @@ class WriteOptions:
     @property
     def txn(self):
         """The idempotency token, or None."""
-        from ..store.writes import TxnToken
-
         if self.txn_app_id is None or self.txn_version is None:
             return None
         return TxnToken(self.txn_app_id, self.txn_version)

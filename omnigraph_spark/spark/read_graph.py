@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from ..graph import Graph, Snapshot
 from ..store.layout import MAIN
+from .jvm_read import ShimSession, load_table
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,6 @@ def read_graph(
         GraphNotFoundError, CommitNotFoundError, BranchNotFoundError, OptionError,
         JvmReadUnavailableError (``engine="jvm"`` only).
     """
-    from .jvm_read import ShimSession, load_table
-
     graph = Graph.open(uri, storage_options)
     shim = ShimSession(spark)  # the JVM path's probe and parallelism: asked once for every table
     snap = graph.snapshot(branch, version, commit=commit, timestamp=timestamp)

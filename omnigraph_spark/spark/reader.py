@@ -42,14 +42,18 @@ from types import FrameType
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
 from ..errors import JvmReadUnavailableError, OmnigraphError, OptionError, UnknownColumnError
+from ..graph import Graph
 from ..schema.catalog import TypeDef
+from ..store.tables import open_dataset
 from . import filters as _filters
 from . import types as _types
-from .options import DEFAULT_MAX_ROWS_PER_FILE
+from .error_tags import tag_error
+from .options import DEFAULT_MAX_ROWS_PER_FILE, ReadOptions
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +80,6 @@ SCAN_SCOPED_READ_INFO = hasattr(DataSourceReader, "pushLimit")
 
 def _read_options(options: Any):
     """A ``ReadOptions`` from either a ``ReadOptions`` or Spark's raw option map."""
-    from .options import ReadOptions
-
     if isinstance(options, ReadOptions):
         return options
     if isinstance(options, Mapping) or hasattr(options, "items"):
@@ -86,12 +88,10 @@ def _read_options(options: Any):
 
 
 def _open_graph(opts):
-    from ..graph import Graph
-
     return Graph.open(opts.path, opts.storage_options)
 
 
-def _resolve_snapshot(graph, opts):
+def resolve_snapshot(graph, opts):
     """Driver: the ONE snapshot this read returns (head, version, commit or timestampAsOf)."""
     if opts.commit is not None:
         return graph.snapshot(commit=opts.commit)
@@ -107,8 +107,6 @@ def _tagged() -> Iterator[None]:
     try:
         yield
     except OmnigraphError as e:
-        from .writer import tag_error
-
         tag_error(e)
         raise
 
@@ -241,7 +239,8 @@ def plan_partitions(
     return out or [((), None)]
 
 
-def _range_filter(fid: int, rng: tuple[int, int]) -> str:
+def range_filter(fid: int, rng: tuple[int, int]) -> str:
+    """The Lance filter of the rows ``[rng[0], rng[1])`` of fragment ``fid`` (by row address)."""
     base = fid << _ROWADDR_FRAGMENT_SHIFT
     return f"(_rowaddr >= {base + rng[0]} AND _rowaddr < {base + rng[1]})"
 
@@ -272,7 +271,7 @@ class OmnigraphReader(DataSourceReader):
                 path,
             )
         typedef = graph.catalog.resolve(opts.type)
-        snap = _resolve_snapshot(graph, opts)
+        snap = resolve_snapshot(graph, opts)
         table = snap.table(typedef.table_key)
         self.graph_root = graph.root
         self.type_name = typedef.name
@@ -359,8 +358,6 @@ class OmnigraphReader(DataSourceReader):
 
 def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Executor: open the dataset at the pinned version and stream converted batches."""
-    from ..store.tables import open_dataset
-
     ds = open_dataset(
         plan.base_uri,
         branch=plan.lance_branch,
@@ -369,7 +366,7 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
     )
     conds = []
     if partition.row_range is not None:
-        conds.append(_range_filter(partition.fragment_ids[0], partition.row_range))
+        conds.append(range_filter(partition.fragment_ids[0], partition.row_range))
     if partition.filter:
         conds.append(f"({partition.filter})")
     frags = [ds.get_fragment(i) for i in partition.fragment_ids]
@@ -420,8 +417,6 @@ def _conf_from_planning_worker() -> bool | None:
 
 def _conf_from_session() -> bool | None:
     try:
-        from pyspark.sql import SparkSession
-
         s = SparkSession.getActiveSession()
         if s is None:
             return None

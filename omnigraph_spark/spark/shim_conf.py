@@ -32,6 +32,7 @@ from importlib import resources
 
 from .._version import __version__
 from ..errors import OptionError
+from .runtime import warm_imports
 
 #: the shim jar's file name: Maven's ``<artifactId>-<version>.jar`` (jvm-shim/pom.xml), the
 #: version being the package's own (omnigraph_spark/VERSION)
@@ -156,8 +157,6 @@ def configure_spark(builder, extra_packages: Iterable[str] | None = None, shim_d
         OptionError: no shim on this machine (an install without the packaged jar, a checkout
         without ``make jvm-shim``).
     """
-    from .runtime import warm_imports
-
     warm_imports()  # while the session this builder makes starts its JVM
     conf = shim_spark_conf(shim_dir)
     if not conf:

@@ -23,26 +23,26 @@ class OmnigraphDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Driver: the table's Spark schema (reads)."""
-        from .reader import read_schema
+        from .reader import read_schema  # lazy: Spark's source lookup must not import pyarrow or lance
 
         return read_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """Driver: a reader for the resolved schema."""
-        from .reader import make_reader
+        from .reader import make_reader  # lazy: Spark's source lookup must not import pyarrow or lance
 
         return make_reader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Driver: plan a write job (one graph commit). ``overwrite`` is Spark's save mode."""
-        from .writer import OmnigraphWriter
+        from .writer import OmnigraphWriter  # lazy: Spark's source lookup must not import pyarrow or lance
 
         return OmnigraphWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Driver: ``writeStream.format("omnigraph")``, one graph commit per micro-batch, exactly
         once (:mod:`.stream`). Spark calls it for every micro-batch and for its commit."""
-        from .stream import OmnigraphStreamWriter
+        from .stream import OmnigraphStreamWriter  # lazy: Spark's source lookup must not import pyarrow or lance
 
         return OmnigraphStreamWriter(self.options, schema, overwrite)
 

@@ -39,14 +39,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..errors import OptionError
+from ..graph import Graph
 from ..store.layout import MAIN
-from ..store.writes import LoadResult, TxnToken
+from ..store.writes import LoadResult, TxnToken, already_applied
+from .error_tags import tag_error
+from .graph_io import write_graph
 from .options import WRITE_MODES
-from .writer import OmnigraphWriter, StagedMessage, spark_to_arrow_schema, tag_error
+from .writer import OmnigraphWriter, StagedMessage, spark_to_arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +123,6 @@ class StreamMessage(WriterCommitMessage):
 
 def _local_ids() -> tuple[str | None, int | None]:
     """(query id, batch id) of the running task; (None, None) outside a streaming task."""
-    from pyspark import TaskContext
-
     ctx = TaskContext.get()
     if ctx is None:
         return None, None
@@ -294,10 +296,6 @@ class GraphBatchWriter:
         return q
 
     def __call__(self, batch_df, batch_id: int) -> LoadResult | None:
-        from ..graph import Graph
-        from ..store.writes import already_applied
-        from .graph_io import write_graph
-
         txn = TxnToken(stream_app_id(self._query_id(batch_df)), int(batch_id))
         graph = Graph.open(self.uri, _storage(self.options))
         rec = already_applied(graph, txn)

@@ -37,6 +37,7 @@ Pure functions, no state: safe on the driver and on executors.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -113,8 +114,6 @@ def arrow_target_schema(schema: StructType) -> pa.Schema:
     """The exact Arrow schema the Python DataSource API expects for ``schema``.
 
     pyspark 4.1+ takes ``timezone=``; 4.0 takes ``timestamp_utc=`` (both mean UTC here)."""
-    import inspect
-
     if "timezone" in inspect.signature(to_arrow_schema).parameters:
         return to_arrow_schema(schema, timezone="UTC")
     return to_arrow_schema(schema, timestamp_utc=True)  # type: ignore[call-arg]  # pyspark 4.0's name

@@ -10,8 +10,10 @@ import logging
 
 import lance
 
-from ..errors import BranchError, BranchExistsError, BranchNotFoundError
+from ..errors import BranchError, BranchExistsError, BranchNotFoundError, OmnigraphError
 from . import manifest, tables
+from . import sidecar as _sidecar
+from .fs import RootStorage
 from .layout import MAIN, SCHEMA_APPLY_LOCK_BRANCH, RootPaths, normalize_branch
 
 log = logging.getLogger(__name__)
@@ -125,10 +127,6 @@ def ensure_fork(
 def _named_by_pending_sidecar(root: str, table_key: str, branch: str, storage_options) -> bool:
     """Whether a pending recovery sidecar pins ``table_key`` on Lance branch ``branch`` (an
     unreadable sidecar counts as yes: when in doubt, keep the fork)."""
-    from ..errors import OmnigraphError
-    from . import sidecar as _sidecar
-    from .fs import RootStorage
-
     try:
         pending = _sidecar.read_all(RootStorage(root, storage_options), root)
     except OmnigraphError:

@@ -7,6 +7,7 @@ so commits parent correctly on commits other writers appended.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from dataclasses import dataclass
@@ -147,7 +148,6 @@ def list_commits(
 def _ts_us(v) -> int:
     if isinstance(v, int):
         return v
-    import datetime as dt
 
     return (
         int((v - dt.datetime(1970, 1, 1)).total_seconds() * 1_000_000)

@@ -12,6 +12,8 @@ import os
 import time
 import uuid
 
+import pyarrow.fs as pafs
+
 from ..errors import StorageError
 from .layout import is_local
 
@@ -28,8 +30,6 @@ class RootStorage:
     # -- object store plumbing --------------------------------------------------------
     def _pafs(self):
         if self._fs is None:
-            import pyarrow.fs as pafs
-
             opts = self.storage_options
             if self.root.startswith("s3://"):
                 kw = {}
@@ -68,7 +68,6 @@ class RootStorage:
         try:
             if self.local:
                 return os.path.exists(path)
-            import pyarrow.fs as pafs
 
             return self._pafs().get_file_info(self._strip(path)).type != pafs.FileType.NotFound
         except OSError as e:
@@ -154,7 +153,6 @@ class RootStorage:
                 if not os.path.isdir(path):
                     return []
                 return sorted(n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)))
-            import pyarrow.fs as pafs
 
             sel = pafs.FileSelector(self._strip(path), allow_not_found=True)
             return sorted(i.base_name for i in self._pafs().get_file_info(sel) if i.type == pafs.FileType.File)
@@ -169,7 +167,6 @@ class RootStorage:
                 for n in files:
                     out.append(os.path.relpath(os.path.join(d, n), path))
             return sorted(out)
-        import pyarrow.fs as pafs
 
         base = self._strip(path).rstrip("/")
         sel = pafs.FileSelector(base, allow_not_found=True, recursive=True)

@@ -6,6 +6,7 @@ byte for byte (format.md §A). Nothing here touches storage.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -38,8 +39,6 @@ def normalize_root(uri: str) -> str:
     ``file://`` becomes a plain path, trailing slashes go, and a relative local path is made
     absolute so that paths we write into sidecars match what the engine would resolve.
     """
-    import os
-
     if not uri or not uri.strip():
         raise OptionError("graph URI is empty", option="path")
     uri = uri.strip()

@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 
 import lance
 import pyarrow as pa
+from lance.optimize import Compaction
 
 from ..errors import ExpectedVersionMismatchError, OptionError, RecoveryPendingError, StorageError
 from . import commits as _commits
-from . import failpoints
+from . import failpoints, maintenance_cleanup
 from . import lease as _lease
 from . import manifest as _manifest
 from . import sidecar as _sidecar
@@ -171,8 +172,6 @@ def fragment_stats(ds: lance.LanceDataset, target_rows: int) -> tuple[int, int]:
 
 
 def _plan_tasks(ds: lance.LanceDataset, target_rows: int) -> int:
-    from lance.optimize import Compaction
-
     return Compaction.plan(ds, {"target_rows_per_fragment": target_rows}).num_tasks()  # type: ignore[typeddict-item]  # CompactionOptions' keys are all optional to Lance
 
 
@@ -462,8 +461,6 @@ def cleanup(
 ):
     """Remove old table versions by policy, orphaned data files and orphaned table forks.
     See :func:`omnigraph_spark.store.maintenance_cleanup.cleanup`."""
-    from . import maintenance_cleanup
-
     return maintenance_cleanup.cleanup(
         graph,
         keep_versions=keep_versions,

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import lance
+import pyarrow.fs as pafs
 
 from ..errors import OptionError
 from . import lease as _lease
@@ -44,6 +45,7 @@ from . import manifest as _manifest
 from . import sidecar as _sidecar
 from . import tables as _tables
 from .layout import MAIN, SCHEMA_APPLY_LOCK_BRANCH, RootPaths, join
+from .quarantine import recover_quarantine
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +205,6 @@ def _list_files(storage, base: str) -> list[tuple[str, float, int]]:
                     continue
                 out.append((os.path.relpath(p, base), st.st_mtime, st.st_size))
         return out
-    import pyarrow.fs as pafs
 
     fs = storage._pafs()
     b = storage._strip(base).rstrip("/")
@@ -260,7 +261,7 @@ def cleanup(
     At least one of ``keep_versions`` (keep the last N versions) / ``older_than`` (timedelta or
     seconds) is required. A dry run lists what would go and deletes nothing.
     ``rejected_rows_path``: first settle the quarantines crashed loads of this graph left there
-    (:func:`~omnigraph_spark.spark.quarantine.recover_quarantine`: finish those of committed
+    (:func:`~omnigraph_spark.store.quarantine.recover_quarantine`: finish those of committed
     loads, delete the ``_staging/<load id>/`` of loads that never committed), before any table
     version that proves a load committed can go.
     """
@@ -281,8 +282,6 @@ def cleanup(
     report = CleanupReport(dry_run, keep, older)
     _manifest.check_not_locked(graph.root, graph.storage_options)
     if rejected_rows_path is not None and not dry_run:
-        from ..spark.quarantine import recover_quarantine
-
         recover_quarantine(graph, rejected_rows_path, graph.storage_options, lease_timeout_s=lease_timeout_s)
     protected, keys, placements = _kept_graph_state(graph, keep, cutoff, report)
     live = set(placements)

@@ -17,19 +17,24 @@ import lance
 import pyarrow as pa
 
 from ..errors import (
+    BranchNotFoundError,
+    CommitNotFoundError,
     CorruptGraphError,
     ExpectedVersionMismatchError,
     GraphNotFoundError,
     RowLevelCasContentionError,
+    SchemaApplyLockedError,
     StorageError,
     UnsupportedFormatError,
 )
 from . import tables
 from .layout import (
     MAIN,
+    MANIFEST,
     MANIFEST_STAMP,
     MANIFEST_STAMP_KEY,
     SCHEMA_APPLY_LOCK_BRANCH,
+    join,
     table_uri,
     version_object_id,
 )
@@ -105,8 +110,6 @@ class TableUpdate:
 def open_manifest(
     root: str, branch: str = MAIN, version: int | None = None, storage_options: dict[str, str] | None = None
 ) -> lance.LanceDataset:
-    from .layout import MANIFEST, join
-
     uri = join(root, MANIFEST)
     try:
         ds = lance.dataset(uri, storage_options=storage_options)
@@ -119,16 +122,12 @@ def open_manifest(
         raise GraphNotFoundError(f"no Omnigraph graph at '{root}': {what}", root=root) from e
     if branch != MAIN:
         if branch not in ds.branches.list():
-            from ..errors import BranchNotFoundError
-
             raise BranchNotFoundError(f"branch '{branch}' not found in graph '{root}'", branch=branch)
         ds = ds.checkout_version((branch, version))
     elif version is not None:
         try:
             ds = ds.checkout_version(version)
         except (ValueError, OSError) as e:
-            from ..errors import CommitNotFoundError
-
             raise CommitNotFoundError(
                 f"graph version {version} not found on branch '{branch}': {e}", version=version, branch=branch
             ) from e
@@ -247,8 +246,6 @@ def create(
     storage_options: dict[str, str] | None = None,
 ) -> lance.LanceDataset:
     """§C.5 step 7: write (v1), update_config (v2), stamp 3 (v3)."""
-    from .layout import MANIFEST, join
-
     rows = [table_row(k, loc) for k, loc in locations.items()] + [version_row(u) for u in updates]
     ds = tables.write_new(join(root, MANIFEST), rows_batch(rows), storage_options)
     ds.update_config({"table_version_management": "true"})
@@ -258,8 +255,6 @@ def create(
 
 
 def check_not_locked(root: str, storage_options: dict[str, str] | None = None) -> None:
-    from ..errors import SchemaApplyLockedError
-
     ds = open_manifest(root, MAIN, storage_options=storage_options)
     if SCHEMA_APPLY_LOCK_BRANCH in ds.branches.list():
         raise SchemaApplyLockedError(

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 
 import numpy as np
+import pyarrow as pa
+from lance.file import LanceFileReader, LanceFileWriter
 
 from .layout import is_local, join
 
@@ -45,8 +47,6 @@ def is_entry(name: str) -> bool:
 
 
 def _column(uri: str, column: str, storage_options: dict[str, str] | None):
-    from lance.file import LanceFileReader
-
     return LanceFileReader(uri, storage_options=storage_options or None).read_all().to_table().column(column)
 
 
@@ -102,8 +102,6 @@ def write_fingerprints(uri: str, values: np.ndarray, storage_options: dict[str, 
                 pass
             raise
         return
-    import pyarrow as pa
-    from lance.file import LanceFileWriter
 
     table = pa.table({"hash": pa.array(values.view("<i8"), pa.int64())})
     with LanceFileWriter(uri, table.schema, storage_options=storage_options or None) as w:

@@ -14,11 +14,14 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
 import lance
 import pyarrow as pa
+from lance.dataset import Transaction
+from lance.file import LanceFileReader
 from lance.fragment import FragmentMetadata
 
 from ..errors import (
@@ -29,6 +32,7 @@ from ..errors import (
     StorageError,
     TableDriftError,
 )
+from .fs import RootStorage
 from .layout import MAIN, is_local, manifest_file_name_v2
 
 log = logging.getLogger(__name__)
@@ -147,8 +151,6 @@ def version_metadata_json(
     else:
         obj_path = full.split("://", 1)[1].split("/", 1)[1]
         try:
-            from .fs import RootStorage
-
             size = RootStorage(full, storage_options).size(full)
         except Exception:  # size is informative only (not load-bearing at 0.7.2)
             size = None
@@ -249,7 +251,6 @@ def read_staged_columns(
     storage_options: dict[str, str] | None = None,
 ) -> pa.Table:
     """Read some columns of uncommitted fragments (driver-side load-wide validation)."""
-    from lance.file import LanceFileReader
 
     def read(uri: str) -> pa.Table:
         return LanceFileReader(uri, storage_options=storage_options, columns=columns).read_all().to_table()
@@ -257,7 +258,6 @@ def read_staged_columns(
     uris = data_file_uris(ds_uri, fragments)
     if len(uris) > 1:
         # many small files (one or more per task): overlap their opens and reads; map keeps file order
-        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(READ_STAGED_THREADS, len(uris))) as pool:
             tables = list(pool.map(read, uris))
@@ -282,8 +282,6 @@ def delete_files(ds_uri: str, names: Iterable[str], storage_options: dict[str, s
             if is_local(uri):
                 os.remove(uri)
             else:
-                from .fs import RootStorage
-
                 RootStorage(uri, storage_options).delete(uri)
             n += 1
         except FileNotFoundError:
@@ -328,8 +326,6 @@ def commit_operation(
             f"table '{table}' opened at version {ds_at_pin.version}, expected {expected}", table=table
         )
     try:
-        from lance.dataset import Transaction
-
         tx = Transaction(read_version=expected, operation=operation, transaction_properties=dict(properties or {}))
         new = lance.LanceDataset.commit(ds_at_pin, tx, max_retries=0)
     except OSError as e:

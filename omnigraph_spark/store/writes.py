@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 from lance.fragment import FragmentMetadata
 
 from ..errors import (
@@ -497,8 +498,6 @@ def _delete_operation(
 ) -> lance.LanceOperation.Update:
     """One Update that deletes the rows whose ``id`` is in ``ids`` through deletion files (a
     fragment left empty is removed; no other row is rewritten) and adds ``new_fragments``."""
-    import pyarrow.compute as pc
-
     updated: list[FragmentMetadata] = []
     removed: list[int] = []
     if ids is not None and len(ids) and ds.count_rows():

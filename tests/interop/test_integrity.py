@@ -14,7 +14,7 @@ import pytest
 from omnigraph_spark import Graph
 from omnigraph_spark.errors import KeyConflictError
 from omnigraph_spark.ingest.integrity import delete_keys
-from omnigraph_spark.spark.writer import make_validator
+from omnigraph_spark.spark.validate import make_validator
 from omnigraph_spark.store import writes
 
 from .helpers import QUERY_PARAMS, export_rows, read_records, recovery_audits, store_load_jsonl, without_edge_ids

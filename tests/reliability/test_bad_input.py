@@ -29,8 +29,10 @@ import pytest
 
 from omnigraph_spark import Graph
 from omnigraph_spark.errors import OmnigraphError
+from omnigraph_spark.spark.error_tags import unwrap_error
 from omnigraph_spark.spark.options import WriteOptions
-from omnigraph_spark.spark.writer import commit_staged, convert_and_stage, unwrap_error
+from omnigraph_spark.spark.staging import convert_and_stage
+from omnigraph_spark.spark.writer import commit_staged
 from omnigraph_spark.store import sidecar as _sidecar
 from omnigraph_spark.store import writes
 from omnigraph_spark.store.sidecar import Sidecar, SidecarPin

@@ -134,7 +134,7 @@ def _all_bytes(root: str):
 def test_storage_options_are_redacted_in_reprs(test_graph):
     """Every value object that carries storage options (pickled to executors, easy to log or to
     show in a traceback) keeps them out of its repr."""
-    from omnigraph_spark.spark.graph_io import _Journal
+    from omnigraph_spark.spark.journal import Journal
     from omnigraph_spark.spark.options import ReadOptions, WriteOptions
     from omnigraph_spark.spark.reader import ReadPlan
     from omnigraph_spark.store import writes
@@ -147,7 +147,7 @@ def test_storage_options_are_redacted_in_reprs(test_graph):
         wo,
         ro,
         writes.prepare_target(g, "main", "node:Person", "append"),
-        _Journal.new(g),
+        Journal.new(g),
         ReadPlan(g.root + "/nodes/x", None, 1, ("id",), tuple(sorted(wo.storage_options.items()))),
     ]
     for v in values:

@@ -13,7 +13,7 @@ import pytest
 
 from omnigraph_spark import Graph, read_table, write_table
 from omnigraph_spark.errors import CardinalityViolationError
-from omnigraph_spark.spark import writer
+from omnigraph_spark.spark import validate
 from omnigraph_spark.store import tables as _tables
 from omnigraph_spark.store.writes import SRC_BOUND_PROP
 
@@ -136,8 +136,8 @@ def test_a_bound_above_the_max_falls_back_to_the_exact_count(jvm, tmp_path, engi
     the exact count then lets an append to another source land, records the exact most (3),
     and refuses one more edge for bob."""
     counted = []
-    orig = writer._check_card
-    monkeypatch.setattr(writer, "_check_card", lambda *a, **kw: counted.append(1) or orig(*a, **kw))
+    orig = validate._check_card
+    monkeypatch.setattr(validate, "_check_card", lambda *a, **kw: counted.append(1) or orig(*a, **kw))
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     write_table(people(jvm), g.root, "Person", engine=engine)
     write_table(

@@ -18,7 +18,7 @@ from omnigraph_spark.errors import (
     OmnigraphError,
     UniqueViolationError,
 )
-from omnigraph_spark.spark import dist_checks, writer
+from omnigraph_spark.spark import dist_checks, validate, writer
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
@@ -50,8 +50,8 @@ def no_driver_reads(monkeypatch):
         raise AssertionError("the driver read rows on the distributed path")
 
     def arm():
-        monkeypatch.setattr(writer, "_read_staged", refuse)
-        monkeypatch.setattr(writer, "_read_committed", refuse)
+        monkeypatch.setattr(validate, "_read_staged", refuse)
+        monkeypatch.setattr(validate, "_read_committed", refuse)
 
     return arm
 
@@ -478,7 +478,7 @@ def test_card_onto_an_empty_edge_table_is_proven_by_the_tasks_bound(jvm, tmp_pat
 
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     opts = {"distributedCheckRows": "1"}
-    with caplog.at_level(logging.INFO, logger="omnigraph_spark.spark.writer"):
+    with caplog.at_level(logging.INFO, logger="omnigraph_spark.spark.validate"):
         w(
             jvm,
             g.root,
@@ -673,9 +673,9 @@ def test_each_part_of_a_delete_picks_its_path_by_the_rows_it_reads(spark, tmp_pa
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     _seed_graph(spark, g.root, {"distributedCheckRows": "0"})
     read = []
-    real = writer._read_committed
+    real = validate._read_committed
     monkeypatch.setattr(
-        writer, "_read_committed", lambda graph, snap, key, cols: read.append(key) or real(graph, snap, key, cols)
+        validate, "_read_committed", lambda graph, snap, key, cols: read.append(key) or real(graph, snap, key, cols)
     )
     dist_runs.clear()
     r = write_table(

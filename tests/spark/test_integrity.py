@@ -8,7 +8,7 @@ import pytest
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
 from omnigraph_spark.errors import KeyConflictError
-from omnigraph_spark.spark import graph_io, jvm_write, unwrap_error, writer
+from omnigraph_spark.spark import graph_io, jvm_write, unwrap_error, validate
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
@@ -28,13 +28,13 @@ edge Knows: Person -> Person
 def exact(monkeypatch):
     """How often the driver ran its exact committed-id anti-join."""
     seen = {"fresh": 0}
-    fn = writer.check_fresh_ids
+    fn = validate.check_fresh_ids
 
     def counted(*a, **kw):
         seen["fresh"] += 1
         return fn(*a, **kw)
 
-    monkeypatch.setattr(writer, "check_fresh_ids", counted)
+    monkeypatch.setattr(validate, "check_fresh_ids", counted)
     return seen
 
 

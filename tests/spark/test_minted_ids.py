@@ -9,6 +9,7 @@ import pytest
 from omnigraph_spark import Graph
 from omnigraph_spark.errors import UniqueViolationError
 from omnigraph_spark.ingest.convert import RowConverter
+from omnigraph_spark.spark import staging, validate
 from omnigraph_spark.spark import writer as W
 from omnigraph_spark.spark.options import WriteOptions
 from omnigraph_spark.store import writes
@@ -33,7 +34,9 @@ def load(g, frames, mode="append"):
     for name, tbl in frames.items():
         td = g.catalog.resolve(name)
         staged.append(
-            W.convert_and_stage(writes.prepare_target(g, "main", td.table_key, mode), td, tbl.to_batches(), "test")
+            staging.convert_and_stage(
+                writes.prepare_target(g, "main", td.table_key, mode), td, tbl.to_batches(), "test"
+            )
         )
     return staged, W.commit_staged(
         g, "main", staged, WriteOptions(path=g.root, type=None, branch="main", write_mode=mode)
@@ -43,13 +46,13 @@ def load(g, frames, mode="append"):
 @pytest.fixture
 def unique_calls(monkeypatch):
     calls = []
-    real = W.check_unique
+    real = validate.check_unique
 
     def spy(td, table, cols, **kw):
         calls.append((td.table_key, tuple(cols)))
         return real(td, table, cols, **kw)
 
-    monkeypatch.setattr(W, "check_unique", spy)
+    monkeypatch.setattr(validate, "check_unique", spy)
     return calls
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from omnigraph_spark import Graph, write_graph, write_table
 from omnigraph_spark.errors import ConstraintViolationError, JvmWriteUnavailableError, OptionError
-from omnigraph_spark.spark.quarantine import CODE_COLUMN, REASON_COLUMN, REJECTED_AT_PROP, REJECTED_PROP, TABLE_COLUMN
 from omnigraph_spark.store import tables
+from omnigraph_spark.store.quarantine import CODE_COLUMN, REASON_COLUMN, REJECTED_AT_PROP, REJECTED_PROP, TABLE_COLUMN
 
 pytestmark = [
     pytest.mark.spark,

@@ -13,7 +13,7 @@ import pytest
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
 from omnigraph_spark.errors import CardinalityViolationError, DanglingEdgeError, UniqueViolationError
-from omnigraph_spark.spark import graph_io, jvm_write, writer
+from omnigraph_spark.spark import graph_io, jvm_write, validate, writer
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
@@ -47,9 +47,9 @@ def calls(monkeypatch):
 
         return wrapped
 
-    monkeypatch.setattr(writer, "check_endpoints", count("endpoints", writer.check_endpoints))
-    monkeypatch.setattr(writer, "_check_card", count("card", writer._check_card))
-    monkeypatch.setattr(writer, "check_unique", count("unique", writer.check_unique))
+    monkeypatch.setattr(validate, "check_endpoints", count("endpoints", validate.check_endpoints))
+    monkeypatch.setattr(validate, "_check_card", count("card", validate._check_card))
+    monkeypatch.setattr(validate, "check_unique", count("unique", validate.check_unique))
     seen["unique"] = 0
     return seen
 
@@ -105,7 +105,7 @@ def edge_rows(spark, root, type_name="Knows"):
 def test_endpoints_proven_while_staging_skip_the_driver_probe(jvm, tmp_path, calls, caplog):
     """Edges onto committed nodes: the tasks' probe (exact, byte-level, hostile ids) finds every
     endpoint, the driver neither probes nor counts, and the edges land."""
-    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.writer")
+    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.validate")
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
     write_table(people(jvm), g.root, "Person", engine="jvm")
     res = write_table(knows(jvm, ring()), g.root, "Knows", engine="jvm")
@@ -443,7 +443,7 @@ def test_I15_tasks_bucket_counts_prove_a_card_bound_their_bounds_summed_cannot(
     bucket counts over (here every task; by default one of 2^18 edges or more), their
     bucket-wise sum bounds every source by 1: proven without counting, and the hand-over files
     are gone with the load."""
-    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.writer")
+    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.validate")
     real, proofs = jvm_write.stage_jvm, []
 
     def spy(*a, **kw):

@@ -247,7 +247,7 @@ def test_load_wide_checks_run_concurrently_but_report_in_order():
     import time
 
     from omnigraph_spark.errors import DanglingEdgeError, UniqueViolationError
-    from omnigraph_spark.spark.writer import run_checks
+    from omnigraph_spark.spark.parallel import run_checks
 
     ran: list[str] = []
     lock = threading.Lock()

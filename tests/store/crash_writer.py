@@ -19,7 +19,7 @@ root, mode, branch, which = sys.argv[1:5]
 g = Graph.open(root, json.loads(os.environ.get("OMNIGRAPH_TEST_STORAGE_OPTIONS", "null")))
 staged = []
 if which == "delete-old":  # mode "delete": node 'old' and, by cascade, its Knows edges (two tables)
-    from omnigraph_spark.spark.writer import make_validator
+    from omnigraph_spark.spark.validate import make_validator
 
     t = writes.prepare_target(g, branch, "node:Person", "delete")
     keys = pa.table({"id": pa.array(["old", "missing"], pa.string())})

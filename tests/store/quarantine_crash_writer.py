@@ -14,9 +14,9 @@ import pyarrow as pa
 from omnigraph_spark import Graph
 from omnigraph_spark.errors import ConstraintViolationError
 from omnigraph_spark.spark.options import WriteOptions
-from omnigraph_spark.spark.quarantine import Quarantine
 from omnigraph_spark.spark.writer import commit_staged
 from omnigraph_spark.store import writes
+from omnigraph_spark.store.quarantine import Quarantine
 
 root, qpath = sys.argv[1:3]
 g = Graph.open(root)

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from omnigraph_spark.errors import DanglingEdgeError, KeyConflictError
-from omnigraph_spark.spark.writer import make_validator
+from omnigraph_spark.spark.validate import make_validator
 from omnigraph_spark.store import writes
 
 from .helpers import people, rows_of, stage_rows

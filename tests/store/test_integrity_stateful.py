@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from omnigraph_spark import Graph
 from omnigraph_spark.errors import OmnigraphError
 from omnigraph_spark.ingest.integrity import delete_keys
-from omnigraph_spark.spark.writer import make_validator
+from omnigraph_spark.spark.validate import make_validator
 from omnigraph_spark.store import writes
 
 SCHEMA = """

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from omnigraph_spark import Graph
-from omnigraph_spark.spark.quarantine import recover_quarantine
 from omnigraph_spark.store import tables
+from omnigraph_spark.store.quarantine import recover_quarantine
 
 from .helpers import people, rows_of, write_rows
 

@@ -1,6 +1,6 @@
 """Quarantine (option ``rejectedRowsPath``): commit the valid rows, keep the others.
 
-Default: a load with one bad row is refused whole (:mod:`.bad_rows`). With ``rejectedRowsPath``
+Default: a load with one bad row is refused whole (:mod:`omnigraph_spark.spark.bad_rows`). With ``rejectedRowsPath``
 every row that breaks a per-row rule is written instead, as the user gave it plus
 ``_omnigraph_table``, ``_omnigraph_code`` and ``_omnigraph_reason`` (the message the load
 would otherwise have failed with), to Parquet; the valid rows are committed in the same single
@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +54,11 @@ import pyarrow.parquet as pq
 
 from ..errors import OmnigraphError, StorageError
 from ..schema.catalog import TypeDef
-from ..store import failpoints
+from . import failpoints
+from . import lease as _lease
+from . import manifest as _manifest
+from . import tables as _tables
+from .layout import MAIN
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +213,6 @@ def table_dir(typedef: TypeDef) -> str:
 
 
 def _absolute(path: str) -> str:
-    import os
-
     return os.path.abspath(path)
 
 
@@ -317,10 +321,6 @@ def _committed(graph, rec: Mapping) -> bool | None:
     """Whether the load of a ``_PENDING.json`` record committed: one of its table versions is
     published on its branch (the manifest's history) and its Lance transaction names this
     quarantine. None when it cannot be told yet (the graph has a pending recovery sidecar)."""
-    from ..store import manifest as _manifest
-    from ..store import tables as _tables
-    from ..store.layout import MAIN
-
     if graph.pending_sidecars():
         return None
     branch = rec["branch"]
@@ -366,15 +366,11 @@ def recover_quarantine(
     (a load writes ``_PENDING.json`` inside it, in its validation step, so no load is between
     that and its commit meanwhile). Returns ``{"published": n, "deleted": n, "left": n}``. Run by
     ``cleanup(..., rejected_rows_path=...)``; call it after ``graph.recover()`` to settle at once."""
-    from ..store import lease as _lease
-
     with _lease.hold(graph.storage, graph.root, timeout_s=lease_timeout_s, owner="recover_quarantine"):
         return _recover_quarantine(graph, path, storage_options, stale_after_s)
 
 
 def _recover_quarantine(graph, path: str, storage_options, stale_after_s: float) -> dict[str, int]:
-    import time
-
     fs, base = Quarantine(path.rstrip("/"), "x", tuple(sorted((storage_options or {}).items())))._fs()
     out = {"published": 0, "deleted": 0, "left": 0}
     candidates = [
