@@ -99,6 +99,19 @@ class RootStorage:
         except OSError as e:
             raise StorageError(f"cannot write '{path}': {e}", path=path) from e
 
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write ``data`` to a new file at ``path`` (one PUT on object stores)."""
+        try:
+            if self.local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(data)
+                return
+            with self._pafs().open_output_stream(self._strip(path)) as f:
+                f.write(data)
+        except OSError as e:
+            raise StorageError(f"cannot write '{path}': {e}", path=path) from e
+
     def create_text(self, path: str, text: str) -> bool:
         """Create ``path`` only if absent. Returns False if it already existed.
 

@@ -37,6 +37,7 @@ from lance.optimize import Compaction
 from ..errors import ExpectedVersionMismatchError, OptionError, RecoveryPendingError, StorageError
 from . import commits as _commits
 from . import failpoints, maintenance_cleanup
+from . import indexes as _indexes
 from . import lease as _lease
 from . import manifest as _manifest
 from . import sidecar as _sidecar
@@ -308,6 +309,7 @@ def _compact_one(graph, t, target_rows: int) -> tuple[lance.LanceDataset, int]:
     for attempt in range(1, COMPACTION_RETRY_BUDGET + 1):
         ds = _tables.open_dataset(t.base_path, branch=t.lance_branch, storage_options=graph.storage_options)
         try:
+            ds = _consolidate_indexes(graph, t, ds)
             ds.optimize.compact_files(target_rows_per_fragment=target_rows)
         except Exception as e:
             if attempt < COMPACTION_RETRY_BUDGET and is_retryable_conflict(e):
@@ -320,6 +322,22 @@ def _compact_one(graph, t, target_rows: int) -> tuple[lance.LanceDataset, int]:
     raise StorageError(
         f"compaction of {t.table_key} exhausted {COMPACTION_RETRY_BUDGET} attempts: {last}", table=t.table_key
     )
+
+
+def _consolidate_indexes(graph, t, ds: lance.LanceDataset) -> lance.LanceDataset:
+    """Make every index the engine expects on the table one segment over every fragment, in one
+    commit (I22): Lance compacts only fragments one segment covers together, and each load
+    adds a delta (store/indexes.py)."""
+    work, removed = _indexes.consolidation(ds, _indexes.expected_indexes(graph.catalog.by_table_key(t.table_key)))
+    if not work:
+        return ds
+    segments = _indexes.segments_for(t.base_path, t.lance_branch, ds.version, work, graph.storage_options)
+    op = lance.LanceOperation.CreateIndex(new_indices=segments, removed_indices=removed)
+    res = _tables.commit_operation(ds, op, ds.version, t.table_key)
+    log.info(
+        "optimize: indexes of %s in one segment each at v%d: %s", t.table_key, res.version, [w.spec.name for w in work]
+    )
+    return _tables.open_dataset(t.base_path, branch=t.lance_branch, storage_options=graph.storage_options)
 
 
 def _compact_and_publish(graph, branch: str, snap, work, target_rows: int, report: OptimizeReport) -> None:

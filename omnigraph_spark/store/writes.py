@@ -32,6 +32,7 @@ from ..errors import (
 from . import branches as _branches
 from . import commits as _commits
 from . import failpoints
+from . import indexes as _indexes
 from . import lease as _lease
 from . import manifest as _manifest
 from . import recovery as _recovery
@@ -242,6 +243,9 @@ class TableResult:
     rows_deleted: int = 0
     #: keys of a delete that matched no committed row (reported, not an error)
     keys_missing: int = 0
+    #: the indexes this commit created or extended by a delta (I22), and the seconds it took
+    indexes: tuple[str, ...] = ()
+    index_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -432,7 +436,7 @@ def _txn_landed(graph, rec: dict) -> bool:
     except Exception:
         return False
     for key, ver in rec["tables"].items():
-        if (key, ver) not in snap_state.existing_versions:
+        if (key, ver) not in snap_state.existing_versions and (key, ver + 1) not in snap_state.existing_versions:
             return False
         base = f"{graph.root}/{snap_state.locations[key]}"
         lb = rec["branch"] if rec["branch"] != MAIN else None
@@ -440,9 +444,18 @@ def _txn_landed(graph, rec: dict) -> bool:
             ds = _tables.open_dataset(base, branch=lb, storage_options=graph.storage_options)
         except Exception:
             return False
-        if _tables.transaction_property(ds, ver, OP_PROP) != rec["operation_id"]:
+        if not _published_by(snap_state, ds, key, ver, rec["operation_id"]):
             return False
     return True
+
+
+def _published_by(snap_state, ds: lance.LanceDataset, key: str, ver: int, operation_id: str) -> bool:
+    """Whether ``operation_id``'s commit of ``key`` at ``ver`` is published: at ``ver``, or at
+    ``ver + 1`` by the same operation's index commit (I22)."""
+    return any(
+        (key, v) in snap_state.existing_versions and _tables.transaction_property(ds, v, OP_PROP) == operation_id
+        for v in (ver, ver + 1)
+    )
 
 
 def _txn_committed(graph, rec: dict) -> bool:
@@ -831,6 +844,7 @@ def _commit_once(
         _resolve_now(graph, sc)
         raise
     failpoints.hit("after_all_commits")
+    updates, results = _index_phase(graph, branch, snap, sc, updates, results, props, facts)
     results += [
         TableResult(
             k,
@@ -853,14 +867,25 @@ def _commit_once(
         fresh = _manifest.read_state(
             _manifest.open_manifest(graph.root, branch, storage_options=storage_options), branch
         )
+        data_version = {p.table_key: p.post_commit_pin for p in pins}
         if all(
             fresh.entries.get(u.table_key)
-            and fresh.entries[u.table_key].version == u.version
+            and data_version[u.table_key] <= fresh.entries[u.table_key].version <= u.version
             and fresh.entries[u.table_key].table_branch == u.table_branch
             for u in updates
         ):
-            # Someone (an engine heal) rolled our sidecar forward: our write IS published (§H.5).
+            # Someone (an engine heal) rolled our sidecar forward: our write IS published (§H.5),
+            # perhaps before its index commits (I22), which a fast-forward publishes now.
             log.info("publish converged: another process rolled operation %s forward", sc.operation_id)
+            behind = [u for u in updates if fresh.entries[u.table_key].version < u.version]
+            if behind:
+                fresh = _manifest.publish(
+                    graph.root,
+                    branch,
+                    behind,
+                    {u.table_key: fresh.entries[u.table_key].version for u in behind},
+                    storage_options,
+                )
             _sidecar.delete(graph.storage, graph.root, sc.operation_id)
             graph.storage.delete(_op_marker(graph.root, sc.operation_id))
             return LoadResult(None, fresh.version, branch, tuple(results), sc.operation_id, attempts=attempt)
@@ -899,6 +924,74 @@ def _commit_once(
         {r.table_key: (r.from_version, r.to_version) for r in results},
     )
     return LoadResult(c.graph_commit_id, new_state.version, branch, tuple(results), sc.operation_id, attempts=attempt)
+
+
+def _index_phase(
+    graph,
+    branch: str,
+    snap,
+    sc: _sidecar.Sidecar,
+    updates: list[_manifest.TableUpdate],
+    results: list[TableResult],
+    props: dict[str, str],
+    facts: Mapping[str, Mapping[str, str]],
+) -> tuple[list[_manifest.TableUpdate], list[TableResult]]:
+    """I22: every table the load committed gets every index the engine expects, covering every
+    fragment, published with the load (store/indexes.py says why).
+
+    The segments are built first, uncommitted: the long part, while the sidecar still says
+    ``Load`` and every table sits at its pin + 1, so a crash rolls the load forward and leaves
+    orphan index files for ``cleanup``. Then the sidecar becomes ``EnsureIndices`` (Loose: a
+    crash from here on rolls the load forward at whatever HEAD each table reached) and each
+    table gets one ``CreateIndex`` commit at pin + 2 carrying the load's properties and facts
+    (the version the manifest pins is the one whose transaction readers look them up in).
+    """
+    storage_options = graph.storage_options
+    lb = None if branch == MAIN else branch
+    todo: dict[str, tuple[list[_indexes.IndexWork], list, float]] = {}
+    for u in updates:
+        specs = _indexes.expected_indexes(graph.catalog.by_table_key(u.table_key))
+        uri = snap.table(u.table_key).base_path
+        start = time.monotonic()
+        ds = _tables.open_dataset(uri, branch=lb, version=u.version, storage_options=storage_options)
+        work = _indexes.plan(ds, specs)
+        if work:
+            segments = _indexes.segments_for(uri, lb, u.version, work, storage_options)
+            todo[u.table_key] = (work, segments, time.monotonic() - start)
+    if not todo:
+        return updates, results
+    _sidecar.write(graph.storage, graph.root, replace(sc, writer_kind="EnsureIndices"))
+    failpoints.hit("after_index_sidecar")
+    new_updates, new_results = [], []
+    for i, (u, r) in enumerate(zip(updates, results, strict=True), start=1):
+        if u.table_key not in todo:
+            new_updates.append(u)
+            new_results.append(r)
+            continue
+        work, segments, seconds = todo[u.table_key]
+        start = time.monotonic()
+        t = snap.table(u.table_key)
+        ds = _tables.open_dataset(t.base_path, branch=lb, storage_options=storage_options)
+        _tables.check_head(ds, u.version, u.table_key)
+        op = lance.LanceOperation.CreateIndex(new_indices=segments, removed_indices=[])
+        res = _tables.commit_operation(ds, op, u.version, u.table_key, {**facts.get(u.table_key, {}), **props})
+        loc = table_uri(graph.root, t.table_path, u.table_branch)
+        new_updates.append(
+            _manifest.TableUpdate(
+                u.table_key,
+                res.version,
+                u.table_branch,
+                res.row_count,
+                _tables.version_metadata_json(loc, res.version, t.table_path, storage_options),
+            )
+        )
+        names = tuple(f"{w.spec.name}:{w.action}" for w in work)
+        new_results.append(
+            replace(r, to_version=res.version, indexes=names, index_seconds=seconds + time.monotonic() - start)
+        )
+        log.info("indexes of %s at v%d: %s in %.2f s", u.table_key, res.version, names, seconds)
+        failpoints.hit("after_index_commit", i)
+    return new_updates, new_results
 
 
 def _resolve_now(graph, sc: _sidecar.Sidecar) -> None:

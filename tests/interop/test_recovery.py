@@ -19,6 +19,7 @@ from pathlib import Path
 
 import lance
 import pyarrow as pa
+import pytest
 
 from omnigraph_spark import Graph
 from omnigraph_spark.store.commits import new_ulid, now_us
@@ -121,6 +122,7 @@ def test_engine_rolls_our_crash_after_all_commits_forward(engine, fixtures_dir, 
     root = str(tmp_path / "g")
     loaded_graph(fixtures_dir, root)
     v_before = manifest_version(root)
+    pin = state(root)["tables"]["node:Person"][0]  # the load's data commit, then its index commit
     crash_our_writer(root, "person", "after_all_commits")
     op = pending_sidecars(root)[0][: -len(".json")]
     copy = twin(root, str(tmp_path / "copy"))
@@ -128,7 +130,7 @@ def test_engine_rolls_our_crash_after_all_commits_forward(engine, fixtures_dir, 
     got = engine_recovers(engine, root)
     assert got["sidecars"] == []
     assert got["version"] == v_before + 1
-    assert got["tables"]["node:Person"] == (3, 6)
+    assert got["tables"]["node:Person"] == (pin + 1, 6)
     assert sorted(r["id"] for r in got["rows"]["node:Person"]) == ["Alice", "Bob", "Charlie", "Diana", "new1", "old"]
     assert got["audits"] == [
         {
@@ -136,12 +138,44 @@ def test_engine_rolls_our_crash_after_all_commits_forward(engine, fixtures_dir, 
             "for_actor": "crash-test",
             "op": op,
             "writer_kind": "Load",
-            "outcomes": [{"table_key": "node:Person", "from_version": 2, "to_version": 3}],
+            "outcomes": [{"table_key": "node:Person", "from_version": pin, "to_version": pin + 1}],
         }
     ]
     assert got["commits"][-1] == (v_before + 1, "omnigraph:recovery")
 
     assert ours_recovers(copy) == got  # our sweep decides exactly as the engine did
+    assert_clean_for_us(root)
+    assert_clean_for_engine(engine, copy)
+
+
+@pytest.mark.parametrize("step", ["after_index_sidecar", "after_index_commit#1"])
+def test_engine_rolls_our_crash_in_the_index_phase_forward(engine, fixtures_dir, tmp_path, step):  # I22
+    """Once every data commit landed, the sidecar says EnsureIndices (Loose): a crash before or
+    after the table's index commit rolls the load forward at whatever HEAD the table reached,
+    in the engine as in ours."""
+    root = str(tmp_path / "g")
+    loaded_graph(fixtures_dir, root)
+    v_before = manifest_version(root)
+    pin = state(root)["tables"]["node:Person"][0]
+    crash_our_writer(root, "person", step)
+    op = pending_sidecars(root)[0][: -len(".json")]
+    copy = twin(root, str(tmp_path / "copy"))
+    head = pin + (2 if step == "after_index_commit#1" else 1)
+
+    got = engine_recovers(engine, root)
+    assert got["sidecars"] == []
+    assert got["version"] == v_before + 1
+    assert got["tables"]["node:Person"] == (head, 6)
+    assert got["audits"] == [
+        {
+            "kind": "RolledForward",
+            "for_actor": "crash-test",
+            "op": op,
+            "writer_kind": "EnsureIndices",
+            "outcomes": [{"table_key": "node:Person", "from_version": pin, "to_version": head}],
+        }
+    ]
+    assert ours_recovers(copy) == got
     assert_clean_for_us(root)
     assert_clean_for_engine(engine, copy)
 
@@ -157,7 +191,8 @@ def test_engine_rolls_our_crash_mid_commit_back(engine, fixtures_dir, tmp_path):
     got = engine_recovers(engine, root)
     assert got["sidecars"] == []
     assert got["rows"] == before["rows"]
-    assert got["tables"]["edge:Knows"] == (4, 3)  # restored: a new version with the old content
+    pin = before["tables"]["edge:Knows"][0]
+    assert got["tables"]["edge:Knows"] == (pin + 2, 3)  # restored: a new version with the old content
     assert got["tables"]["node:Person"] == before["tables"]["node:Person"]
     assert got["audits"] == [
         {
@@ -165,7 +200,7 @@ def test_engine_rolls_our_crash_mid_commit_back(engine, fixtures_dir, tmp_path):
             "for_actor": "crash-test",
             "op": op,
             "writer_kind": "Load",
-            "outcomes": [{"table_key": "edge:Knows", "from_version": 3, "to_version": 2}],
+            "outcomes": [{"table_key": "edge:Knows", "from_version": pin + 1, "to_version": pin}],
         }
     ]
     assert got["commits"][-1] == (got["version"], "omnigraph:recovery")
@@ -206,21 +241,22 @@ def test_we_roll_an_engine_style_crash_forward(engine, fixtures_dir, tmp_path):
     root = str(tmp_path / "g")
     loaded_graph(fixtures_dir, root)
     v_before = manifest_version(root)
-    assert commit_person_with_pylance(root) == 3
-    op = engine_style_sidecar(root, [("node:Person", PERSON, 2)])
+    pin = state(root)["tables"]["node:Person"][0]
+    assert commit_person_with_pylance(root) == pin + 1
+    op = engine_style_sidecar(root, [("node:Person", PERSON, pin)])
     copy = twin(root, str(tmp_path / "copy"))
 
     got = ours_recovers(root)
     assert got["sidecars"] == []
     assert got["version"] == v_before + 1
-    assert got["tables"]["node:Person"] == (3, 5)
+    assert got["tables"]["node:Person"] == (pin + 1, 5)
     assert got["audits"] == [
         {
             "kind": "RolledForward",
             "for_actor": "engine-writer",
             "op": op,
             "writer_kind": "Load",
-            "outcomes": [{"table_key": "node:Person", "from_version": 2, "to_version": 3}],
+            "outcomes": [{"table_key": "node:Person", "from_version": pin, "to_version": pin + 1}],
         }
     ]
     assert got["commits"][-1] == (v_before + 1, "omnigraph:recovery")
@@ -235,20 +271,21 @@ def test_we_roll_an_engine_style_crash_back(engine, fixtures_dir, tmp_path):
     loaded_graph(fixtures_dir, root)
     before = state(root)
     commit_person_with_pylance(root)  # node:Person committed; edge:Knows never was
-    op = engine_style_sidecar(root, [("edge:Knows", KNOWS, 2), ("node:Person", PERSON, 2)])
+    pin, kpin = before["tables"]["node:Person"][0], before["tables"]["edge:Knows"][0]
+    op = engine_style_sidecar(root, [("edge:Knows", KNOWS, kpin), ("node:Person", PERSON, pin)])
     copy = twin(root, str(tmp_path / "copy"))
 
     got = ours_recovers(root)
     assert got["sidecars"] == []
     assert got["rows"] == before["rows"]
-    assert got["tables"]["node:Person"] == (4, 4)
+    assert got["tables"]["node:Person"] == (pin + 2, 4)
     assert got["audits"] == [
         {
             "kind": "RolledBack",
             "for_actor": "engine-writer",
             "op": op,
             "writer_kind": "Load",
-            "outcomes": [{"table_key": "node:Person", "from_version": 3, "to_version": 2}],
+            "outcomes": [{"table_key": "node:Person", "from_version": pin + 1, "to_version": pin}],
         }
     ]
 
