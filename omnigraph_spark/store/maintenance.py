@@ -291,7 +291,9 @@ def _plan(graph, branch: str, only: Iterable[str] | None, target_rows: int, min_
                 res.skipped = SKIP_FEW_FRAGMENTS
                 res.detail = f"{cands} compaction candidate(s) < min_fragments={min_fragments}"
                 continue
-            if _plan_tasks(ds, target_rows) == 0:
+            # index deltas hide adjacent fragments from Lance's planner: they are consolidated first
+            specs = _indexes.expected_indexes(graph.catalog.by_table_key(key))
+            if _plan_tasks(ds, target_rows) == 0 and not _indexes.consolidation(ds, specs)[0]:
                 res.skipped = SKIP_NOTHING
                 res.detail = "Lance's compaction planner found no adjacent small fragments to merge"
                 continue

@@ -87,13 +87,13 @@ def test_reduction_hides_tombstoned(test_graph):
     tomb = manifest.rows_batch(
         [
             {
-                "object_id": "node:Person$tombstone$00000000000000000002",
+                "object_id": "node:Person$tombstone$00000000000000000003",
                 "object_type": "table_tombstone",
                 "table_key": "node:Person",
-                "table_version": 2,
+                "table_version": 3,
             }
         ]
     )
     ds.insert(tomb)
     st = manifest.read_state(lance.dataset(test_graph.root + "/__manifest"), "main")
-    assert "node:Person" not in st.entries and st.latest_visible["node:Person"] == 2
+    assert "node:Person" not in st.entries and st.latest_visible["node:Person"] == 3

@@ -274,18 +274,18 @@ def test_non_json_names_ignored(test_graph):
 
 
 def test_invariant_violation_aborts_and_keeps(test_graph):
-    write_rows(test_graph, "node:Person", people("a"))  # manifest pins 2, HEAD 2
+    write_rows(test_graph, "node:Person", people("a"))  # manifest pins 3, HEAD 3 (data, then indexes)
     t = test_graph.snapshot().tables["node:Person"]
-    # a sidecar whose table HEAD is behind the pin cannot be explained: HEAD 2 < pinned 3
+    # a sidecar whose table HEAD is behind the pin cannot be explained: HEAD 3 < pinned 4
     from omnigraph_spark.store import manifest
 
     manifest.publish(
         test_graph.root,
         "main",
-        [manifest.TableUpdate("node:Person", 3, None, 1, '{"manifest_path":"x"}')],
-        {"node:Person": 2},
+        [manifest.TableUpdate("node:Person", 4, None, 1, '{"manifest_path":"x"}')],
+        {"node:Person": 3},
     )
-    sc = Sidecar.new("main", None, "Load", [SidecarPin("node:Person", t.base_path, 2, 3)])
+    sc = Sidecar.new("main", None, "Load", [SidecarPin("node:Person", t.base_path, 3, 4)])
     sidecar.write(test_graph.storage, test_graph.root, sc)
     with pytest.raises(InvariantViolationError) as e:
         test_graph.recover()

@@ -17,9 +17,11 @@ from .helpers import commit_concurrently, people, rows_of, stage_rows, write_row
 def test_append_publishes_one_version_and_commit_row(test_graph):  # I1, I4
     r = write_rows(test_graph, "node:Person", people("alice", "bob"), actor="etl")
     assert r.manifest_version == 4
-    assert [(t.table_key, t.from_version, t.to_version, t.row_count) for t in r.tables] == [("node:Person", 1, 2, 2)]
+    # the data commit at 2, then one commit creating the indexes the engine expects (I22)
+    assert [(t.table_key, t.from_version, t.to_version, t.row_count) for t in r.tables] == [("node:Person", 1, 3, 2)]
+    assert r.tables[0].indexes == ("id_idx:create", "name_idx:create")
     snap = test_graph.snapshot()
-    assert snap.tables["node:Person"].version == 2 and snap.tables["node:Person"].row_count == 2
+    assert snap.tables["node:Person"].version == 3 and snap.tables["node:Person"].row_count == 2
     assert snap.tables["node:Company"].version == 1
     log = test_graph.log()
     assert [c.manifest_version for c in log] == [3, 4]
@@ -57,13 +59,13 @@ def test_multi_table_load_is_one_commit(test_graph):  # I1
     s2 = stage_rows(test_graph, "edge:Knows", [{"id": "k1", "src": "a", "dst": "b", "since": None}])
     r = writes.commit_load(test_graph, "main", [s1, s2])
     assert len(test_graph.log()) == 2
-    assert {t.table_key: t.to_version for t in r.tables} == {"node:Person": 2, "edge:Knows": 2}
+    assert {t.table_key: t.to_version for t in r.tables} == {"node:Person": 3, "edge:Knows": 3}
 
 
 def test_staged_parts_of_one_table_merge_into_one_commit(test_graph):
     parts = [stage_rows(test_graph, "node:Person", people(n)) for n in ("a", "b", "c")]
     r = writes.commit_load(test_graph, "main", parts)
-    assert r.tables[0].to_version == 2 and r.tables[0].fragments == 3
+    assert r.tables[0].to_version == 3 and r.tables[0].fragments == 3
     assert len(rows_of(test_graph, "node:Person")) == 3
 
 
@@ -89,7 +91,8 @@ def test_append_retargets_after_concurrent_publish(test_graph):
     staged = stage_rows(test_graph, "node:Person", people("late"))
     write_rows(test_graph, "node:Person", people("early"))
     r = writes.commit_load(test_graph, "main", [staged])
-    assert r.tables[0].from_version == 2 and r.tables[0].to_version == 3
+    assert r.tables[0].from_version == 3 and r.tables[0].to_version == 5  # a delta of each index at 5 (I22)
+    assert r.tables[0].indexes == ("id_idx:extend", "name_idx:extend")
     assert rows_of(test_graph, "node:Person") == people("early", "late")
 
 
@@ -153,7 +156,7 @@ def test_concurrent_appends_both_land(test_graph):  # I14
     errors = commit_concurrently(test_graph, staged)
     assert errors == []
     assert [r["id"] for r in rows_of(test_graph, "node:Person")] == ["p0", "p1", "p2", "p3"]
-    assert test_graph.snapshot().tables["node:Person"].version == 5
+    assert test_graph.snapshot().tables["node:Person"].version == 9  # a data and an index commit each (I22)
     log = test_graph.log()
     assert len(log) == 5
     assert all(log[i].parent_commit_id == log[i - 1].graph_commit_id for i in range(1, 5))
@@ -167,13 +170,13 @@ def test_branch_write_forks_lazily_and_records_branch_metadata(test_graph):  # Â
     assert test_graph.snapshot("feature").tables["node:Person"].branch == "main"  # inherited
     write_rows(test_graph, "node:Person", people("b"), branch="feature")
     t = test_graph.snapshot("feature").tables["node:Person"]
-    assert (t.branch, t.version) == ("feature", 3)
+    assert (t.branch, t.version) == ("feature", 5)  # main's 3, then data and index commits (I22)
     assert t.path.endswith("/nodes/40d76f1f51639ec0/tree/feature")
     assert rows_of(test_graph, "node:Person", test_graph.snapshot("feature")) == people("a", "b")
     assert rows_of(test_graph, "node:Person") == people("a")  # main untouched
     assert test_graph.snapshot("feature").tables["node:Company"].branch == "main"  # untouched: not forked
     mds = lance.dataset(f"{test_graph.root}/__manifest").checkout_version(("feature", None))
-    row = [r for r in mds.to_table().to_pylist() if r["object_id"] == "node:Person$00000000000000000003"][0]
+    row = [r for r in mds.to_table().to_pylist() if r["object_id"] == "node:Person$00000000000000000005"][0]
     assert row["table_branch"] == "feature"
     meta = _json.loads(row["metadata"])
     assert "/tree/feature/_versions/" in meta["manifest_path"]
