@@ -11,7 +11,7 @@ hundred thousand distinct tokens. A graph we loaded without indexes is one the e
 cannot write again (docs/interop.md, D6).
 
 So every load leaves each table it touched with every expected index, covering every
-fragment (invariant I22): ``plan`` finds what is missing or stale, ``apply`` builds it
+fragment (invariant I23): ``plan`` finds what is missing or stale, ``apply`` builds it
 (a missing index from scratch, a stale one extended by a delta over the unindexed fragments,
 never merging deltas), and ``store/writes.py`` runs both between the load's data commits and
 its one manifest publish, under the load's sidecar. An INVERTED build that could reach the

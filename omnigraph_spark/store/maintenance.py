@@ -328,7 +328,7 @@ def _compact_one(graph, t, target_rows: int) -> tuple[lance.LanceDataset, int]:
 
 def _consolidate_indexes(graph, t, ds: lance.LanceDataset) -> lance.LanceDataset:
     """Make every index the engine expects on the table one segment over every fragment, in one
-    commit (I22): Lance compacts only fragments one segment covers together, and each load
+    commit (I23): Lance compacts only fragments one segment covers together, and each load
     adds a delta (store/indexes.py)."""
     work, removed = _indexes.consolidation(ds, _indexes.expected_indexes(graph.catalog.by_table_key(t.table_key)))
     if not work:

@@ -243,7 +243,7 @@ class TableResult:
     rows_deleted: int = 0
     #: keys of a delete that matched no committed row (reported, not an error)
     keys_missing: int = 0
-    #: the indexes this commit created or extended by a delta (I22), and the seconds it took
+    #: the indexes this commit created or extended by a delta (I23), and the seconds it took
     indexes: tuple[str, ...] = ()
     index_seconds: float = 0.0
 
@@ -451,7 +451,7 @@ def _txn_landed(graph, rec: dict) -> bool:
 
 def _published_by(snap_state, ds: lance.LanceDataset, key: str, ver: int, operation_id: str) -> bool:
     """Whether ``operation_id``'s commit of ``key`` at ``ver`` is published: at ``ver``, or at
-    ``ver + 1`` by the same operation's index commit (I22)."""
+    ``ver + 1`` by the same operation's index commit (I23)."""
     return any(
         (key, v) in snap_state.existing_versions and _tables.transaction_property(ds, v, OP_PROP) == operation_id
         for v in (ver, ver + 1)
@@ -875,7 +875,7 @@ def _commit_once(
             for u in updates
         ):
             # Someone (an engine heal) rolled our sidecar forward: our write IS published (§H.5),
-            # perhaps before its index commits (I22), which a fast-forward publishes now.
+            # perhaps before its index commits (I23), which a fast-forward publishes now.
             log.info("publish converged: another process rolled operation %s forward", sc.operation_id)
             behind = [u for u in updates if fresh.entries[u.table_key].version < u.version]
             if behind:
@@ -936,7 +936,7 @@ def _index_phase(
     props: dict[str, str],
     facts: Mapping[str, Mapping[str, str]],
 ) -> tuple[list[_manifest.TableUpdate], list[TableResult]]:
-    """I22: every table the load committed gets every index the engine expects, covering every
+    """I23: every table the load committed gets every index the engine expects, covering every
     fragment, published with the load (store/indexes.py says why).
 
     The segments are built first, uncommitted: the long part, while the sidecar still says

@@ -103,7 +103,7 @@ def test_status_human(inited):
     lines = r.out.splitlines()
     assert lines[0] == f"graph {inited}"
     row = next(line for line in lines if line.startswith("node:Person"))
-    assert row.split()[:4] == ["node:Person", "2", "3", "main"]  # data at v2, indexes at v3 (I22)
+    assert row.split()[:4] == ["node:Person", "2", "3", "main"]  # data at v2, indexes at v3 (I23)
     assert "pending recovery sidecars: none" in r.out
     assert "branches: main" in r.out
 
@@ -113,7 +113,7 @@ def test_status_json(inited):
     d = cli("status", inited, "--json").json
     assert d["version"] == res.manifest_version and d["head_commit"] == res.graph_commit_id
     assert d["tables"]["node:Person"] == {
-        "version": 3,  # data at 2, indexes at 3 (I22)
+        "version": 3,  # data at 2, indexes at 3 (I23)
         "branch": "main",
         "row_count": 1,
         "path": d["tables"]["node:Person"]["path"],

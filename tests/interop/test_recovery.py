@@ -149,7 +149,7 @@ def test_engine_rolls_our_crash_after_all_commits_forward(engine, fixtures_dir, 
 
 
 @pytest.mark.parametrize("step", ["after_index_sidecar", "after_index_commit#1"])
-def test_engine_rolls_our_crash_in_the_index_phase_forward(engine, fixtures_dir, tmp_path, step):  # I22
+def test_engine_rolls_our_crash_in_the_index_phase_forward(engine, fixtures_dir, tmp_path, step):  # I23
     """Once every data commit landed, the sidecar says EnsureIndices (Loose): a crash before or
     after the table's index commit rolls the load forward at whatever HEAD the table reached,
     in the engine as in ours."""

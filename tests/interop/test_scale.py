@@ -1,4 +1,4 @@
-"""The engine keeps working on a graph we loaded at scale (invariant I22).
+"""The engine keeps working on a graph we loaded at scale (invariant I23).
 
 A Spark load of 1M keyed nodes and 2M edges, through the JVM path and through the Python
 source; then the real 0.7.2 engine merges into it, mutates it (update, insert, a cascading
@@ -98,14 +98,14 @@ def load(spark, root: str, engine_name: str) -> None:
 @pytest.mark.parametrize("engine_name", ["jvm", "python"])
 def test_engine_merges_mutates_searches_and_exports_a_large_graph_we_loaded(
     engine, spark, tmp_path, engine_name
-):  # I22
+):  # I23
     if engine_name == "jvm":
         need_shim(spark)
     root = str(tmp_path / "g")
     g = Graph.init(root, SCHEMA)
     load(spark, root, engine_name)
 
-    # I22: every index the engine expects is there and covers every row
+    # I23: every index the engine expects is there and covers every row
     snap = g.snapshot()
     for key, want in (("node:Item", {"id_idx", "sku_idx"}), ("edge:Links", {"id_idx", "src_idx", "dst_idx"})):
         ds = g.open_table(key, snap)

@@ -28,7 +28,7 @@ def _bucket_and_prefix(root: str):
 def test_init_write_reopen_read(s3, s3_graph):  # I1, I4
     g = s3_graph
     r = write_rows(g, P, people("alice", "bob", age=3))
-    assert r.manifest_version == g.snapshot().version and r.tables[0].to_version == 3  # data at 2, indexes at 3 (I22)
+    assert r.manifest_version == g.snapshot().version and r.tables[0].to_version == 3  # data at 2, indexes at 3 (I23)
     knows = [{"id": "k1", "src": "alice", "dst": "bob", "since": None}]
     write_rows(g, K, knows)
 

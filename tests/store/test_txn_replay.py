@@ -19,6 +19,9 @@ STEPS = (
     "after_table_commit#1",
     "after_table_commit#2",
     "after_all_commits",
+    "after_index_sidecar",
+    "after_index_commit#1",
+    "after_index_commit#2",
     "after_publish",
     "after_commit_row",
 )

@@ -17,7 +17,7 @@ from .helpers import commit_concurrently, people, rows_of, stage_rows, write_row
 def test_append_publishes_one_version_and_commit_row(test_graph):  # I1, I4
     r = write_rows(test_graph, "node:Person", people("alice", "bob"), actor="etl")
     assert r.manifest_version == 4
-    # the data commit at 2, then one commit creating the indexes the engine expects (I22)
+    # the data commit at 2, then one commit creating the indexes the engine expects (I23)
     assert [(t.table_key, t.from_version, t.to_version, t.row_count) for t in r.tables] == [("node:Person", 1, 3, 2)]
     assert r.tables[0].indexes == ("id_idx:create", "name_idx:create")
     snap = test_graph.snapshot()
@@ -91,7 +91,7 @@ def test_append_retargets_after_concurrent_publish(test_graph):
     staged = stage_rows(test_graph, "node:Person", people("late"))
     write_rows(test_graph, "node:Person", people("early"))
     r = writes.commit_load(test_graph, "main", [staged])
-    assert r.tables[0].from_version == 3 and r.tables[0].to_version == 5  # a delta of each index at 5 (I22)
+    assert r.tables[0].from_version == 3 and r.tables[0].to_version == 5  # a delta of each index at 5 (I23)
     assert r.tables[0].indexes == ("id_idx:extend", "name_idx:extend")
     assert rows_of(test_graph, "node:Person") == people("early", "late")
 
@@ -156,7 +156,7 @@ def test_concurrent_appends_both_land(test_graph):  # I14
     errors = commit_concurrently(test_graph, staged)
     assert errors == []
     assert [r["id"] for r in rows_of(test_graph, "node:Person")] == ["p0", "p1", "p2", "p3"]
-    assert test_graph.snapshot().tables["node:Person"].version == 9  # a data and an index commit each (I22)
+    assert test_graph.snapshot().tables["node:Person"].version == 9  # a data and an index commit each (I23)
     log = test_graph.log()
     assert len(log) == 5
     assert all(log[i].parent_commit_id == log[i - 1].graph_commit_id for i in range(1, 5))
@@ -170,7 +170,7 @@ def test_branch_write_forks_lazily_and_records_branch_metadata(test_graph):  # Â
     assert test_graph.snapshot("feature").tables["node:Person"].branch == "main"  # inherited
     write_rows(test_graph, "node:Person", people("b"), branch="feature")
     t = test_graph.snapshot("feature").tables["node:Person"]
-    assert (t.branch, t.version) == ("feature", 5)  # main's 3, then data and index commits (I22)
+    assert (t.branch, t.version) == ("feature", 5)  # main's 3, then data and index commits (I23)
     assert t.path.endswith("/nodes/40d76f1f51639ec0/tree/feature")
     assert rows_of(test_graph, "node:Person", test_graph.snapshot("feature")) == people("a", "b")
     assert rows_of(test_graph, "node:Person") == people("a")  # main untouched
