@@ -3,9 +3,10 @@
 A Spark load of 1M keyed nodes and 2M edges, through the JVM path and through the Python
 source; then the real 0.7.2 engine merges into it, mutates it (update, insert, a cascading
 delete), full-text searches the key column, optimizes it (with the Lance CPU pool D6 asks for)
-and exports it, and we read what it wrote. Without the indexes our loads leave, the engine's next write would build an INVERTED
-index over 1M keys, which Lance 7.0 never finishes on a machine of three CPUs or fewer
-(docs/interop.md, D6). Every count is checked, and every value through a digest of all rows.
+and exports it, and we read what it wrote. Without the indexes our loads leave, the engine's
+next write would build an INVERTED index over 1M keys, which Lance 7.0 never finishes on a
+machine of three CPUs or fewer (docs/interop.md, D6). Every count is checked, and every
+value through a digest of all rows.
 """
 
 from __future__ import annotations
