@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -251,55 +252,61 @@ def _field_id(ds: lance.LanceDataset, column: str) -> int:
 
 
 def build_segments(
-    ds: lance.LanceDataset, work: list[IndexWork], storage_options: dict[str, str] | None = None
+    uri: str,
+    lance_branch: str | None,
+    version: int,
+    work: list[IndexWork],
+    storage_options: dict[str, str] | None = None,
 ) -> list[Index]:
-    """Build every item of ``work`` on ``ds`` as an uncommitted index segment over its
-    fragments (nothing lands: the caller commits them together, or leaves orphan files that
-    ``cleanup`` removes). Each segment is named as the engine names its index, so a created
-    one is the index and an extending one a delta of it."""
-    templates: dict[str, _Template] = {}
-    storage = RootStorage(ds.uri, storage_options)
-    segments = []
-    for w in work:
-        frags = list(w.fragments)
-        if w.spec.kind == VECTOR:
-            dim = ds.schema.field(w.spec.column).type.list_size
-            # one partition (the engine's IVF_FLAT(1, L2)): its centroid is never compared
-            segments.append(
-                ds.create_index_uncommitted(
-                    w.spec.column,
-                    "IVF_FLAT",
-                    name=w.spec.name,
-                    metric="L2",
-                    num_partitions=1,
-                    fragment_ids=frags,
-                    ivf_centroids=np.zeros((1, dim), dtype=np.float32),
-                )
-            )
-            continue
-        if w.spec.kind not in templates:
-            templates[w.spec.kind] = _template(w.spec.kind)
-        tmpl = templates[w.spec.kind]
-        uid = str(uuid.uuid4())
-        kind = _scalar(w.spec.kind)
-        ds.create_scalar_index(w.spec.column, kind, name=w.spec.name, fragment_ids=frags, index_uuid=uid)
-        index_dir = f"{ds.uri.rstrip('/')}/_indices/{uid}"
-        if tmpl.empty_metadata is not None and not storage.list_dir(index_dir):
-            storage.write_bytes(f"{index_dir}/metadata.lance", tmpl.empty_metadata)  # no token in these rows
-        else:
-            ds.merge_index_metadata(uid, kind)
-        segments.append(
-            Index(
-                uuid=uid,
-                name=w.spec.name,
-                fields=[_field_id(ds, w.spec.column)],
-                dataset_version=ds.version,
-                fragment_ids=set(frags),
-                index_version=tmpl.index_version,
-                index_details=tmpl.index_details,
-            )
+    """Build every item of ``work`` on the table at ``uri`` (its Lance branch, at ``version``)
+    as an uncommitted index segment over its fragments (nothing lands: the caller commits them
+    together, or leaves orphan files that ``cleanup`` removes), one thread and one dataset
+    handle per item, up to the CPU count. Each segment is named as the engine names its index,
+    so a created one is the index and an extending one a delta of it."""
+    templates = {k: _template(k) for k in sorted({w.spec.kind for w in work} - {VECTOR})}
+
+    def one(w: IndexWork) -> Index:
+        ds = open_dataset(uri, branch=lance_branch, version=version, storage_options=storage_options)
+        return _build_one(ds, w, templates.get(w.spec.kind), RootStorage(ds.uri, storage_options))
+
+    if len(work) < 2:
+        return [one(w) for w in work]
+    with ThreadPoolExecutor(max_workers=min(len(work), os.cpu_count() or 1), thread_name_prefix="index") as pool:
+        return list(pool.map(one, work))
+
+
+def _build_one(ds: lance.LanceDataset, w: IndexWork, tmpl: _Template | None, storage: RootStorage) -> Index:
+    frags = list(w.fragments)
+    if w.spec.kind == VECTOR:
+        dim = ds.schema.field(w.spec.column).type.list_size
+        # one partition (the engine's IVF_FLAT(1, L2)): its centroid is never compared
+        return ds.create_index_uncommitted(
+            w.spec.column,
+            "IVF_FLAT",
+            name=w.spec.name,
+            metric="L2",
+            num_partitions=1,
+            fragment_ids=frags,
+            ivf_centroids=np.zeros((1, dim), dtype=np.float32),
         )
-    return segments
+    assert tmpl is not None
+    uid = str(uuid.uuid4())
+    kind = _scalar(w.spec.kind)
+    ds.create_scalar_index(w.spec.column, kind, name=w.spec.name, fragment_ids=frags, index_uuid=uid)
+    index_dir = f"{ds.uri.rstrip('/')}/_indices/{uid}"
+    if tmpl.empty_metadata is not None and not storage.list_dir(index_dir):
+        storage.write_bytes(f"{index_dir}/metadata.lance", tmpl.empty_metadata)  # no token in these rows
+    else:
+        ds.merge_index_metadata(uid, kind)
+    return Index(
+        uuid=uid,
+        name=w.spec.name,
+        fields=[_field_id(ds, w.spec.column)],
+        dataset_version=ds.version,
+        fragment_ids=set(frags),
+        index_version=tmpl.index_version,
+        index_details=tmpl.index_details,
+    )
 
 
 def _segment_to_json(s: Index) -> dict:
@@ -341,7 +348,7 @@ def segments_for(
     INVERTED build could otherwise deadlock (:func:`needs_child`)."""
     ds = open_dataset(uri, branch=lance_branch, version=version, storage_options=storage_options)
     if not needs_child(ds, work):
-        return build_segments(ds, work, storage_options)
+        return build_segments(uri, lance_branch, version, work, storage_options)
     job = {
         "uri": uri,
         "branch": lance_branch,
@@ -371,8 +378,8 @@ def segments_for(
 def _main() -> None:
     """The child process: a job as JSON on stdin, the built segments as JSON on stdout."""
     job = json.loads(sys.stdin.read())
-    ds = open_dataset(job["uri"], branch=job["branch"], version=job["version"], storage_options=job["storage_options"])
-    segments = build_segments(ds, [IndexWork.from_json(w) for w in job["work"]], job["storage_options"])
+    work = [IndexWork.from_json(w) for w in job["work"]]
+    segments = build_segments(job["uri"], job["branch"], job["version"], work, job["storage_options"])
     sys.stdout.write(json.dumps([_segment_to_json(s) for s in segments]))
 
 

@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import lance
@@ -948,16 +949,19 @@ def _index_phase(
     """
     storage_options = graph.storage_options
     lb = None if branch == MAIN else branch
-    todo: dict[str, tuple[list[_indexes.IndexWork], list, float]] = {}
-    for u in updates:
+
+    def build(u: _manifest.TableUpdate) -> tuple[list[_indexes.IndexWork], list, float]:
         specs = _indexes.expected_indexes(graph.catalog.by_table_key(u.table_key))
         uri = snap.table(u.table_key).base_path
         start = time.monotonic()
         ds = _tables.open_dataset(uri, branch=lb, version=u.version, storage_options=storage_options)
         work = _indexes.plan(ds, specs)
-        if work:
-            segments = _indexes.segments_for(uri, lb, u.version, work, storage_options)
-            todo[u.table_key] = (work, segments, time.monotonic() - start)
+        segments = _indexes.segments_for(uri, lb, u.version, work, storage_options) if work else []
+        return work, segments, time.monotonic() - start
+
+    with ThreadPoolExecutor(max_workers=max(1, len(updates)), thread_name_prefix="index-table") as pool:
+        built = dict(zip((u.table_key for u in updates), pool.map(build, updates), strict=True))
+    todo = {key: b for key, b in built.items() if b[0]}
     if not todo:
         return updates, results
     _sidecar.write(graph.storage, graph.root, replace(sc, writer_kind="EnsureIndices"))
