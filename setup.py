@@ -7,7 +7,7 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
-#: the one version of the wheel and of the shim jar inside it (omnigraph_spark/_version.py)
+#: the one version of the wheel and of the shim jar inside it (omnigraph_spark/version.py)
 VERSION = (Path(__file__).parent / "omnigraph_spark" / "VERSION").read_text(encoding="utf-8").strip()
 
 setup(

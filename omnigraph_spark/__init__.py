@@ -8,7 +8,7 @@ worker of every session to look up data sources, before any of them is used.
 
 from . import errors
 from ._lance_import import defer_rest_client
-from ._version import __version__  # noqa: F401 (the package version)
+from .version import __version__  # noqa: F401 (the package version)
 
 defer_rest_client()  # before this package imports lance: its REST client's APIs load on first use
 

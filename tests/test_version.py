@@ -1,4 +1,4 @@
-"""One version for the wheel and the shim jar: ``omnigraph_spark/VERSION`` (omnigraph_spark/_version.py).
+"""One version for the wheel and the shim jar: ``omnigraph_spark/VERSION`` (omnigraph_spark/version.py).
 
 setup.py reads that file, ``make jvm-shim`` passes it to Maven as ``-Drevision``, and the jar's name
 (``SHIM_JAR``) carries it. jvm-shim/pom.xml's default ``revision`` (what a plain ``mvn verify`` or an

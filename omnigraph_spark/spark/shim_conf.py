@@ -30,8 +30,8 @@ import os
 from collections.abc import Iterable
 from importlib import resources
 
-from .._version import __version__
 from ..errors import OptionError
+from ..version import __version__
 from .runtime import warm_imports
 
 #: the shim jar's file name: Maven's ``<artifactId>-<version>.jar`` (jvm-shim/pom.xml), the
