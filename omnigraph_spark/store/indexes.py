@@ -14,9 +14,9 @@ So every load leaves each table it touched with every expected index, covering e
 fragment (invariant I23): ``plan`` finds what is missing or stale, ``apply`` builds it
 (a missing index from scratch, a stale one extended by a delta over the unindexed fragments,
 never merging deltas), and ``store/writes.py`` runs both between the load's data commits and
-its one manifest publish, under the load's sidecar. An INVERTED build that could reach the
-deadlock runs in a child process whose Lance CPU pool has at least two threads
-(:func:`needs_child`); everything else runs in the calling process.
+its one manifest publish, under the load's sidecar. Large builds, and INVERTED builds that
+could reach the deadlock, run in a child process whose Lance CPU pool has at least two threads
+(:func:`needs_child`); small ones run in the calling process.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ _TYPE_URL_SUFFIX = {BTREE: "BTreeIndexDetails", INVERTED: "InvertedIndexDetails"
 INLINE_TEXT_BYTES = 256 * 1024
 #: past this many rows the text is not measured: the build goes to the child process
 INLINE_MEASURE_ROWS = 50_000
+#: index work over this many rows in all runs in a child process whatever its kind
+CHILD_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -195,8 +197,12 @@ def lance_cpu_threads() -> int:
 
 
 def needs_child(ds: lance.LanceDataset, work: list[IndexWork]) -> bool:
-    """Whether ``work`` must run in a child process: an INVERTED build that could reach Lance
-    7.0's single-thread deadlock, in a process whose CPU pool has one thread."""
+    """Whether ``work`` runs in a child process: a build over ``CHILD_ROWS`` rows or more (its
+    memory, gigabytes at tens of millions of rows, is then the child's and goes back to the
+    system when it ends, so the driver's stays bounded), or an INVERTED build that could reach
+    Lance 7.0's single-thread deadlock in a process whose CPU pool has one thread."""
+    if sum(w.rows for w in work) >= CHILD_ROWS:
+        return True
     fts = [w for w in work if w.spec.kind == INVERTED]
     if not fts or lance_cpu_threads() >= 2:
         return False
@@ -344,8 +350,8 @@ def segments_for(
     storage_options: dict[str, str] | None = None,
 ) -> list[Index]:
     """Build ``work`` on the table at ``uri`` (its Lance branch, at ``version``) in this
-    process, or in a child process with a Lance CPU pool of two threads or more where an
-    INVERTED build could otherwise deadlock (:func:`needs_child`)."""
+    process, or in a child process with a Lance CPU pool of two threads or more where the work
+    is large or an INVERTED build could otherwise deadlock (:func:`needs_child`)."""
     ds = open_dataset(uri, branch=lance_branch, version=version, storage_options=storage_options)
     if not needs_child(ds, work):
         return build_segments(uri, lance_branch, version, work, storage_options)

@@ -137,3 +137,14 @@ def test_merges_and_overwrites_leave_every_fragment_covered(test_graph, mode):  
     for segments in described(ds).values():
         assert set().union(*segments) >= frags
     assert not indexes.plan(ds, indexes.expected_indexes(test_graph.catalog.by_table_key("node:Person")))
+
+
+def test_a_large_build_runs_in_a_child_process_whatever_its_kind(test_graph, monkeypatch, caplog):  # I23
+    """Index work over CHILD_ROWS rows runs in a child process, so its memory is never the
+    driver's; the segments are the same."""
+    monkeypatch.setattr(indexes, "CHILD_ROWS", 1)
+    write_rows(test_graph, "node:Person", people("alice"))
+    with caplog.at_level(logging.INFO, logger="omnigraph_spark.store.indexes"):
+        write_rows(test_graph, "edge:Knows", [{"id": "k1", "src": "alice", "dst": "alice", "since": None}])
+    assert "['id_idx', 'src_idx', 'dst_idx'] on" in caplog.text and "in a child process" in caplog.text
+    assert set(described(test_graph.open_table("edge:Knows"))) == {"id_idx", "src_idx", "dst_idx"}
