@@ -142,6 +142,16 @@ def test_engine_merges_mutates_searches_and_exports_a_large_graph_we_loaded(
         + "".join(json.dumps({"type": "Item", "data": {"sku": f"n{i:07d}", "price": i}}) + "\n" for i in range(5))
     )
     engine.run("load", "--data", merge, "--mode", "merge", root, "--json", timeout=600)
+    # its append: new items, and links from them into the items we loaded
+    append = tmp_path / "append.jsonl"
+    append.write_text(
+        "".join(json.dumps({"type": "Item", "data": {"sku": f"a{i:07d}", "price": 100 + i}}) + "\n" for i in range(3))
+        + "".join(
+            json.dumps({"edge": "Links", "from": f"a{i:07d}", "to": sku(i), "data": {"weight": 7}}) + "\n"
+            for i in range(3)
+        )
+    )
+    engine.run("load", "--data", append, "--mode", "append", root, "--json", timeout=600)
     run("set_price", sku=sku(7), price=42)
     run("add_item", sku="n9999999", price=7)
     run("drop_item", sku=sku(10))  # cascades to its 2 outgoing and its incoming links
@@ -165,12 +175,14 @@ def test_engine_merges_mutates_searches_and_exports_a_large_graph_we_loaded(
     prices.update({f"n{i:07d}": i for i in range(5)})
     prices[sku(7)] = 42
     prices["n9999999"] = 7
+    prices.update({f"a{i:07d}": 100 + i for i in range(3)})
     del prices[sku(10)]
     links = {}
     for i in range(N):
         for w, t in zip((i, -i), targets(i), strict=True):
             if sku(10) not in (sku(i), sku(t)):
                 links[(sku(i), sku(t), w)] = True
+    links.update({(f"a{i:07d}", sku(i), 7): True for i in range(3)})
     want_items = digest(prices.items())
     want_links = digest(((s, d), w) for s, d, w in links)
 
