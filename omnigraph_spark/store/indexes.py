@@ -30,7 +30,7 @@ import sys
 import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, cast
 
 import lance
@@ -97,6 +97,40 @@ class IndexWork:
     @classmethod
     def from_json(cls, o: dict) -> IndexWork:
         return cls(IndexSpec(o["column"], o["kind"]), o["action"], tuple(o["fragments"]), int(o["rows"]))
+
+
+@dataclass(frozen=True)
+class IndexJob:
+    """The index work of one table: ``work`` on the table at ``uri`` (its Lance ``branch``, at
+    ``version``). A value: the child process receives it as JSON."""
+
+    uri: str
+    branch: str | None
+    version: int
+    work: tuple[IndexWork, ...]
+    storage_options: dict[str, str] | None = field(default=None, repr=False)  # credentials
+
+    def open(self) -> lance.LanceDataset:
+        return open_dataset(self.uri, branch=self.branch, version=self.version, storage_options=self.storage_options)
+
+    def to_json(self) -> dict:
+        return {
+            "uri": self.uri,
+            "branch": self.branch,
+            "version": self.version,
+            "work": [w.to_json() for w in self.work],
+            "storage_options": self.storage_options,
+        }
+
+    @classmethod
+    def from_json(cls, o: dict) -> IndexJob:
+        return cls(
+            o["uri"],
+            o["branch"],
+            int(o["version"]),
+            tuple(IndexWork.from_json(w) for w in o["work"]),
+            o["storage_options"],
+        )
 
 
 def _prop_kind(t: PropType) -> str | None:
@@ -257,23 +291,18 @@ def _field_id(ds: lance.LanceDataset, column: str) -> int:
     raise StorageError(f"table '{ds.uri}' has no column '{column}' to index", path=ds.uri)
 
 
-def build_segments(
-    uri: str,
-    lance_branch: str | None,
-    version: int,
-    work: list[IndexWork],
-    storage_options: dict[str, str] | None = None,
-) -> list[Index]:
-    """Build every item of ``work`` on the table at ``uri`` (its Lance branch, at ``version``)
-    as an uncommitted index segment over its fragments (nothing lands: the caller commits them
-    together, or leaves orphan files that ``cleanup`` removes), one thread and one dataset
-    handle per item, up to the CPU count. Each segment is named as the engine names its index,
-    so a created one is the index and an extending one a delta of it."""
+def build_segments(job: IndexJob) -> list[Index]:
+    """Build every item of ``job`` as an uncommitted index segment over its fragments
+    (nothing lands: the caller commits them together, or leaves orphan files that ``cleanup``
+    removes), one thread and one dataset handle per item, up to the CPU count. Each segment is
+    named as the engine names its index, so a created one is the index and an extending one a
+    delta of it."""
+    work = job.work
     templates = {k: _template(k) for k in sorted({w.spec.kind for w in work} - {VECTOR})}
 
     def one(w: IndexWork) -> Index:
-        ds = open_dataset(uri, branch=lance_branch, version=version, storage_options=storage_options)
-        return _build_one(ds, w, templates.get(w.spec.kind), RootStorage(ds.uri, storage_options))
+        ds = job.open()
+        return _build_one(ds, w, templates.get(w.spec.kind), RootStorage(ds.uri, job.storage_options))
 
     if len(work) < 2:
         return [one(w) for w in work]
@@ -342,50 +371,39 @@ def _segment_from_json(o: dict) -> Index:
     )
 
 
-def segments_for(
-    uri: str,
-    lance_branch: str | None,
-    version: int,
-    work: list[IndexWork],
-    storage_options: dict[str, str] | None = None,
-) -> list[Index]:
-    """Build ``work`` on the table at ``uri`` (its Lance branch, at ``version``) in this
-    process, or in a child process with a Lance CPU pool of two threads or more where the work
-    is large or an INVERTED build could otherwise deadlock (:func:`needs_child`)."""
-    ds = open_dataset(uri, branch=lance_branch, version=version, storage_options=storage_options)
-    if not needs_child(ds, work):
-        return build_segments(uri, lance_branch, version, work, storage_options)
-    job = {
-        "uri": uri,
-        "branch": lance_branch,
-        "version": version,
-        "work": [w.to_json() for w in work],
-        "storage_options": storage_options,
-    }
+def segments_for(job: IndexJob) -> list[Index]:
+    """Build ``job`` in this process, or in a child process with a Lance CPU pool of two
+    threads or more where the work is large or an INVERTED build could otherwise deadlock
+    (:func:`needs_child`)."""
+    if not needs_child(job.open(), list(job.work)):
+        return build_segments(job)
     env = dict(os.environ, LANCE_CPU_THREADS=str(max(2, lance_cpu_threads())))
     log.info(
         "building %s on %s in a child process (Lance CPU pool of %s threads)",
-        [w.spec.name for w in work],
-        uri,
+        [w.spec.name for w in job.work],
+        job.uri,
         env["LANCE_CPU_THREADS"],
     )
     p = subprocess.run(
-        [sys.executable, "-m", __name__], input=json.dumps(job), capture_output=True, text=True, env=env, check=False
+        [sys.executable, "-m", __name__],
+        input=json.dumps(job.to_json()),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if p.returncode != 0:
         raise StorageError(
-            f"building the indexes of '{uri}' failed in its child process "
+            f"building the indexes of '{job.uri}' failed in its child process "
             f"(exit {p.returncode}): {p.stderr.strip()[-2000:]}",
-            path=uri,
+            path=job.uri,
         )
     return [_segment_from_json(o) for o in json.loads(p.stdout)]
 
 
 def _main() -> None:
     """The child process: a job as JSON on stdin, the built segments as JSON on stdout."""
-    job = json.loads(sys.stdin.read())
-    work = [IndexWork.from_json(w) for w in job["work"]]
-    segments = build_segments(job["uri"], job["branch"], job["version"], work, job["storage_options"])
+    segments = build_segments(IndexJob.from_json(json.loads(sys.stdin.read())))
     sys.stdout.write(json.dumps([_segment_to_json(s) for s in segments]))
 
 

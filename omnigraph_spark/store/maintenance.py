@@ -333,7 +333,8 @@ def _consolidate_indexes(graph, t, ds: lance.LanceDataset) -> lance.LanceDataset
     work, removed = _indexes.consolidation(ds, _indexes.expected_indexes(graph.catalog.by_table_key(t.table_key)))
     if not work:
         return ds
-    segments = _indexes.segments_for(t.base_path, t.lance_branch, ds.version, work, graph.storage_options)
+    job = _indexes.IndexJob(t.base_path, t.lance_branch, ds.version, tuple(work), graph.storage_options)
+    segments = _indexes.segments_for(job)
     op = lance.LanceOperation.CreateIndex(new_indices=segments, removed_indices=removed)
     res = _tables.commit_operation(ds, op, ds.version, t.table_key)
     log.info(

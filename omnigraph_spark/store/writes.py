@@ -956,7 +956,8 @@ def _index_phase(
         start = time.monotonic()
         ds = _tables.open_dataset(uri, branch=lb, version=u.version, storage_options=storage_options)
         work = _indexes.plan(ds, specs)
-        segments = _indexes.segments_for(uri, lb, u.version, work, storage_options) if work else []
+        job = _indexes.IndexJob(uri, lb, u.version, tuple(work), storage_options)
+        segments = _indexes.segments_for(job) if work else []
         return work, segments, time.monotonic() - start
 
     with ThreadPoolExecutor(max_workers=max(1, len(updates)), thread_name_prefix="index-table") as pool:
