@@ -946,19 +946,24 @@ def _index_phase(
     crash from here on rolls the load forward at whatever HEAD each table reached) and each
     table gets one ``CreateIndex`` commit at pin + 2 carrying the load's properties and facts
     (the version the manifest pins is the one whose transaction readers look them up in).
+    Indexes are derived state: a build or a commit Lance refuses leaves the table at its data
+    commit, with a warning, and the load goes on (a later load or ``optimize`` builds them).
     """
     storage_options = graph.storage_options
     lb = None if branch == MAIN else branch
 
     def build(u: _manifest.TableUpdate) -> tuple[list[_indexes.IndexWork], list, float]:
-        specs = _indexes.expected_indexes(graph.catalog.by_table_key(u.table_key))
-        uri = snap.table(u.table_key).base_path
         start = time.monotonic()
-        ds = _tables.open_dataset(uri, branch=lb, version=u.version, storage_options=storage_options)
-        work = _indexes.plan(ds, specs)
-        job = _indexes.IndexJob(uri, lb, u.version, tuple(work), storage_options)
-        segments = _indexes.segments_for(job) if work else []
-        return work, segments, time.monotonic() - start
+        try:
+            specs = _indexes.expected_indexes(graph.catalog.by_table_key(u.table_key))
+            uri = snap.table(u.table_key).base_path
+            ds = _tables.open_dataset(uri, branch=lb, version=u.version, storage_options=storage_options)
+            work = _indexes.plan(ds, specs)
+            job = _indexes.IndexJob(uri, lb, u.version, tuple(work), storage_options)
+            return work, _indexes.segments_for(job) if work else [], time.monotonic() - start
+        except Exception as e:  # the load's data is committed: its indexes never fail it (below)
+            log.warning("indexes of %s not built (%s): the next load or optimize builds them", u.table_key, e)
+            return [], [], time.monotonic() - start
 
     with ThreadPoolExecutor(max_workers=max(1, len(updates)), thread_name_prefix="index-table") as pool:
         built = dict(zip((u.table_key for u in updates), pool.map(build, updates), strict=True))
@@ -979,7 +984,16 @@ def _index_phase(
         ds = _tables.open_dataset(t.base_path, branch=lb, storage_options=storage_options)
         _tables.check_head(ds, u.version, u.table_key)
         op = lance.LanceOperation.CreateIndex(new_indices=segments, removed_indices=[])
-        res = _tables.commit_operation(ds, op, u.version, u.table_key, {**facts.get(u.table_key, {}), **props})
+        try:
+            res = _tables.commit_operation(ds, op, u.version, u.table_key, {**facts.get(u.table_key, {}), **props})
+        except TableDriftError as e:
+            # Lance refused it, so nothing landed: the table stays at its data commit. Raising it
+            # would let commit_load retry the load's data on top. Any other error leaves the
+            # index commit's fate unknown: it propagates, and recovery rolls the load forward.
+            log.warning("indexes of %s not committed (%s): the next load or optimize builds them", u.table_key, e)
+            new_updates.append(u)
+            new_results.append(r)
+            continue
         loc = table_uri(graph.root, t.table_path, u.table_branch)
         new_updates.append(
             _manifest.TableUpdate(

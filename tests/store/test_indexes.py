@@ -148,3 +148,41 @@ def test_a_large_build_runs_in_a_child_process_whatever_its_kind(test_graph, mon
         write_rows(test_graph, "edge:Knows", [{"id": "k1", "src": "alice", "dst": "alice", "since": None}])
     assert "['id_idx', 'src_idx', 'dst_idx'] on" in caplog.text and "in a child process" in caplog.text
     assert set(described(test_graph.open_table("edge:Knows"))) == {"id_idx", "src_idx", "dst_idx"}
+
+
+def test_an_index_failure_never_fails_or_repeats_the_load(test_graph, monkeypatch, caplog):  # I23
+    """Indexes are derived state: a build that fails, or an index commit Lance refuses, leaves
+    the load committed once at its data commit, with a warning; the next load builds them."""
+    from omnigraph_spark.errors import TableDriftError
+    from omnigraph_spark.store import tables, writes
+
+    def broken(job):
+        raise RuntimeError("no space left for the index")
+
+    monkeypatch.setattr(indexes, "segments_for", broken)
+    with caplog.at_level(logging.WARNING, logger="omnigraph_spark.store.writes"):
+        r = write_rows(test_graph, "node:Person", people("alice"))
+    assert "indexes of node:Person not built (no space left for the index)" in caplog.text
+    assert (r.tables[0].to_version, r.tables[0].indexes) == (2, ())
+    assert test_graph.snapshot().table("node:Person").version == 2
+    monkeypatch.undo()
+
+    real = tables.commit_operation
+
+    def refuse_index_commits(ds, op, expected, table, props=None):
+        if isinstance(op, lance.LanceOperation.CreateIndex):
+            raise TableDriftError(f"commit to table '{table}' conflicted with a concurrent commit", table=table)
+        return real(ds, op, expected, table, props)
+
+    monkeypatch.setattr(writes._tables, "commit_operation", refuse_index_commits)
+    with caplog.at_level(logging.WARNING, logger="omnigraph_spark.store.writes"):
+        r = write_rows(test_graph, "node:Person", people("bob"))
+    assert "indexes of node:Person not committed" in caplog.text
+    assert r.tables[0].to_version == 3 and r.attempts == 1  # the data once, never retried
+    assert [x["id"] for x in rows_of(test_graph, "node:Person")] == ["alice", "bob"]
+    assert test_graph.pending_sidecars() == []
+    monkeypatch.undo()
+
+    r = write_rows(test_graph, "node:Person", people("carol"))
+    assert r.tables[0].indexes == ("id_idx:create", "name_idx:create")  # over every fragment
+    assert described(test_graph.open_table("node:Person"))["name_idx"] == [{0, 1, 2}]
