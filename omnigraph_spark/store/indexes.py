@@ -2,7 +2,7 @@
 
 The engine gives every node table a BTree on ``id`` and, for each single-column ``@key`` or
 ``@index`` property, an index chosen by the property's type; every edge table a BTree on
-``id``, ``src`` and ``dst`` (docs/format.md, "Indexes"). Before each of its writes it builds
+``id``, ``src`` and ``dst`` (docs/format.md §4, "Indexes"). Before each of its writes it builds
 the ones a table lacks (by column and index type, whatever their names). Lance 7.0's INVERTED
 build deadlocks when Lance's CPU pool has a single thread (a posting-list producer blocks on a
 one-slot queue while holding the only thread its consumer needs); the pool has one thread by
@@ -11,10 +11,11 @@ hundred thousand distinct tokens. A graph we loaded without indexes is one the e
 cannot write again (docs/interop.md, D6).
 
 So every load leaves each table it touched with every expected index, covering every
-fragment (invariant I23): ``plan`` finds what is missing or stale, ``apply`` builds it
-(a missing index from scratch, a stale one extended by a delta over the unindexed fragments,
-never merging deltas), and ``store/writes.py`` runs both between the load's data commits and
-its one manifest publish, under the load's sidecar. Large builds, and INVERTED builds that
+fragment (invariant I23): ``plan`` finds what is missing or stale, ``segments_for`` builds it
+as uncommitted segments (a missing index from scratch, a stale one extended by a delta over the
+unindexed fragments, never merging deltas), and ``store/writes.py`` runs both between the
+load's data commits and its one manifest publish, under the load's sidecar, and commits the
+segments. ``consolidation`` makes each index one segment again, for ``optimize``. Large builds, and INVERTED builds that
 could reach the deadlock, run in a child process whose Lance CPU pool has at least two threads
 (:func:`needs_child`); small ones run in the calling process.
 """
