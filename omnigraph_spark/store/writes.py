@@ -248,6 +248,11 @@ class TableResult:
     indexes: tuple[str, ...] = ()
     index_seconds: float = 0.0
 
+    @classmethod
+    def unchanged(cls, key: str, table, keys_missing: int = 0) -> TableResult:
+        """A table the load staged but did not commit (a delete whose keys matched nothing)."""
+        return cls(key, table.version, table.version, 0, table.row_count, 0, 0, 0, keys_missing)
+
 
 @dataclass(frozen=True)
 class Checked:
@@ -738,20 +743,7 @@ def _commit_once(
             None,
             snap.version,
             branch,
-            tuple(
-                TableResult(
-                    k,
-                    snap.table(k).version,
-                    snap.table(k).version,
-                    0,
-                    snap.table(k).row_count,
-                    0,
-                    0,
-                    0,
-                    verdict.missing.get(k, 0),
-                )
-                for k in sorted(by_key)
-            ),
+            tuple(TableResult.unchanged(k, snap.table(k), verdict.missing.get(k, 0)) for k in sorted(by_key)),
             None,
             attempts=attempt,
         )
@@ -847,19 +839,7 @@ def _commit_once(
     failpoints.hit("after_all_commits")
     updates, results = _index_phase(graph, branch, snap, sc, updates, results, props, facts)
     results += [
-        TableResult(
-            k,
-            snap.table(k).version,
-            snap.table(k).version,
-            0,
-            snap.table(k).row_count,
-            0,
-            0,
-            0,
-            verdict.missing.get(k, 0),
-        )
-        for k in sorted(by_key)
-        if k not in touched
+        TableResult.unchanged(k, snap.table(k), verdict.missing.get(k, 0)) for k in sorted(by_key) if k not in touched
     ]
     expected = {p.table_key: p.expected_version for p in pins}
     try:
