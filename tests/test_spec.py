@@ -2,13 +2,15 @@
 
 The JVM shim's JUnit tests (jvm-shim/src/test/java) read the same files and check the Java side,
 so each file pins the two runtimes together field by field: key fingerprints (I15), ULID text,
-the per-row rules' errors, filter pushdown, side-file layouts and the planner's answers."""
+the per-row rules' errors, filter pushdown, side-file layouts, the planner's answers and the
+error codes."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +19,13 @@ import pytest
 from ulid import ULID
 
 from omnigraph_spark import errors
+from omnigraph_spark.cli.codes import CLI_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE
 from omnigraph_spark.ingest.casts import Ctx
 from omnigraph_spark.ingest.convert import encode_ulids
 from omnigraph_spark.ingest.fingerprints import fingerprints
 from omnigraph_spark.ingest.rules import check_enum, check_not_null
 from omnigraph_spark.spark import bridge
+from omnigraph_spark.spark.error_tags import error_classes
 from omnigraph_spark.spark.filters import ColumnKind, translate
 from omnigraph_spark.spark.writer import tag_error
 from omnigraph_spark.store import side_files
@@ -152,3 +156,65 @@ def test_the_planners_answers_are_the_bridges():
         assert want["message"] == (
             err["message"] if err["message"].startswith(cls_prefix) else f"{err['class']}: {err['message']}"
         ), c["name"]
+
+
+# -- error codes ---------------------------------------------------------------------------------
+
+
+def _error_tree() -> dict[str, type[errors.OmnigraphError]]:
+    """Every OmnigraphError class there is, by name, in errors.py's order (subclasses anywhere
+    in the package count: the spec must list them, and they must live in errors.py)."""
+    found, todo = [], [errors.OmnigraphError]
+    while todo:
+        c = todo.pop()
+        found.append(c)
+        todo.extend(c.__subclasses__())
+    order = list(vars(errors))
+    return {c.__name__: c for c in sorted(found, key=lambda c: order.index(c.__name__) if c.__name__ in order else -1)}
+
+
+def test_the_error_tree_is_the_spec_class_by_class():
+    spec = load("error_codes.json")
+    tree = _error_tree()
+    assert [e["class"] for e in spec["errors"]] == list(tree), "the spec lists errors.py's classes in order"
+    for e in spec["errors"]:
+        cls = tree[e["class"]]
+        assert cls.__module__ == errors.__name__, e["class"]
+        got = {
+            "code": cls.code,
+            "bases": [b.__name__ for b in cls.__bases__],
+            "retryable": cls.retryable,
+        }
+        assert got == {k: e[k] for k in got}, e["class"]
+        assert e["meaning"] and set(e["raised_by"]) <= {"python", "jvm"}, e["class"]
+    codes = [e["code"] for e in spec["errors"]]
+    assert len(set(codes)) == len(codes), "a code names one class"
+    # the driver turns a code that crossed the JVM back into its class
+    assert {c: k.__name__ for c, k in error_classes().items()} == {e["code"]: e["class"] for e in spec["errors"]}
+
+
+def test_the_python_runtime_raises_exactly_the_codes_the_spec_says():
+    """raised_by lists "python" when some module of the package constructs the class (a parent
+    caught for its children, or a reserved code, is constructed nowhere)."""
+    spec = load("error_codes.json")
+    package = Path(errors.__file__).parent
+    sources = "".join(
+        p.read_text(encoding="utf-8") for p in sorted(package.rglob("*.py")) if p != Path(errors.__file__)
+    )
+    for e in spec["errors"]:
+        constructed = re.search(rf"(?<!class )(?<![\w]){e['class']}\(", sources) is not None
+        assert constructed == ("python" in e["raised_by"]), (e["class"], e["raised_by"])
+        if "jvm" in e["raised_by"]:
+            assert "python" in e["raised_by"], f"{e['code']}: the Python path refuses what the JVM path refuses"
+
+
+def test_troubleshooting_has_a_section_for_each_code_and_no_other():
+    spec = load("error_codes.json")
+    text = (SPEC.parent / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^### `([A-Z0-9_]+)`", text, re.M)
+    assert sorted(sections) == sorted(e["code"] for e in spec["errors"])
+    table = dict(re.findall(r"^\| `([A-Z0-9_]+)` \| (\d+) \|", text, re.M))
+    assert table == {c["code"]: str(c["exit"]) for c in spec["cli"]}
+    assert [c["code"] for c in spec["cli"]] == list(CLI_CODES)
+    exits = {"USAGE": EXIT_USAGE, "INTERRUPTED": EXIT_INTERRUPTED}
+    assert all(c["exit"] == exits.get(c["code"], EXIT_ERROR) for c in spec["cli"])
