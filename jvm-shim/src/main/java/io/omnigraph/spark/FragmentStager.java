@@ -226,7 +226,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
         continue;
       }
       long us = micros.get(i);
-      if (Math.floorMod(us, 1000L) != 0) {
+      if (!ProjectedRow.wholeMillis(us)) {
         java.time.Instant at = java.time.Instant.ofEpochSecond(Math.floorDiv(us, 1_000_000L),
             Math.floorMod(us, 1_000_000L) * 1000L);
         throw new RowRules.RowRuleException(ErrorCodes.TYPE_MISMATCH, spec.label + " column '" + out.getName()
@@ -234,7 +234,7 @@ final class FragmentStager implements DataWriter<InternalRow> {
             + "milliseconds (" + spec.where + " " + partitionId + ")", spec.label, out.getName(), rows + i,
             "'" + at + "'");
       }
-      out.set(i, Math.floorDiv(us, 1000L));
+      out.set(i, ProjectedRow.millis(us));
     }
     out.setValueCount(n);
   }
