@@ -2,29 +2,56 @@
 
 The JVM shim's JUnit tests (jvm-shim/src/test/java) read the same files and check the Java side,
 so each file pins the two runtimes together field by field: key fingerprints (I15), ULID text,
-the per-row rules' errors, filter pushdown, side-file layouts and the planner's answers."""
+the per-row rules' errors, filter pushdown, side-file layouts, the planner's answers, the error
+codes and the type kinds with their widening."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import json
+import re
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 from ulid import ULID
 
 from omnigraph_spark import errors
+from omnigraph_spark.cli.codes import CLI_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE
 from omnigraph_spark.ingest.casts import Ctx
-from omnigraph_spark.ingest.convert import encode_ulids
+from omnigraph_spark.ingest.convert import RowConverter, encode_ulids
 from omnigraph_spark.ingest.fingerprints import fingerprints
 from omnigraph_spark.ingest.rules import check_enum, check_not_null
-from omnigraph_spark.spark import bridge
+from omnigraph_spark.schema import compile_schema
+from omnigraph_spark.schema.catalog import SCALARS, PropType
+from omnigraph_spark.spark import bridge, jvm_write
+from omnigraph_spark.spark.error_tags import error_classes
 from omnigraph_spark.spark.filters import ColumnKind, translate
+from omnigraph_spark.spark.jvm_read import column_blockers
+from omnigraph_spark.spark.types import arrow_target_schema, spark_type
 from omnigraph_spark.spark.writer import tag_error
 from omnigraph_spark.store import side_files
+from omnigraph_spark.store.writes import WriteTarget
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
 
@@ -152,3 +179,235 @@ def test_the_planners_answers_are_the_bridges():
         assert want["message"] == (
             err["message"] if err["message"].startswith(cls_prefix) else f"{err['class']}: {err['message']}"
         ), c["name"]
+
+
+# -- error codes ---------------------------------------------------------------------------------
+
+
+def _error_tree() -> dict[str, type[errors.OmnigraphError]]:
+    """Every OmnigraphError class there is, by name, in errors.py's order (subclasses anywhere
+    in the package count: the spec must list them, and they must live in errors.py)."""
+    found, todo = [], [errors.OmnigraphError]
+    while todo:
+        c = todo.pop()
+        found.append(c)
+        todo.extend(c.__subclasses__())
+    order = list(vars(errors))
+    return {c.__name__: c for c in sorted(found, key=lambda c: order.index(c.__name__) if c.__name__ in order else -1)}
+
+
+def test_the_error_tree_is_the_spec_class_by_class():
+    spec = load("error_codes.json")
+    tree = _error_tree()
+    assert [e["class"] for e in spec["errors"]] == list(tree), "the spec lists errors.py's classes in order"
+    for e in spec["errors"]:
+        cls = tree[e["class"]]
+        assert cls.__module__ == errors.__name__, e["class"]
+        got = {
+            "code": cls.code,
+            "bases": [b.__name__ for b in cls.__bases__],
+            "retryable": cls.retryable,
+        }
+        assert got == {k: e[k] for k in got}, e["class"]
+        assert e["meaning"] and set(e["raised_by"]) <= {"python", "jvm"}, e["class"]
+    codes = [e["code"] for e in spec["errors"]]
+    assert len(set(codes)) == len(codes), "a code names one class"
+    # the driver turns a code that crossed the JVM back into its class
+    assert {c: k.__name__ for c, k in error_classes().items()} == {e["code"]: e["class"] for e in spec["errors"]}
+
+
+def test_the_python_runtime_raises_exactly_the_codes_the_spec_says():
+    """raised_by lists "python" when some module of the package constructs the class (a parent
+    caught for its children, or a reserved code, is constructed nowhere)."""
+    spec = load("error_codes.json")
+    package = Path(errors.__file__).parent
+    sources = "".join(
+        p.read_text(encoding="utf-8") for p in sorted(package.rglob("*.py")) if p != Path(errors.__file__)
+    )
+    for e in spec["errors"]:
+        constructed = re.search(rf"(?<!class )(?<![\w]){e['class']}\(", sources) is not None
+        assert constructed == ("python" in e["raised_by"]), (e["class"], e["raised_by"])
+        if "jvm" in e["raised_by"]:
+            assert "python" in e["raised_by"], f"{e['code']}: the Python path refuses what the JVM path refuses"
+
+
+def test_troubleshooting_has_a_section_for_each_code_and_no_other():
+    spec = load("error_codes.json")
+    text = (SPEC.parent / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^### `([A-Z0-9_]+)`", text, re.M)
+    assert sorted(sections) == sorted(e["code"] for e in spec["errors"])
+    table = dict(re.findall(r"^\| `([A-Z0-9_]+)` \| (\d+) \|", text, re.M))
+    assert table == {c["code"]: str(c["exit"]) for c in spec["cli"]}
+    assert [c["code"] for c in spec["cli"]] == list(CLI_CODES)
+    exits = {"USAGE": EXIT_USAGE, "INTERRUPTED": EXIT_INTERRUPTED}
+    assert all(c["exit"] == exits.get(c["code"], EXIT_ERROR) for c in spec["cli"])
+
+
+# -- type kinds and widening ---------------------------------------------------------------------
+
+#: the Spark input types spec/type_widening.json names, by their simpleString
+_SPARK_INPUTS = {
+    t.simpleString(): t
+    for t in (
+        ByteType(),
+        ShortType(),
+        IntegerType(),
+        LongType(),
+        FloatType(),
+        DoubleType(),
+        DecimalType(20, 2),
+        StringType(),
+        BooleanType(),
+        DateType(),
+        TimestampType(),
+        TimestampNTZType(),
+        BinaryType(),
+    )
+}
+
+
+def _prop_type(kind: str) -> PropType:
+    if kind.startswith("Vector("):
+        return PropType("Vector", nullable=True, vector_dim=int(kind[len("Vector(") : -1]))
+    return PropType(kind, nullable=True)
+
+
+def _input_arrow(spark_type) -> pa.DataType:
+    """The Arrow type Spark hands the Python path for an input column (timestamps in UTC)."""
+    return arrow_target_schema(StructType([StructField("p", spark_type)])).field("p").type
+
+
+def _typedef(kind: str):
+    return compile_schema(f"node Item {{\n    p: {kind}?\n}}\n").catalog().resolve("Item")
+
+
+def _input_values(spark_type, values: list) -> pa.Array:
+    def one(v):
+        if v is None or isinstance(spark_type, (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType)):
+            return v
+        if isinstance(spark_type, DecimalType):
+            return Decimal(v)
+        if isinstance(spark_type, DateType):
+            return dt.date.fromisoformat(v)
+        if isinstance(spark_type, (TimestampType, TimestampNTZType)):
+            return dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        return v
+
+    return pa.array([one(v) for v in values], _input_arrow(spark_type))
+
+
+def _stored(arr: pa.Array) -> list:
+    """A converted column as the spec writes stored values (Date: days, DateTime: ms)."""
+    if pa.types.is_date32(arr.type):
+        return arr.cast(pa.int32()).to_pylist()
+    if pa.types.is_date64(arr.type):
+        return arr.cast(pa.int64()).to_pylist()
+    return arr.to_pylist()
+
+
+def _convert(spark_type, kind: str, values: list) -> pa.Array:
+    """The Python path's conversion of one input column into a ``kind?`` property."""
+    batch = pa.RecordBatch.from_arrays([_input_values(spark_type, values)], names=["p"])
+    return RowConverter(_typedef(kind)).convert(batch).column("p")
+
+
+def test_each_kinds_arrow_and_spark_types_are_the_catalogs():
+    spec = load("type_widening.json")
+    assert set(spec["kinds"]) == set(SCALARS) | {"Vector(3)"}
+    for kind, want in spec["kinds"].items():
+        t = _prop_type(kind)
+        assert str(t.arrow_type()) == want["arrow"], kind
+        assert spark_type(t).simpleString() == want["spark"], kind
+        stored = pa.schema([pa.field("p", t.arrow_type())])
+        readable = not column_blockers(stored, arrow_target_schema(StructType([StructField("p", spark_type(t))])))
+        assert readable == want["jvm_read"], kind
+
+
+def test_the_widening_matrix_is_the_python_paths():
+    """Every (input, kind) pair: refused at planning (an empty batch already fails), or
+    converted, exactly or value by value (the golden cases show which)."""
+    spec = load("type_widening.json")
+    assert set(spec["inputs"]) == set(spec["writes"]) == set(_SPARK_INPUTS)
+    scalars = [k for k in SCALARS if k != "Blob"]
+    for name, want in spec["inputs"].items():
+        st = _SPARK_INPUTS[name]
+        assert str(_input_arrow(st)) == want["arrow"], name
+        assert want["jvm"] == bridge._INPUT_KINDS.get(type(st).__name__, "other"), name
+        assert list(spec["writes"][name]) == scalars, name
+        for kind, verdict in spec["writes"][name].items():
+            try:
+                _convert(st, kind, [])
+                refused = False
+            except errors.TypeMismatchError:
+                refused = True
+            assert refused == (verdict == "refused"), (name, kind, verdict)
+    cases: dict[tuple[str, str], list[dict]] = {}
+    for c in spec["cases"]:
+        cases.setdefault((c["input"], c["kind"]), []).append(c)
+    jvm = {(j["input"], j["kind"]): j for j in spec["jvm"]}
+    for name, kind in cases:
+        assert spec["writes"][name][kind] != "refused", (name, kind)
+    for name, row in spec["writes"].items():
+        for kind, verdict in row.items():
+            cs = cases.get((name, kind), [])
+            if verdict == "checked":  # a value that does not convert, and one that does
+                assert any("error" in c for c in cs) and any("out" in c for c in cs), (name, kind)
+            if verdict == "exact":
+                assert not any("error" in c for c in cs), (name, kind)
+                assert (name, kind) in jvm and "check" not in jvm[(name, kind)], (name, kind)
+                if spec["kinds"][kind]["jvm_sink"] != name:  # a conversion the JVM makes: shown by values
+                    assert cs, (name, kind)
+    for (name, kind), j in jvm.items():
+        assert spec["writes"][name][kind] == ("checked" if "check" in j else "exact"), (name, kind)
+
+
+def test_the_golden_values_are_the_python_paths():
+    spec = load("type_widening.json")
+    for c in spec["cases"]:
+        st, where = _SPARK_INPUTS[c["input"]], (c["input"], c["kind"], c["in"])
+        if "error" in c:
+            with pytest.raises(errors.TypeMismatchError) as raised:
+                _convert(st, c["kind"], c["in"])
+            assert raised.value.code == c["error"]["code"] and raised.value.context["row"] == c["error"]["row"], where
+        else:
+            assert _stored(_convert(st, c["kind"], c["in"])) == c["out"], where
+
+
+def test_the_jvm_planners_widen_exactly_the_spec_pairs():
+    """jvm_write.plan_stage (the sink's plan) and bridge.projection (ProjectedRow's mapping)
+    take a pair to the JVM iff the spec's jvm list has it, with its 'to'; their tables
+    (jvm_write._WIDENS, bridge._WIDENING) are the spec's, kind by kind."""
+    spec = load("type_widening.json")
+    jvm = {(j["input"], j["kind"]): j["to"] for j in spec["jvm"]}
+    for name, row in spec["writes"].items():
+        st = _SPARK_INPUTS[name]
+        schema = StructType([StructField("p", st)])
+        for kind in row:
+            td = _typedef(kind)
+            target = WriteTarget("/g", td.table_key, "append", "main", "/g/t", None, 1, td.arrow_schema())
+            plan, why = jvm_write.plan_stage(td, target, schema)
+            if (name, kind) not in jvm:
+                assert plan is None and why, (name, kind)
+                continue
+            assert plan is not None and not why, (name, kind, why)
+            ((_, _, sink_type, _),) = [c for c in plan.columns if c[0] == "p"]
+            assert sink_type.simpleString() == spec["kinds"][kind]["jvm_sink"], (name, kind)
+            cols, why = bridge.projection(plan, schema)
+            assert not why, (name, kind, why)
+            ((col,),) = [[c for c in cols if c["column"] == "p"]]
+            same = name == spec["kinds"][kind]["jvm_sink"]
+            assert (col["from"], col["to"]) == (spec["inputs"][name]["jvm"], "same" if same else jvm[(name, kind)])
+    tos = {"int": "IntegerType", "long": "LongType", "float": "FloatType", "double": "DoubleType"}
+    want: dict[str, tuple[str, set[str]]] = {}
+    for (name, _), to in jvm.items():
+        if to in tos:
+            want.setdefault(tos[to], (to, set()))[1].add(spec["inputs"][name]["jvm"])
+    assert {k: (to, set(froms)) for k, (to, froms) in bridge._WIDENING.items()} == want
+    widens = {}
+    for arrow, (sink, accepted) in jvm_write._WIDENS.items():
+        (kind,) = [k for k, v in spec["kinds"].items() if v["arrow"] == str(arrow)]
+        widens[kind] = (sink.simpleString(), {t().simpleString() for t in accepted})
+    assert widens == {
+        kind: (spec["kinds"][kind]["jvm_sink"], {n for (n, k), to in jvm.items() if k == kind})
+        for kind in {k for (_, k), to in jvm.items() if not to.startswith("micros")}
+    }

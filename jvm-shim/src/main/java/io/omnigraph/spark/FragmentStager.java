@@ -226,15 +226,15 @@ final class FragmentStager implements DataWriter<InternalRow> {
         continue;
       }
       long us = micros.get(i);
-      if (Math.floorMod(us, 1000L) != 0) {
+      if (!ProjectedRow.wholeMillis(us)) {
         java.time.Instant at = java.time.Instant.ofEpochSecond(Math.floorDiv(us, 1_000_000L),
             Math.floorMod(us, 1_000_000L) * 1000L);
-        throw new RowRules.RowRuleException("TYPE_MISMATCH", spec.label + " column '" + out.getName() + "' row "
-            + (rows + i) + ": value '" + at + "' (timestamp[us]) has a sub-millisecond part; DateTime stores "
+        throw new RowRules.RowRuleException(ErrorCodes.TYPE_MISMATCH, spec.label + " column '" + out.getName()
+            + "' row " + (rows + i) + ": value '" + at + "' (timestamp[us]) has a sub-millisecond part; DateTime stores "
             + "milliseconds (" + spec.where + " " + partitionId + ")", spec.label, out.getName(), rows + i,
             "'" + at + "'");
       }
-      out.set(i, Math.floorDiv(us, 1000L));
+      out.set(i, ProjectedRow.millis(us));
     }
     out.setValueCount(n);
   }

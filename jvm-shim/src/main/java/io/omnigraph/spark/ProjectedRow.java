@@ -69,14 +69,19 @@ final class ProjectedRow {
       output = out;
     }
 
+    /**
+     * The conversion of an input column read as {@code from} into {@code to}: exactly the pairs of
+     * spec/type_widening.json's "jvm" list ({@code TypeWideningTest}), the identity ("same") and
+     * the planner's null column; anything else is refused, never coerced.
+     */
     private static int op(String from, String to) {
       switch (to) {
         case "null":
-          return NULL;
+          return pick(from, to, new String[] {"null"}, NULL);
         case "micros_date":
-          return DATE_TO_MICROS;
+          return pick(from, to, new String[] {"date"}, DATE_TO_MICROS);
         case "micros_ts":
-          return LONG;
+          return pick(from, to, new String[] {"timestamp"}, LONG);
         case "same":
           switch (from) {
             case "bool": return BOOL;
@@ -89,27 +94,27 @@ final class ProjectedRow {
             default: return AS_IS;
           }
         case "int":
-          return pick(from, new String[] {"byte", "short", "int"}, BYTE_TO_INT, SHORT_TO_INT, INT);
+          return pick(from, to, new String[] {"byte", "short", "int"}, BYTE_TO_INT, SHORT_TO_INT, INT);
         case "long":
-          return pick(from, new String[] {"byte", "short", "int", "long"}, BYTE_TO_LONG, SHORT_TO_LONG,
+          return pick(from, to, new String[] {"byte", "short", "int", "long"}, BYTE_TO_LONG, SHORT_TO_LONG,
               INT_TO_LONG, LONG);
         case "float":
-          return pick(from, new String[] {"byte", "short", "float"}, BYTE_TO_FLOAT, SHORT_TO_FLOAT, FLOAT);
+          return pick(from, to, new String[] {"byte", "short", "float"}, BYTE_TO_FLOAT, SHORT_TO_FLOAT, FLOAT);
         case "double":
-          return pick(from, new String[] {"byte", "short", "int", "float", "double"}, BYTE_TO_DOUBLE,
+          return pick(from, to, new String[] {"byte", "short", "int", "float", "double"}, BYTE_TO_DOUBLE,
               SHORT_TO_DOUBLE, INT_TO_DOUBLE, FLOAT_TO_DOUBLE, DOUBLE);
         default:
           throw new IllegalArgumentException("projection: unknown conversion to '" + to + "'");
       }
     }
 
-    private static int pick(String from, String[] froms, int... ops) {
+    private static int pick(String from, String to, String[] froms, int... ops) {
       for (int i = 0; i < froms.length; i++) {
         if (froms[i].equals(from)) {
           return ops[i];
         }
       }
-      throw new IllegalArgumentException("projection: no widening from '" + from + "'");
+      throw new IllegalArgumentException("projection: no conversion from '" + from + "' to '" + to + "'");
     }
 
     private static DataType outputType(int op, DataType input) {
@@ -152,6 +157,16 @@ final class ProjectedRow {
       }
       return true;
     }
+  }
+
+  /** Whether a DateTime given as Spark microseconds {@code us} is a whole millisecond (what it stores). */
+  static boolean wholeMillis(long us) {
+    return Math.floorMod(us, 1000L) == 0;
+  }
+
+  /** A DateTime's stored milliseconds for Spark microseconds {@code us} (exact when {@link #wholeMillis}). */
+  static long millis(long us) {
+    return Math.floorDiv(us, 1000L);
   }
 
   private final Mapping m;

@@ -59,8 +59,8 @@ final class RowRules {
       FieldVector v = root.getVector(r.column);
       if (r.notNull != null && v.getNullCount() > 0) {
         int i = firstNull(v);
-        throw new RowRuleException("NULL_VIOLATION", spec.label + " column '" + r.column + "' row " + (offset + i)
-            + ": non-nullable property '" + r.column + "' (" + r.notNull + ") is null (" + where + ")",
+        throw new RowRuleException(ErrorCodes.NULL_VIOLATION, spec.label + " column '" + r.column + "' row "
+            + (offset + i) + ": non-nullable property '" + r.column + "' (" + r.notNull + ") is null (" + where + ")",
             spec.label, r.column, offset + i, null);
       }
       if (r.allowed != null) {
@@ -85,7 +85,7 @@ final class RowRules {
       if (!ok.contains(values.bytes, values.starts[k], values.lens[k])) {
         int i = values.nulls == 0 ? k : nthNonNull(v, k);
         String value = new String(values.bytes, values.starts[k], values.lens[k], StandardCharsets.UTF_8);
-        throw new RowRuleException("CONSTRAINT_VIOLATION", spec.label + " column '" + r.column + "' row "
+        throw new RowRuleException(ErrorCodes.CONSTRAINT_VIOLATION, spec.label + " column '" + r.column + "' row "
             + (offset + i) + ": invalid enum value " + pythonRepr(value) + " for " + spec.typeName + "." + r.column
             + " (expected: " + String.join(", ", r.allowed) + ") (" + where + ")",
             spec.label, r.column, offset + i, pythonRepr(value));
