@@ -192,9 +192,10 @@ def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> d
     steps of docs/databricks.md with the test's paths, run in order in one namespace as a
     notebook runs its cells, ``display`` collecting the rows it is shown. A conf set on the
     session (``spark.conf.set``, by a cell or by the connector) that is not in
-    ``accepted_confs`` is refused, as serverless refuses it. Then: where ``omnigraph_spark`` comes from in this process and in
-    the server's Python workers, whether the session has the JVM paths, and the graph at
-    ``root`` the cells left."""
+    ``accepted_confs`` is refused, as serverless refuses it. Then: where ``omnigraph_spark``
+    comes from in this process and in the server's Python workers, whether the session has the
+    JVM paths, how a bad row's ``df.write`` and a load above ``distributedCheckRows`` fail, and
+    the graph at ``root`` the cells left."""
     from pyspark.sql.connect.conf import RuntimeConf
     from pyspark.sql.functions import udf
 
@@ -252,6 +253,14 @@ def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> d
     bad_write = refused(
         lambda: namespace["bad"].write.format("omnigraph").option("type", "Person").mode("append").save(root)
     )
+    # a key given twice, checked as Spark jobs of this session (distributedCheckRows=1): the
+    # load-wide checks of a large load, through Spark Connect, which has no SparkContext
+    repeated = spark.createDataFrame(
+        [("Cy", 30, "Faro", "analyst"), ("Cy", 31, "Faro", "analyst")], "name string, age int, city string, role string"
+    )
+    distributed = refused(
+        lambda: omnigraph_spark.write_graph(root, {"Person": repeated}, options={"distributedCheckRows": "1"})
+    )
     # engine=jvm: only the shim's provider satisfies it; the Python source refuses it, naming why
     jvm_read = refused(
         lambda: spark.read.format("omnigraph").option("type", "Person").option("engine", "jvm").load(root).collect()
@@ -265,6 +274,7 @@ def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> d
         "shim_blocker": shim_blocker(spark),
         "jvm_read": jvm_read,
         "bad_write": bad_write,
+        "distributed": distributed,
         "server_conf": {k: spark.conf.get(k) for k in (PUSHDOWN_CONF, HIDE_TRACEBACK)},
         "graph": {
             t: _records(spark.read.format("omnigraph").option("type", t).load(root), ("id",) if t == "WorksAt" else ())

@@ -21,7 +21,9 @@ The cells are the ```python blocks of docs/databricks.md's "Notebook steps" sect
 with only the volume's path replaced by a temporary directory, so the doc and this test cannot
 drift: create the graph, ``df.write.format("omnigraph")`` with ``.mode``, ``spark.read`` with a
 filter (``display``), ``write_graph``, then a bad row through ``write_graph`` and ``df.write``.
-What a cell prints must be what the comment after its ``print(...)`` says.
+What a cell prints must be what the comment after its ``print(...)`` says. After the cells, the
+client runs a load above ``distributedCheckRows`` with a key given twice: its load-wide checks run
+as Spark jobs of the client's session (I21), where a Connect session has no SparkContext.
 """
 
 from __future__ import annotations
@@ -179,6 +181,10 @@ def test_the_documented_notebook_steps_run_on_a_serverless_stand_in(serverless, 
     first = remote["bad_write"]["first_line"]
     assert first.startswith("[PYTHON_DATA_SOURCE_ERROR] ") and first.endswith(": Traceback (most recent call last):")
 
+    # a load's checks as Spark jobs of the client's session: the same typed error
+    assert remote["distributed"]["typed"].startswith("KeyConflictError: [KEY_CONFLICT] append to node Person:")
+    assert "distributed unique check of node:Person: failed" in " ".join(remote["log"])
+
     # the graph the steps left: the bad rows committed nothing, and left no staged file
     lu = {"id": "Lu", "name": "Lu", "age": 17, "born": None, "city": "Porto", "role": "designer", "skills": None}
     assert remote["graph"] == {
@@ -195,5 +201,5 @@ def test_the_documented_notebook_steps_run_on_a_serverless_stand_in(serverless, 
         ],
         "WorksAt": [{"src": "Ada", "dst": "Globex", "title": "CTO", "start": None}],
     }
-    assert remote["commits"] == 3  # init, the df.write, the write_graph: none from a bad row
+    assert remote["commits"] == 3  # init, the df.write, the write_graph: none from a refused load
     assert remote["staging_left"] == []
