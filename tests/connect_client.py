@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 #: what each load and read of :func:`load_and_read` logs on the JVM path (graph_io, jvm_read)
@@ -187,16 +188,44 @@ def stream_and_read(spark, root: str, work: str, query_id: str) -> dict[str, Any
     }
 
 
+@contextlib.contextmanager
+def serverless_confs(accepted: list[str], tried: list[str]) -> Iterator[None]:
+    """While open, ``spark.conf.set`` of a key not in ``accepted`` raises, as serverless refuses
+    it; every key set is appended to ``tried``. This process only."""
+    from pyspark.sql.connect.conf import RuntimeConf
+
+    set_conf = RuntimeConf.set
+
+    def serverless_set(self, key: str, value) -> None:
+        tried.append(key)
+        if key not in accepted:
+            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available.")
+        set_conf(self, key, value)
+
+    RuntimeConf.set = serverless_set  # type: ignore[method-assign]  # the stand-in's rule
+    try:
+        yield
+    finally:
+        RuntimeConf.set = set_conf  # type: ignore[method-assign]
+
+
 def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> dict[str, Any]:
     """The serverless stand-in's client (tests/spark/test_serverless.py): ``cells``, the notebook
     steps of docs/databricks.md with the test's paths, run in order in one namespace as a
-    notebook runs its cells, ``display`` collecting the rows it is shown. A conf set on the
-    session (``spark.conf.set``, by a cell or by the connector) that is not in
-    ``accepted_confs`` is refused, as serverless refuses it. Then: where ``omnigraph_spark``
-    comes from in this process and in the server's Python workers, whether the session has the
-    JVM paths, how a bad row's ``df.write`` and a load above ``distributedCheckRows`` fail, and
-    the graph at ``root`` the cells left."""
-    from pyspark.sql.connect.conf import RuntimeConf
+    notebook runs its cells, ``display`` collecting the rows it is shown. Then: where
+    ``omnigraph_spark`` comes from in this process and in the server's Python workers, whether
+    the session has the JVM paths, how a bad row's ``df.write`` and a load above
+    ``distributedCheckRows`` fail, and the graph at ``root`` the cells left. Throughout, a conf
+    set on the session (by a cell or by the connector) that is not in ``accepted_confs`` is
+    refused (:func:`serverless_confs`); ``conf_sets`` lists every key set."""
+    conf_sets: list[str] = []
+    with serverless_confs(accepted_confs, conf_sets):
+        report = _notebook(spark, cells, root)
+    report["conf_sets"] = conf_sets
+    return report
+
+
+def _notebook(spark, cells: list[str], root: str) -> dict[str, Any]:
     from pyspark.sql.functions import udf
 
     import omnigraph_spark
@@ -205,16 +234,6 @@ def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> d
     from omnigraph_spark.spark.reader import PUSHDOWN_CONF
     from omnigraph_spark.spark.shim_conf import HIDE_TRACEBACK
 
-    conf_sets: list[str] = []
-    set_conf = RuntimeConf.set
-
-    def serverless_set(self, key: str, value) -> None:
-        conf_sets.append(key)
-        if key not in accepted_confs:
-            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available.")
-        set_conf(self, key, value)
-
-    RuntimeConf.set = serverless_set  # type: ignore[method-assign]  # this process only: the stand-in's rule
     shown: list[list[dict[str, Any]]] = []
     namespace: dict[str, Any] = {
         "__name__": "__notebook__",
@@ -222,14 +241,11 @@ def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> d
         "display": lambda df: shown.append(_records(df)),
     }
     printed: list[list[str]] = []
-    try:
-        for i, cell in enumerate(cells, 1):
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                exec(compile(cell, f"notebook cell {i}", "exec"), namespace)  # the documented steps themselves
-            printed.append(out.getvalue().splitlines())
-    finally:
-        RuntimeConf.set = set_conf  # type: ignore[method-assign]
+    for i, cell in enumerate(cells, 1):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(cell, f"notebook cell {i}", "exec"), namespace)  # the documented steps themselves
+        printed.append(out.getvalue().splitlines())
 
     @udf("string")
     def package_file(_):
@@ -268,7 +284,6 @@ def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> d
     return {
         "printed": printed,
         "shown": shown,
-        "conf_sets": conf_sets,
         "client_package": omnigraph_spark.__file__,
         "task_package": spark.range(1).select(package_file("id").alias("f")).first()["f"],
         "shim_blocker": shim_blocker(spark),
