@@ -5,7 +5,9 @@ sources, installed into a fresh virtual environment whose processes see no check
 nothing into the checkout (setuptools' ``build/`` and ``*.egg-info``, ``dist/``, which
 ``make wheel`` and tests/test_wheel.py use at the same time on another pytest worker), and
 leaves out the shim jar (``omnigraph_spark/jars/*.jar``, present in a checkout after
-``make wheel``): a wheel for compute where no jar can load, which needs no Maven build.
+``make wheel``): a wheel for compute where no jar can load, which needs no Maven build. pip
+builds it as ``make wheel`` does, in an isolated build environment (setuptools from PyPI or
+pip's cache).
 
 :func:`install` makes the environment: ``python -m venv --without-pip``, the wheel installed
 into it with ``--no-deps`` by this interpreter's pip, and its dependencies (pyspark, pylance,
