@@ -8,11 +8,14 @@ Usage: python tests/connect_client.py sc://127.0.0.1:<port> <scenario> '<json pa
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 #: what each load and read of :func:`load_and_read` logs on the JVM path (graph_io, jvm_read)
@@ -37,6 +40,11 @@ def _rows(df, drop=()) -> list[list[Any]]:
     for r in df.select(*cols).collect():
         out.append([v.isoformat() if isinstance(v, (dt.date, dt.datetime)) else v for v in r])
     return sorted(out, key=lambda row: json.dumps(row, default=str))
+
+
+def _records(df, drop=()) -> list[dict[str, Any]]:
+    """The rows of ``df`` as column -> value, without ``drop``, sorted."""
+    return [dict(zip([c for c in df.columns if c not in drop], row)) for row in _rows(df, drop)]
 
 
 def load_and_read(spark, root: str, jsonl: str) -> dict[str, Any]:
@@ -180,6 +188,117 @@ def stream_and_read(spark, root: str, work: str, query_id: str) -> dict[str, Any
     }
 
 
+@contextlib.contextmanager
+def serverless_confs(accepted: list[str], tried: list[str]) -> Iterator[None]:
+    """While open, ``spark.conf.set`` of a key not in ``accepted`` raises, as serverless refuses
+    it; every key set is appended to ``tried``. This process only."""
+    from pyspark.sql.connect.conf import RuntimeConf
+
+    set_conf = RuntimeConf.set
+
+    def serverless_set(self, key: str, value) -> None:
+        tried.append(key)
+        if key not in accepted:
+            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available.")
+        set_conf(self, key, value)
+
+    RuntimeConf.set = serverless_set  # type: ignore[method-assign]  # the stand-in's rule
+    try:
+        yield
+    finally:
+        RuntimeConf.set = set_conf  # type: ignore[method-assign]
+
+
+def notebook(spark, cells: list[str], accepted_confs: list[str], root: str) -> dict[str, Any]:
+    """The serverless stand-in's client (tests/spark/test_serverless.py): ``cells``, the notebook
+    steps of docs/databricks.md with the test's paths, run in order in one namespace as a
+    notebook runs its cells, ``display`` collecting the rows it is shown. Then: where
+    ``omnigraph_spark`` comes from in this process and in the server's Python workers, whether
+    the session has the JVM paths, how a bad row's ``df.write`` and a load above
+    ``distributedCheckRows`` fail, and the graph at ``root`` the cells left. Throughout, a conf
+    set on the session (by a cell or by the connector) that is not in ``accepted_confs`` is
+    refused (:func:`serverless_confs`); ``conf_sets`` lists every key set."""
+    conf_sets: list[str] = []
+    with serverless_confs(accepted_confs, conf_sets):
+        report = _notebook(spark, cells, root)
+    report["conf_sets"] = conf_sets
+    return report
+
+
+def _notebook(spark, cells: list[str], root: str) -> dict[str, Any]:
+    from pyspark.sql.functions import udf
+
+    import omnigraph_spark
+    from omnigraph_spark import Graph, unwrap_error
+    from omnigraph_spark.spark.jvm_read import shim_blocker
+    from omnigraph_spark.spark.reader import PUSHDOWN_CONF
+    from omnigraph_spark.spark.shim_conf import HIDE_TRACEBACK
+
+    shown: list[list[dict[str, Any]]] = []
+    namespace: dict[str, Any] = {
+        "__name__": "__notebook__",
+        "spark": spark,
+        "display": lambda df: shown.append(_records(df)),
+    }
+    printed: list[list[str]] = []
+    for i, cell in enumerate(cells, 1):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(cell, f"notebook cell {i}", "exec"), namespace)  # the documented steps themselves
+        printed.append(out.getvalue().splitlines())
+
+    @udf("string")
+    def package_file(_):
+        import omnigraph_spark as task_package  # in the server's Python worker: what it imports
+
+        return task_package.__file__
+
+    def refused(run) -> dict[str, str] | None:
+        """How ``run`` failed: its exception's first line, and the typed error it carries."""
+        try:
+            run()
+            return None
+        except Exception as e:  # the failure is the result
+            err = unwrap_error(e)
+            return {
+                "first_line": (str(e).splitlines() or [""])[0],
+                "typed": f"{type(err).__name__}: {err}" if err is not None else "",
+            }
+
+    # the bad row's df.write once more, to see the whole exception the cell caught
+    bad_write = refused(
+        lambda: namespace["bad"].write.format("omnigraph").option("type", "Person").mode("append").save(root)
+    )
+    # a key given twice, checked as Spark jobs of this session (distributedCheckRows=1): the
+    # load-wide checks of a large load, through Spark Connect, which has no SparkContext
+    repeated = spark.createDataFrame(
+        [("Cy", 30, "Faro", "analyst"), ("Cy", 31, "Faro", "analyst")], "name string, age int, city string, role string"
+    )
+    distributed = refused(
+        lambda: omnigraph_spark.write_graph(root, {"Person": repeated}, options={"distributedCheckRows": "1"})
+    )
+    # engine=jvm: only the shim's provider satisfies it; the Python source refuses it, naming why
+    jvm_read = refused(
+        lambda: spark.read.format("omnigraph").option("type", "Person").option("engine", "jvm").load(root).collect()
+    )
+    return {
+        "printed": printed,
+        "shown": shown,
+        "client_package": omnigraph_spark.__file__,
+        "task_package": spark.range(1).select(package_file("id").alias("f")).first()["f"],
+        "shim_blocker": shim_blocker(spark),
+        "jvm_read": jvm_read,
+        "bad_write": bad_write,
+        "distributed": distributed,
+        "server_conf": {k: spark.conf.get(k) for k in (PUSHDOWN_CONF, HIDE_TRACEBACK)},
+        "graph": {
+            t: _records(spark.read.format("omnigraph").option("type", t).load(root), ("id",) if t == "WorksAt" else ())
+            for t in ("Person", "Company", "WorksAt")
+        },
+        "commits": len(Graph.open(root).log()),
+    }
+
+
 def staging_left(root: str) -> list[str]:
     """Files left in the graph's staging journals (each load removes its own, hand-off included)."""
     d = os.path.join(root, "_omnigraph_spark", "staging")
@@ -212,6 +331,9 @@ def main(argv: list[str]) -> int:
             Graph.init(params["root"], open(params["schema"], encoding="utf-8").read())
             report["result"] = stream_and_read(spark, params["root"], params["work"], params["query_id"])
             report["commits"] = [c.actor_id for c in Graph.open(params["root"]).log()]
+            report["staging_left"] = staging_left(params["root"])
+        elif scenario == "notebook":
+            report.update(notebook(spark, params["cells"], params["accepted_confs"], params["root"]))
             report["staging_left"] = staging_left(params["root"])
         elif scenario == "probe":
             from omnigraph_spark.spark.jvm_read import shim_blocker

@@ -5,8 +5,7 @@ through ``spark.jars``, the Lance Java SDK through ``spark.jars.packages`` (Ivy:
 on first use, then Ivy's cache in the user's home).
 
 The fresh venv gets the wheel with ``--no-deps``; its dependencies (pyspark, pylance, ...) come
-from this test environment's site-packages through a ``.pth`` line, which adds that directory
-without running its own ``.pth`` files, so the checkout's editable install stays invisible.
+from this test environment's site-packages (tests/wheel_env.py, :func:`~tests.wheel_env.install`).
 """
 
 from __future__ import annotations
@@ -17,13 +16,14 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from omnigraph_spark.spark.shim_conf import SHIM_JAR
+
+from .wheel_env import install
 
 pytestmark = pytest.mark.slow
 
@@ -68,16 +68,7 @@ def test_wheel_carries_the_shim_and_configure_spark_loads_it(tmp_path, test_sche
     wheels = sorted(glob.glob(str(ROOT / "dist" / "omnigraph_spark-*.whl")), key=os.path.getmtime)
     assert wheels, "make wheel wrote no wheel into dist/"
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    py = str(venv / "bin" / "python")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", wheels[-1]], check=True, timeout=600)
-    site = subprocess.run(
-        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    Path(site, "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # this env's packages
+    py = str(install(Path(wheels[-1]), venv))
     env = {
         k: v
         for k, v in os.environ.items()

@@ -45,7 +45,7 @@ from ..ingest.checks import KEY_CONFLICT_SAMPLE, card_violation, dangling_error,
 from ..schema.catalog import TypeDef
 from ..store import tables as _tables
 from ..store.writes import IdSource, Replaced, StagedTable, quote_sql_string
-from .jvm_read import shim_loaded
+from .jvm_read import default_parallelism, is_connect, shim_loaded
 from .memo import Once
 from .parallel import run_checks
 
@@ -193,8 +193,19 @@ class _Unsupported(Exception):
 
 
 #: the job tag of every Spark job a check runs (Spark's UI lists them under it;
-#: ``SparkContext.cancelJobsWithTag`` cancels them)
+#: ``SparkContext.cancelJobsWithTag`` cancels them; through Spark Connect, ``spark.interruptTag``)
 JOB_TAG = "omnigraph-load-check"
+
+
+def _tag(session, on: bool) -> None:
+    """Tag (``on``) or stop tagging the calling thread's jobs on ``session`` with JOB_TAG: the
+    SparkContext's job tags on a classic session; through Spark Connect, which has no
+    SparkContext, the session's operation tags, which the server puts on those jobs."""
+    if is_connect(session):
+        (session.addTag if on else session.removeTag)(JOB_TAG)
+    else:
+        sc = session.sparkContext
+        (sc.addJobTag if on else sc.removeJobTag)(JOB_TAG)
 
 
 class DistChecks:
@@ -236,7 +247,7 @@ class DistChecks:
         until its check ends (:meth:`timed`)."""
         session = self._resolved()
         if not getattr(self._tagged, "on", False):
-            session.sparkContext.addJobTag(JOB_TAG)
+            _tag(session, on=True)
             self._tagged.on = True
         return session
 
@@ -274,7 +285,7 @@ class DistChecks:
         finally:
             if getattr(self._tagged, "on", False):
                 self._tagged.on = False
-                self._resolved().sparkContext.removeJobTag(JOB_TAG)
+                _tag(self._resolved(), on=False)
             log.info("distributed %s check of %s: %s in %.1f s", key[0], key[1], outcome, time.monotonic() - t0)
 
     # -- frames -----------------------------------------------------------------------------
@@ -288,11 +299,21 @@ class DistChecks:
 
     def _frame(self, rows: list[tuple[str, int]], reader, schema: pa.Schema, columns: Sequence[str]):
         arrow, spark_schema = self._spark_schema(schema, columns)
-        sc = self.spark.sparkContext
-        tasks = max(1, min(-(-len(rows) // FILES_PER_TASK), 4 * sc.defaultParallelism)) if rows else 1
+        tasks = max(1, min(-(-len(rows) // FILES_PER_TASK), 4 * self._parallelism())) if rows else 1
         meta = StructType([StructField("uri", StringType()), StructField("base", LongType())])
-        files = self.spark.createDataFrame(sc.parallelize(rows, tasks), meta)  # no shuffle: slices of the list
-        return files.mapInArrow(reader(arrow), spark_schema)
+        return self._listed(rows, meta, tasks).mapInArrow(reader(arrow), spark_schema)
+
+    def _parallelism(self) -> int:
+        """The session's default parallelism, asked once (through Spark Connect it is a plan)."""
+        return self._memo(("parallelism",), lambda: default_parallelism(self.spark))
+
+    def _listed(self, rows: list[tuple[str, int]], schema, tasks: int):
+        """A DataFrame of ``rows`` (a list on the driver) in ``tasks`` partitions: on a classic
+        session slices of the list, no shuffle; through Spark Connect, which has no
+        SparkContext, the list goes with the plan and a round-robin repartition spreads it."""
+        if is_connect(self.spark):
+            return self.spark.createDataFrame(rows, schema).repartition(tasks)
+        return self.spark.createDataFrame(self.spark.sparkContext.parallelize(rows, tasks), schema)
 
     def staged(self, s: StagedFiles, schema: pa.Schema, columns: Sequence[str]):
         """A DataFrame of the staged rows' ``columns`` plus POS (the load-wide row number)."""
@@ -534,7 +555,7 @@ class DistChecks:
         if not fragments:
             return Replaced(pinned[2])
 
-        if shim_loaded(self.spark):
+        if not is_connect(self.spark) and shim_loaded(self.spark):  # the executors' index is reached through py4j
             try:
                 return self._replaced_in_jvm(fragments, files, pinned)
             except Exception as e:  # e.g. more staged ids than a quarter of an executor's heap holds
@@ -543,10 +564,9 @@ class DistChecks:
                     str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__,
                 )
         frags = [(str(f.fragment_id), 0) for f in fragments]
-        sc = self.spark.sparkContext
-        tasks = max(1, min(len(frags), 4 * sc.defaultParallelism))
+        tasks = max(1, min(len(frags), 4 * self._parallelism()))
         meta = "uri string, base long"
-        old = self.spark.createDataFrame(sc.parallelize(frags, tasks), meta).mapInArrow(
+        old = self._listed(frags, meta, tasks).mapInArrow(
             _ids_by_fragment(pinned, self.storage_options), f"id string, {FRAG} long"
         )
         new = self.staged(files, schema, ["id"]).select("id")
