@@ -29,8 +29,8 @@ The first run of a query in its process is ``cold_s`` (Spark's and the Python wo
 the first Lance open); the median of the others is ``warm_s``. Every round runs every
 (contender, query) pair, the order reversed every other round. Ratios are Parquet's seconds
 over the contender's for the same query in the same round (> 1: faster), medians over rounds,
-warm and cold; CPU seconds of the contender's whole process tree (driver, JVM, Python workers)
-are recorded beside the wall time, as the machine may be shared.
+warm and cold, and the same for the warm runs' CPU seconds of the contender's whole process tree
+(driver, JVM, Python workers), which a shared machine's load disturbs less than wall time.
 
     .venv/bin/python -m benchmarks.python_read_bench --rows 4000000 --rounds 2 \\
         --out benchmarks/out/python-read-4m.json
@@ -258,14 +258,18 @@ def _spawn(args, work: Path, contender: str, query: str) -> dict[str, Any]:
 
 def ratios(rounds: Sequence[dict[str, dict[str, Any]]]) -> dict[str, float]:
     """Per query and contender: medians over rounds of Parquet's seconds over the contender's,
-    warm and cold (> 1: the contender is faster)."""
+    warm, cold and the warm runs' CPU seconds (> 1: the contender is faster or uses less)."""
     out: dict[str, float] = {}
     for name, queries in CONTENDERS.items():
         if name == "parquet":
             continue
         for q in queries:
-            for what in ("warm_s", "cold_s"):
-                vals = [r[f"parquet:{q}"][what] / r[f"{name}:{q}"][what] for r in rounds if f"{name}:{q}" in r]
+            for what in ("warm_s", "cold_s", "warm_cpu_s"):
+                vals = [
+                    r[f"parquet:{q}"][what] / r[f"{name}:{q}"][what]
+                    for r in rounds
+                    if f"{name}:{q}" in r and what in r[f"{name}:{q}"]
+                ]
                 if vals:
                     out[f"{name}_vs_parquet.{q}.{what[:-2]}"] = round(statistics.median(vals), 3)
     return out
