@@ -72,6 +72,13 @@ MAX_PARTITION_BYTES = 128 * 1024 * 1024
 OPEN_COST_BYTES = 4 * 1024 * 1024
 READ_BATCH_SIZE = 8192
 _ROWADDR_FRAGMENT_SHIFT = 32  # Lance row address = fragment_id << 32 | physical offset
+_ROWADDR_OFFSET_MASK = (1 << _ROWADDR_FRAGMENT_SHIFT) - 1
+#: a filtered scan stays late (the filter's columns first, the others taken for matching rows)
+#: while at most this share of the rows it scanned match; above, reading every column and
+#: filtering costs less, even counting the late part read before the switch. Where they cross
+#: depends on the columns' widths; on ten columns of ints, strings and lists, near 5 %
+#: (benchmarks/python_read_bench.py)
+LATE_MAX_SHARE = 0.05
 
 SUPPORTS_PUSHDOWN = hasattr(DataSourceReader, "pushFilters")
 #: pyspark with a scan-scoped planned read (upstream moved it with the pushLimit change)
@@ -364,24 +371,79 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
         version=plan.version,
         storage_options=dict(plan.storage_options) if plan.storage_options else None,
     )
-    conds = []
-    if partition.row_range is not None:
-        conds.append(range_filter(partition.fragment_ids[0], partition.row_range))
-    if partition.filter:
-        conds.append(f"({partition.filter})")
-    frags = [ds.get_fragment(i) for i in partition.fragment_ids]
     columns = list(plan.columns)
-    scanner = ds.scanner(
-        columns=columns,
-        filter=" AND ".join(conds) or None,
-        fragments=frags,  # type: ignore[arg-type]  # the planned ids exist at the pinned version
-        batch_size=READ_BATCH_SIZE,
-        scan_in_order=True,
-    )
+    if partition.filter:
+        batches = _filtered_batches(ds, partition, columns)
+    else:
+        frags = [ds.get_fragment(i) for i in partition.fragment_ids]
+        scanner = ds.scanner(
+            columns=columns,
+            filter=range_filter(partition.fragment_ids[0], partition.row_range) if partition.row_range else None,
+            fragments=frags,  # type: ignore[arg-type]  # the planned ids exist at the pinned version
+            batch_size=READ_BATCH_SIZE,
+            scan_in_order=True,
+        )
+        batches = scanner.to_batches()
     with _tagged():
-        for batch in scanner.to_batches():
+        for batch in batches:
             if batch.num_rows:
                 yield _types.convert_batch(batch, target)
+
+
+def _filtered_batches(ds, partition: OmnigraphPartition, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """Executor: the rows of the partition's fragments that pass its pushed filter, in row
+    address order, materialised by what the filter's measured selectivity makes cheaper.
+
+    Spark's Python DataSource API prunes no columns, so every column of the type is read. The
+    scan starts late: Lance reads the filter's columns, then takes the other columns for the
+    matching rows only. The first full batch of matches decides for the partition: if it came
+    from rows of which more than :data:`LATE_MAX_SHARE` match, the rest of its fragment (after
+    the last row returned) and the partition's later fragments are scanned early, every column
+    read and the filter applied to it, which then costs less than taking most rows block by
+    block. The evidence is the row address of that batch's last match, so no extra pass
+    measures anything. Rows, order and values are the same either way; only the cost differs."""
+    late, decided = True, False
+    for fid in partition.fragment_ids:
+        frag = ds.get_fragment(fid)
+        start = partition.row_range[0] if partition.row_range else 0
+        conds = [range_filter(fid, partition.row_range)] if partition.row_range else []
+        conds.append(f"({partition.filter})")
+        if late:
+            after = None
+            matched = 0
+            with ds.scanner(
+                columns=columns,
+                filter=" AND ".join(conds),
+                fragments=[frag],
+                batch_size=READ_BATCH_SIZE,
+                scan_in_order=True,
+                late_materialization=True,
+                with_row_address=True,
+            ).to_reader() as reader:
+                for batch in reader:
+                    if not batch.num_rows:
+                        continue
+                    yield batch
+                    matched += batch.num_rows
+                    if decided or matched < READ_BATCH_SIZE:
+                        continue
+                    decided = True
+                    last = batch.column("_rowaddr")[-1].as_py() & _ROWADDR_OFFSET_MASK
+                    if matched > LATE_MAX_SHARE * (last + 1 - start):
+                        late, after = False, last
+                        break
+            if after is None:
+                continue
+            log.debug("fragment %d: %d of the first %d rows match; reading early", fid, matched, after + 1 - start)
+            conds.append(f"(_rowaddr > {(fid << _ROWADDR_FRAGMENT_SHIFT) + after})")
+        yield from ds.scanner(
+            columns=columns,
+            filter=" AND ".join(conds),
+            fragments=[frag],
+            batch_size=READ_BATCH_SIZE,
+            scan_in_order=True,
+            late_materialization=False,
+        ).to_batches()
 
 
 class OmnigraphPushdownReader(OmnigraphReader):
