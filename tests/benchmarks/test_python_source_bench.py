@@ -1,16 +1,24 @@
 """The pure part of benchmarks/python_source_bench.py: ratios are taken per repeat (the
-baseline's seconds over the contender's) and reported as medians; the base-code contender and
-the phases add their own. No Spark; never asserts timings."""
+baseline's seconds over the contender's) and reported as medians, for both tables and for each;
+the base-code contender and the phases add their own; memory keeps each peak's largest. No
+Spark; never asserts timings."""
 
 from __future__ import annotations
 
 from benchmarks import python_source_bench as psb
 
 
+def _res(nodes: float, edges: float, memory: dict | None = None) -> dict:
+    out = {"write_s": nodes + edges, "tables_s": {"nodes": nodes, "edges": edges}}
+    if memory is not None:
+        out["memory"] = memory
+    return out
+
+
 def _run(parquet, floor, og, base=None, phases=None):
-    r = {"parquet": {"write_s": parquet}, "floor": {"write_s": floor}, "omnigraph": {"write_s": og}}
+    r = {"parquet": _res(*parquet), "floor": _res(*floor), "omnigraph": _res(*og)}
     if base is not None:
-        r["omnigraph_base"] = {"write_s": base}
+        r["omnigraph_base"] = _res(*base)
     if phases is not None:
         r["phases"] = {"tasks_s": phases[0], "commit_s": phases[1]}
         r["phases_base"] = {"tasks_s": phases[2], "commit_s": phases[3]}
@@ -18,17 +26,36 @@ def _run(parquet, floor, og, base=None, phases=None):
 
 
 def test_ratios_are_medians_of_per_repeat_ratios():
-    runs = [_run(10, 20, 40), _run(30, 30, 30), _run(10, 10, 50)]
+    runs = [_run((5, 5), (10, 10), (20, 20)), _run((10, 20), (10, 20), (10, 20)), _run((5, 5), (5, 5), (25, 25))]
+    out = psb.ratios(runs)
     # omnigraph vs floor per repeat: 0.5, 1.0, 0.2 -> 0.5 (not 60 / 120 of the summed seconds)
-    assert psb.ratios(runs) == {"omnigraph_vs_parquet": 0.25, "omnigraph_vs_floor": 0.5, "floor_vs_parquet": 1.0}
+    assert (out["omnigraph_vs_parquet"], out["omnigraph_vs_floor"], out["floor_vs_parquet"]) == (0.25, 0.5, 1.0)
+    assert out["omnigraph_vs_floor_nodes"] == 0.5 and out["omnigraph_vs_floor_edges"] == 0.5
+
+
+def test_each_table_has_its_own_ratio():
+    runs = [_run((1, 9), (2, 8), (4, 16))]
+    out = psb.ratios(runs)
+    assert out["omnigraph_vs_floor_nodes"] == 0.5 and out["omnigraph_vs_floor_edges"] == 0.5
+    assert out["omnigraph_vs_parquet_nodes"] == 0.25 and out["floor_vs_parquet_edges"] == 1.125
 
 
 def test_base_code_and_phases_add_their_ratios():
     runs = [
-        _run(10, 20, 40, base=80, phases=(2.0, 0.5, 2.2, 2.5)),
-        _run(10, 20, 20, base=20, phases=(3.0, 0.3, 2.0, 3.5)),
+        _run((5, 5), (10, 10), (20, 20), base=(40, 40), phases=(2.0, 0.5, 2.2, 2.5)),
+        _run((5, 5), (10, 10), (10, 10), base=(10, 10), phases=(3.0, 0.3, 2.0, 3.5)),
     ]
     out = psb.ratios(runs)
     assert out["omnigraph_vs_omnigraph_base"] == 1.5  # 80/40 = 2 and 20/20 = 1
     assert out["omnigraph_base_vs_floor"] == 0.625 and out["omnigraph_base_vs_parquet"] == 0.312
     assert out["phases_commit_s"] == 0.4 and out["phases_base_commit_s"] == 3.0 and out["phases_tasks_s"] == 2.5
+
+
+def test_memory_keeps_each_peaks_largest_per_contender():
+    a = {"driver_python_hwm_mb": 300, "worker_max_hwm_mb": 900, "workers": 3, "worker_max_cmd": "x"}
+    b = {"driver_python_hwm_mb": 350, "worker_max_hwm_mb": 700, "workers": 2, "worker_max_cmd": "y"}
+    runs = [
+        {"omnigraph": _res(1, 1, a), "phases": {"write_s": 1}},
+        {"omnigraph": _res(1, 1, b), "phases": {"write_s": 1}},
+    ]
+    assert psb.memory(runs) == {"omnigraph": {"driver_python_hwm_mb": 350, "worker_max_hwm_mb": 900}}
