@@ -18,7 +18,10 @@ fresh process, reading the input files:
 
 Each reports ``write_s`` (both tables), ``tables_s`` (each) and its peak memory: VmHWM of its
 driver Python, its JVM and Spark's Python workers (the largest one and their sum), read from
-/proc before its session stops.
+/proc before its session stops. ``omnigraph`` also reports ``index_s``, the seconds each table's
+commit spent building the engine's indexes (invariant I23: from the data commit's timestamp to
+the index commit's), and the ratios ``omnigraph_less_indexes_vs_floor`` (the floor's seconds
+over the write's less those) and ``omnigraph_index_s``.
 
 With ``--phases``, every repeat also runs the connector's own work without Spark, in a fresh
 process per version (``phases``, and ``phases_base`` on ``--base-code``): for the nodes, then the
@@ -160,11 +163,23 @@ def step(name: str, work: Path, out: Path, driver_memory: str = "4g") -> dict[st
     if name == "omnigraph":
         g = Graph.open(target)
         snap = g.snapshot()
-        res["rows"] = {t: g.open_table(f"{k[:-1]}:{t}", snap).count_rows() for k, t in TYPES.items()}
+        tables = {k: g.open_table(f"{k[:-1]}:{t}", snap) for k, t in TYPES.items()}
+        res["rows"] = {k: ds.count_rows() for k, ds in tables.items()}
+        res["index_s"] = {k: index_seconds(ds.versions(), ds.version) for k, ds in tables.items()}
     spark.stop()
     shutil.rmtree(target, ignore_errors=True)
     out.write_text(json.dumps(res))
     return res
+
+
+def index_seconds(versions: Sequence[dict[str, Any]], pinned: int) -> float:
+    """Seconds a load spent building the engine's indexes (I23) of a table it wrote once into an
+    empty one: from its data commit (the version before ``pinned``) to its index commit
+    (``pinned``), read from the Lance versions' timestamps."""
+    at = {v["version"]: v["timestamp"] for v in versions}
+    if pinned - 1 not in at:
+        return 0.0
+    return round((at[pinned] - at[pinned - 1]).total_seconds(), 3)
 
 
 def generate(work: Path, rows: int, seed: int, rows_per_file: int) -> dict[str, Any]:
@@ -236,6 +251,16 @@ def ratios(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, float]:
     for kind in (None, *TYPES):
         for label, base, who in pairs:
             out[label + ("" if kind is None else f"_{kind}")] = med(base, who, kind)
+    for who in ("omnigraph", "omnigraph_base"):
+        if who in runs[0] and "index_s" in runs[0][who]:
+            # the write less its index builds (I23): the part a floor can be compared with
+            out[f"{who}_less_indexes_vs_floor"] = round(
+                statistics.median(
+                    r["floor"]["write_s"] / (r[who]["write_s"] - sum(r[who]["index_s"].values())) for r in runs
+                ),
+                3,
+            )
+            out[f"{who}_index_s"] = round(statistics.median(sum(r[who]["index_s"].values()) for r in runs), 3)
     if "phases" in runs[0]:
         for what in ("tasks_s", "commit_s"):
             for p in ("phases", "phases_base"):

@@ -59,3 +59,20 @@ def test_memory_keeps_each_peaks_largest_per_contender():
         {"omnigraph": _res(1, 1, b), "phases": {"write_s": 1}},
     ]
     assert psb.memory(runs) == {"omnigraph": {"driver_python_hwm_mb": 350, "worker_max_hwm_mb": 900}}
+
+
+def test_index_seconds_span_the_data_commit_to_the_index_commit():
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2026, 1, 1)
+    versions = [{"version": v, "timestamp": t0 + timedelta(seconds=s)} for v, s in ((1, 0), (2, 10), (3, 12.5))]
+    assert psb.index_seconds(versions, 3) == 2.5
+    assert psb.index_seconds(versions[:1], 1) == 0.0  # nothing before the pinned version
+
+
+def test_the_write_less_its_index_builds_against_the_floor():
+    a, b = _run((5, 5), (4, 6), (10, 20)), _run((5, 5), (6, 6), (10, 14))
+    a["omnigraph"]["index_s"] = {"nodes": 5.0, "edges": 5.0}  # 30 - 10 = 20 s against the floor's 10
+    b["omnigraph"]["index_s"] = {"nodes": 4.0, "edges": 8.0}  # 24 - 12 = 12 s against the floor's 12
+    out = psb.ratios([a, b])
+    assert out["omnigraph_less_indexes_vs_floor"] == 0.75 and out["omnigraph_index_s"] == 11.0
