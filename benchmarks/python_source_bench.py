@@ -18,10 +18,13 @@ fresh process, reading the input files:
 
 Each reports ``write_s`` (both tables), ``tables_s`` (each) and its peak memory: VmHWM of its
 driver Python, its JVM and Spark's Python workers (the largest one and their sum), read from
-/proc before its session stops. ``omnigraph`` also reports ``index_s``, the seconds each table's
-commit spent building the engine's indexes (invariant I23: from the data commit's timestamp to
-the index commit's), and the ratios ``omnigraph_less_indexes_vs_floor`` (the floor's seconds
-over the write's less those) and ``omnigraph_index_s``.
+/proc before its session stops, and the RSS of the same processes sampled every 0.5 s from this
+process (``memory_rss_sampled``: it also sees the child process a commit builds the engine's
+indexes in, gone by the time the contender reads its peaks). ``omnigraph`` also reports
+``index_s``, the seconds each table's commit spent building the engine's indexes (invariant I23:
+from the data commit's timestamp to the index commit's), and the ratios
+``omnigraph_less_indexes_vs_floor`` (the floor's seconds over the write's less those) and
+``omnigraph_index_s``.
 
 With ``--phases``, every repeat also runs the connector's own work without Spark, in a fresh
 process per version (``phases``, and ``phases_base`` on ``--base-code``): for the nodes, then the
@@ -61,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.run import SCHEMA
-from benchmarks.scale_bench import input_files, split_rows, tree_hwm
+from benchmarks.scale_bench import TreeSampler, input_files, split_rows, tree_hwm
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENDERS = ("parquet", "floor", "omnigraph")
@@ -221,10 +224,14 @@ def _spawn(args, work: Path, name: str) -> dict[str, Any]:
     cmd += ["--driver-memory", args.driver_memory]
     load0 = _load()
     with open(work / f"{name}.stderr", "w") as err:
-        rc = subprocess.call(cmd, cwd=code or ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=code or ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(proc.pid)  # also sees processes gone before the contender reads its peaks
+        rc = proc.wait()
+        peaks = sampler.stop()
     if rc != 0:
         raise RuntimeError(f"{name} exited {rc}:\n" + (work / f"{name}.stderr").read_text(errors="replace")[-4000:])
     res = json.loads(out.read_text())
+    res["memory_rss_sampled"] = peaks
     res["load"] = [load0, _load()]
     return res
 
@@ -270,11 +277,12 @@ def ratios(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, float]:
 
 
 def memory(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, int]]:
-    """Per contender, the largest of each peak over the repeats (MB)."""
+    """Per contender, the largest of each peak over the repeats (MB): the VmHWM the contender
+    read, and the RSS sampled from outside (the index builds' child process included)."""
     out: dict[str, dict[str, int]] = {}
     for r in runs:
         for name, res in r.items():
-            for k, v in (res.get("memory") or {}).items():
+            for k, v in {**(res.get("memory") or {}), **(res.get("memory_rss_sampled") or {})}.items():
                 if isinstance(v, int) and k.endswith("_mb"):
                     out.setdefault(name, {})[k] = max(out.get(name, {}).get(k, 0), v)
     return out

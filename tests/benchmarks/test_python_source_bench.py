@@ -56,9 +56,14 @@ def test_memory_keeps_each_peaks_largest_per_contender():
     b = {"driver_python_hwm_mb": 350, "worker_max_hwm_mb": 700, "workers": 2, "worker_max_cmd": "y"}
     runs = [
         {"omnigraph": _res(1, 1, a), "phases": {"write_s": 1}},
-        {"omnigraph": _res(1, 1, b), "phases": {"write_s": 1}},
+        {"omnigraph": _res(1, 1, b), "phases": {"write_s": 1, "memory_rss_sampled": {"worker_max_rss_mb": 40}}},
     ]
-    assert psb.memory(runs) == {"omnigraph": {"driver_python_hwm_mb": 350, "worker_max_hwm_mb": 900}}
+    runs[0]["omnigraph"]["memory_rss_sampled"] = {"worker_max_rss_mb": 1200}  # the index child, say
+    runs[1]["omnigraph"]["memory_rss_sampled"] = {"worker_max_rss_mb": 800}
+    assert psb.memory(runs) == {
+        "omnigraph": {"driver_python_hwm_mb": 350, "worker_max_hwm_mb": 900, "worker_max_rss_mb": 1200},
+        "phases": {"worker_max_rss_mb": 40},
+    }
 
 
 def test_index_seconds_span_the_data_commit_to_the_index_commit():
