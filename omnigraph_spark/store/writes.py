@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -53,6 +53,12 @@ TXN_VER_PROP = "omnigraph-spark.txn_version"
 #: found by the load-wide @card check, so that the next append's check need not count every
 #: committed edge again (invariant I16; spark/writer.py)
 SRC_BOUND_PROP = "omnigraph-spark.max_edges_per_src"
+#: ``stage`` hands Lance batches of at least this many rows (fewer only at the end of the input
+#: or past STAGE_BATCH_BYTES): Lance's writer pays a fixed cost per batch it is given, and
+#: Spark sends a Python worker batches of 10,000 rows
+STAGE_BATCH_ROWS = 65_536
+#: ... and of at most about this many bytes, so a wide row never makes a batch large
+STAGE_BATCH_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -354,7 +360,7 @@ def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable
     counter = {"rows": 0}
 
     def gen():
-        for b in batches:
+        for b in coalesce(batches, STAGE_BATCH_ROWS, STAGE_BATCH_BYTES):
             counter["rows"] += b.num_rows
             yield b
 
@@ -370,6 +376,30 @@ def stage(target: WriteTarget, batches: Iterable[pa.RecordBatch]) -> StagedTable
     return StagedTable(
         target.table_key, target.mode, target.stage_uri, target.base_version, tuple(frags), counter["rows"], nbytes
     )
+
+
+def coalesce(batches: Iterable[pa.RecordBatch], rows: int, nbytes: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` in their order, consecutive small ones concatenated until a batch has at
+    least ``rows`` rows or ``nbytes`` bytes (a run cut short by a large batch or by the end has
+    fewer); a batch that large already passes as it is. Holds at most one output batch's worth
+    of input."""
+    held: list[pa.RecordBatch] = []
+    n = size = 0
+    for b in batches:
+        if b.num_rows >= rows or b.nbytes >= nbytes:  # large enough as it is: never copied
+            if held:
+                yield held[0] if len(held) == 1 else pa.concat_batches(held)
+                held, n, size = [], 0, 0
+            yield b
+            continue
+        held.append(b)
+        n += b.num_rows
+        size += b.nbytes
+        if n >= rows or size >= nbytes:
+            yield held[0] if len(held) == 1 else pa.concat_batches(held)
+            held, n, size = [], 0, 0
+    if held:
+        yield held[0] if len(held) == 1 else pa.concat_batches(held)
 
 
 def abort(staged: Iterable[StagedTable], storage_options: dict[str, str] | None = None) -> int:

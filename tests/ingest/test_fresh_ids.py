@@ -53,3 +53,39 @@ def test_fresh_ids_carry_into_the_top_random_bits_never_into_the_time(monkeypatc
     mask = (1 << 80) - 1
     assert [v & mask for v in values] == [(1 << 79) - 1, 1 << 79, (1 << 79) + 1]
     assert len({v >> 80 for v in values}) == 1  # one millisecond for all three
+
+
+def _as_raw(values):
+    return np.frombuffer(b"".join(v.to_bytes(16, "big") for v in values), np.uint8).reshape(len(values), 16)
+
+
+def test_fresh_ids_text_is_the_encoders_across_every_carry(monkeypatch):
+    """fresh_ids writes only the low characters per id and one of two high strings; whatever the
+    start, batch size and carry (within the low characters, into the high ones, across the
+    64-bit word), its text is the generic encoder's of the same 128-bit values."""
+    import random
+
+    import omnigraph_spark.ingest.convert as convert
+
+    rng = random.Random(7)
+    ms = 1_700_000_000_123
+    monkeypatch.setattr(convert.time, "time_ns", lambda: ms * 1_000_000)
+    starts = [0, 1, 31, 32**3 - 5, 32**4 - 9, 2**64 - 3, 2**79 - 40, 32**12 - 2, 32**13 - 1]
+    starts += [rng.getrandbits(79) for _ in range(40)] + [(rng.getrandbits(79) >> 15 << 15) - 3 for _ in range(20)]
+    for start in starts:
+        for n in (1, 2, 33, 1_000, 32**3 + 9):
+            if start < 0 or start + n >= 2**79:
+                continue
+            monkeypatch.setattr(convert.os, "urandom", lambda k, s=start: s.to_bytes(k, "big"))
+            values = [(ms << 80) + start + i for i in range(n)]
+            assert fresh_ids(n).to_pylist() == encode_ulids(_as_raw(values)).to_pylist(), (start, n)
+
+
+def test_fill_missing_ids_mints_every_id_of_an_all_null_column():
+    import pyarrow as pa
+
+    for t in (pa.string(), pa.large_string()):
+        out = fill_missing_ids(pa.nulls(1_000, t))
+        assert out.type == t and out.null_count == 0
+        values = [int(ULID.from_str(s)) for s in out.to_pylist()]
+        assert all(y == x + 1 for x, y in zip(values, values[1:]))

@@ -206,3 +206,43 @@ def test_abort_keeps_files_of_a_landed_commit(test_graph):
     writes.commit_load(test_graph, "main", [staged])
     assert writes.abort([staged]) == 0
     assert rows_of(test_graph, "node:Person") == people("a")
+
+
+def _batch(start: int, n: int, width: int = 1) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"x": list(range(start, start + n)), "s": ["v" * width] * n})
+
+
+def test_coalesce_joins_small_batches_in_order_and_passes_large_ones():
+    # Spark's 10,000-row batches reach Lance as fewer, larger ones: same rows, same order
+    small = [_batch(i * 3, 3) for i in range(7)]
+    out = list(writes.coalesce(iter(small + [_batch(21, 50), _batch(71, 2)]), rows=10, nbytes=1 << 20))
+    assert [b.num_rows for b in out] == [12, 9, 50, 2]  # 4 + 3 small ones; the large one as it came
+    assert pa.Table.from_batches(out).column("x").to_pylist() == list(range(73))
+
+
+def test_coalesce_caps_a_batch_by_bytes():
+    wide = [_batch(i, 1, width=1000) for i in range(6)]
+    out = list(writes.coalesce(iter(wide), rows=1000, nbytes=2500))
+    assert [b.num_rows for b in out] == [3, 3] and all(b.nbytes < 5000 for b in out)
+    assert list(writes.coalesce(iter([]), rows=10, nbytes=10)) == []
+
+
+def test_stage_hands_lance_coalesced_batches(test_graph, monkeypatch):  # I11: one batch's worth held
+    target = writes.prepare_target(test_graph, "main", "node:Person", "append")
+    seen: list[int] = []
+    stage_fragments = tables.stage_fragments
+
+    def counting(ds, reader, schema, **kw):
+        def batches():
+            for b in reader:
+                seen.append(b.num_rows)
+                yield b
+
+        return stage_fragments(ds, pa.RecordBatchReader.from_batches(schema, batches()), schema, **kw)
+
+    monkeypatch.setattr(writes._tables, "stage_fragments", counting)
+    monkeypatch.setattr(writes, "STAGE_BATCH_ROWS", 25)
+    rows = people(*[f"p{i:03d}" for i in range(100)])
+    batches = pa.Table.from_pylist(rows, schema=target.schema).to_batches(max_chunksize=10)
+    staged = writes.stage(target, iter(batches))
+    assert staged.rows == 100 and seen == [30, 30, 30, 10]
