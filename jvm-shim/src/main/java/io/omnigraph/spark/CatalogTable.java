@@ -125,7 +125,8 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
 
   @Override
   public Set<TableCapability> capabilities() {
-    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE);
+    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE,
+        TableCapability.ACCEPT_ANY_SCHEMA);
   }
 
   /** The table's options with a statement's or reader's over them ({@code path}/{@code type} refused). */
