@@ -351,3 +351,27 @@ def test_column_comments_carry_types_annotations_and_nullability(test_graph):
         "name": "String @key, not null",
     }
     assert C.column_comments(test_graph.catalog.resolve("WorksAt"))["dst"] == "edge target: a Company id, not null"
+
+
+def test_without_the_catalog_sql_reads_a_temporary_view(spark, test_graph):
+    """Where only the Python source runs (no shim jar, e.g. serverless; option engine=python here):
+    SQL reads a temporary view over ``spark.read.format("omnigraph")``, and a SELECT's result is
+    written with ``df.write.format("omnigraph")``, one graph commit (docs/sql.md)."""
+    root = test_graph.root
+    view = f"person_{uuid.uuid4().hex[:8]}"
+
+    def save(df):
+        df.write.format("omnigraph").option("type", "Person").option("engine", "python").mode("append").save(root)
+
+    def person_view():
+        r = spark.read.format("omnigraph").option("type", "Person").option("engine", "python").load(root)
+        r.createOrReplaceTempView(view)
+
+    save(spark.createDataFrame([("ann", 3), ("bo", 4)], "name string, age int"))
+    person_view()
+    assert _rows(spark.sql(f"SELECT name FROM {view} WHERE age > 3")) == [("bo",)]
+    before = len(test_graph.log())
+    save(spark.sql(f"SELECT concat(name, '2') AS name, age + 10 AS age FROM {view}"))
+    assert len(test_graph.log()) == before + 1
+    person_view()  # a view reads the snapshot it was planned at: a new one sees the write
+    assert _rows(spark.sql(f"SELECT name, age FROM {view} WHERE age > 10")) == [("ann2", 13), ("bo2", 14)]
