@@ -363,8 +363,10 @@ def drop_graph(opts: CatalogOptions, namespace: Sequence[str], cascade: bool) ->
 # -- DELETE FROM ... WHERE ----------------------------------------------------------------------
 
 
-def _value(v: Mapping[str, Any]) -> Any:
-    """A literal in spec/filters.json's typed form (what the JVM serialises)."""
+def _value(v: Mapping[str, Any] | None) -> Any:
+    """A literal in spec/filters.json's typed form (what the JVM serialises); JSON null is None."""
+    if v is None:
+        return None
     ((kind, x),) = v.items()
     if kind == "date":
         return dt.date.fromisoformat(x)
@@ -385,7 +387,7 @@ def filter_from_json(f: Mapping[str, Any]) -> Any:
     if op == "In":
         fields["value"] = tuple(_value(v) for v in f["values"])
     elif "value" in f:
-        fields["value"] = None if f["value"] is None else _value(f["value"])
+        fields["value"] = _value(f["value"])
     return cls(**fields)
 
 

@@ -375,3 +375,17 @@ def test_without_the_catalog_sql_reads_a_temporary_view(spark, test_graph):
     assert len(test_graph.log()) == before + 1
     person_view()  # a view reads the snapshot it was planned at: a new one sees the write
     assert _rows(spark.sql(f"SELECT name, age FROM {view} WHERE age > 10")) == [("ann2", 13), ("bo2", 14)]
+
+
+def test_every_golden_filter_reads_back_as_the_read_path_translates_it():
+    """The other half of CatalogTableTest (jvm-shim): a filter in spec/filters.json's form, as the
+    JVM sends a DELETE's, translates exactly as the read path's rules translate it."""
+    import json
+    from pathlib import Path
+
+    from omnigraph_spark.spark.filters import ColumnKind, translate
+
+    spec = json.loads((Path(__file__).resolve().parents[2] / "spec" / "filters.json").read_text())
+    kinds = {c: ColumnKind(v["kind"], bool(v.get("list"))) for c, v in spec["columns"].items()}
+    for case in spec["cases"]:
+        assert translate(C.filter_from_json(case["filter"]), kinds) == case["sql"], case["name"]

@@ -253,7 +253,11 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
       o.put("column", ((In) f).attribute());
       ArrayNode values = o.putArray("values");
       for (Object v : ((In) f).values()) {
-        values.add(literal(v));
+        if (v == null) {
+          values.addNull();
+        } else {
+          values.add(literal(v));
+        }
       }
     } else if (f instanceof IsNull) {
       o.put("column", ((IsNull) f).attribute());
