@@ -296,8 +296,6 @@ def table(
         "options": options,
         "comments": column_comments(typedef),
         "properties": props,
-        # an INSERT may leave these out or NULL: the id derives from @key or is minted
-        "nullableOnWrite": ["id"],
     }
 
 
@@ -420,8 +418,9 @@ def delete_where(
 ) -> dict[str, Any]:
     """``DELETE FROM og.<graph>.<Type> WHERE ...``: the ids of the matching rows, deleted as ONE
     graph commit by the connector's delete (``writeMode=delete``: a node delete cascades to its
-    edges, an edge delete removes exactly those edges). The target is pinned before the rows are
-    read, so a commit landing in between fails this one's publish (I3) instead of being missed."""
+    edges, an edge delete removes exactly those edges). The matching ids are read at the branch's
+    head when the statement runs (after the target is pinned), then deleted exactly as a
+    DataFrame delete of those ids is: same validation, same commit protocol (I1, I3)."""
     from .graph_io import finish_load  # cost: the write path's imports, only for a delete
 
     graph, _, typedef, branch = resolve_identifier(opts, namespace, name)

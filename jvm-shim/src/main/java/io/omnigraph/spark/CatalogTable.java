@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.time.LocalDate;
 import java.util.EnumSet;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -50,8 +49,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * version), so a SELECT is the provider's read (its pushdown, its snapshot) and an INSERT its
  * write (ONE graph commit with the DataFrame API's checks). What this adds: the name, the
  * column comments and table properties DESCRIBE shows, the options a statement or reader gives
- * (merged over the table's; {@code path} and {@code type} are the identifier's), and
- * {@code DELETE FROM ... WHERE}, which the planner runs ({@code delete_where}). Runs on the driver.
+ * (merged over the table's; {@code path} and {@code type} are the identifier's), writes whose
+ * columns are matched by name ({@code ACCEPT_ANY_SCHEMA}: the planner checks them, as for a
+ * DataFrame write), and {@code DELETE FROM ... WHERE}, which the planner runs
+ * ({@code delete_where}). Runs on the driver.
  */
 final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete {
   /** Options the identifier fixes: a statement's or reader's options may not name them. */
@@ -62,7 +63,7 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
   private final Map<String, String> options; // the provider's: path, type, branch, storage.*, a version
   private final boolean pinned; // VERSION / TIMESTAMP AS OF: read only
   private final StructType readSchema; // the provider's schema for these options
-  private final StructType schema; // readSchema with comments, id nullable on write
+  private final StructType schema; // readSchema with the column comments
   private final Map<String, String> properties;
   private final Table inner;
 
@@ -84,8 +85,6 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
     OmnigraphProvider provider = new OmnigraphProvider();
     StructType read = provider.inferSchema(new CaseInsensitiveStringMap(options));
     Table inner = provider.getTable(read, new Transform[0], options);
-    Set<String> nullable = new HashSet<>();
-    answer.get("nullableOnWrite").forEach(c -> nullable.add(c.asText()));
     JsonNode comments = answer.get("comments");
     StructField[] fields = read.fields().clone();
     for (int i = 0; i < fields.length; i++) {
@@ -94,7 +93,7 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
       if (comments.hasNonNull(f.name())) {
         meta = new MetadataBuilder().withMetadata(meta).putString("comment", comments.get(f.name()).asText()).build();
       }
-      fields[i] = new StructField(f.name(), f.dataType(), f.nullable() || nullable.contains(f.name()), meta);
+      fields[i] = new StructField(f.name(), f.dataType(), f.nullable(), meta);
     }
     Map<String, String> props = strings(answer.get("properties"));
     props.put("provider", OmnigraphProvider.NAME);
