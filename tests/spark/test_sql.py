@@ -131,6 +131,12 @@ def test_drop_namespace_refuses_a_non_empty_graph_unless_cascade(og, request):
     assert not os.path.exists(graph.root)
     assert g.split(".")[1] not in [r[0] for r in spark.sql(f"SHOW NAMESPACES IN {cat}").collect()]
     empty, graph2 = _graph(og, request)  # the same name again: an empty graph drops without CASCADE
+    graph2.create_branch("dev")
+    with pytest.raises(Exception) as e:  # ... unless it has a branch
+        spark.sql(f"DROP NAMESPACE {empty}")
+    assert _code(e) == "GRAPH_NOT_EMPTY"
+    assert "branch dev" in str(e.value)
+    graph2.delete_branch("dev")
     spark.sql(f"DROP NAMESPACE {empty}")
     assert not os.path.exists(graph2.root)
 
@@ -389,3 +395,25 @@ def test_every_golden_filter_reads_back_as_the_read_path_translates_it():
     kinds = {c: ColumnKind(v["kind"], bool(v.get("list"))) for c, v in spec["columns"].items()}
     for case in spec["cases"]:
         assert translate(C.filter_from_json(case["filter"]), kinds) == case["sql"], case["name"]
+
+
+def test_a_catalog_on_object_storage(jvm, s3):
+    """``storage.*`` catalog options reach every graph under an S3 prefix: SHOW NAMESPACES lists
+    the prefix's graphs, statements write and read, DROP NAMESPACE ... CASCADE removes every object."""
+    bucket = s3.new_bucket()
+    cat = f"og{uuid.uuid4().hex[:8]}"
+    jvm.conf.set(f"spark.sql.catalog.{cat}", "io.omnigraph.spark.OmnigraphCatalog")
+    jvm.conf.set(f"spark.sql.catalog.{cat}.root", f"s3://{bucket}/graphs")
+    for k, v in s3.storage_options().items():
+        jvm.conf.set(f"spark.sql.catalog.{cat}.storage.{k}", v)
+    jvm.sql(f"CREATE NAMESPACE {cat}.social WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    assert [r[0] for r in jvm.sql(f"SHOW NAMESPACES IN {cat}").collect()] == ["social"]
+    jvm.sql(f"INSERT INTO {cat}.social.Person (name, age) VALUES ('a', 1), ('b', 2)")
+    jvm.sql(f"DELETE FROM {cat}.social.Person WHERE name = 'a'")
+    assert _rows(jvm.sql(f"SELECT name, age FROM {cat}.social.Person")) == [("b", 2)]
+    with pytest.raises(Exception) as e:
+        jvm.sql(f"DROP NAMESPACE {cat}.social")
+    assert _code(e) == "GRAPH_NOT_EMPTY"
+    jvm.sql(f"DROP NAMESPACE {cat}.social CASCADE")
+    assert [k for k in s3.keys(bucket, "graphs/") if not k.endswith("/")] == []
+    assert jvm.sql(f"SHOW NAMESPACES IN {cat}").collect() == []
