@@ -298,6 +298,33 @@ def test_delete_where_refuses_a_condition_it_cannot_evaluate_exactly(og, request
     assert len(_rows(spark.sql(f"SELECT * FROM {g}.Person"))) == 3
 
 
+def test_a_sql_script_commits_once_per_statement(og, request):
+    """A SQL script (BEGIN ... END; on Spark 4.0 behind spark.sql.scripting.enabled) is one
+    graph commit per write statement, in order: a later statement sees the earlier ones' rows."""
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    before = len(graph.log())
+    conf = "spark.sql.scripting.enabled"
+    old = spark.conf.get(conf, None)
+    spark.conf.set(conf, "true")
+    try:
+        spark.sql(
+            f"""BEGIN
+              INSERT INTO {g}.Person (name, age) VALUES ('a', 1), ('b', 2);
+              INSERT INTO {g}.Knows (src, dst) VALUES ('a', 'b');
+              DELETE FROM {g}.Person WHERE name = 'b';
+            END"""
+        ).collect()
+    finally:
+        if old is None:
+            spark.conf.unset(conf)
+        else:
+            spark.conf.set(conf, old)
+    assert len(graph.log()) == before + 3
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("a",)]
+    assert _rows(spark.sql(f"SELECT * FROM {g}.Knows")) == []  # the delete cascaded
+
+
 def test_procedures_optimize_cleanup_recover(og, request):
     spark, cat, _ = og
     g, graph = _graph(og, request)
