@@ -95,7 +95,7 @@ test-all: test test-slow
 # newest pyspark the core allows, where the Delta example skips (Delta's own range stops below it).
 OLDEST_SPARK_TESTS := $(addprefix tests/spark/,test_read.py test_read_filters.py test_read_planning.py \
   test_write.py test_stream.py test_graph_io.py test_options.py test_jvm_read.py test_jvm_write.py \
-  test_provider.py test_runtime.py test_object_store.py)
+  test_provider.py test_runtime.py test_object_store.py test_sql.py)
 OLD_VENV ?= .venv-spark40
 $(OLD_VENV)/.installed: setup.py | prereqs
 	$(PYTHON) -m venv $(OLD_VENV)

@@ -95,6 +95,13 @@ class OptionError(OmnigraphError, ValueError):
     code = "OPTION_INVALID"
 
 
+class SqlUnsupportedError(OptionError):
+    """A SQL statement or clause the catalog does not run (docs/sql.md); the message names the
+    statement and what to use instead. Nothing was changed."""
+
+    code = "SQL_UNSUPPORTED"
+
+
 class JvmReadUnavailableError(OptionError):
     """``engine="jvm"`` was asked for a read the JVM path cannot do: the shim is not on the
     classpath, or a column needs a conversion only the Python reader makes."""
@@ -184,6 +191,12 @@ class GraphNotFoundError(GraphError):
 
 class AlreadyInitializedError(GraphError):
     code = "GRAPH_EXISTS"
+
+
+class GraphNotEmptyError(GraphError):
+    """``DROP NAMESPACE`` without ``CASCADE`` of a graph that holds rows or branches."""
+
+    code = "GRAPH_NOT_EMPTY"
 
 
 class UnsupportedFormatError(GraphError):

@@ -18,6 +18,7 @@ request         answer
                 a delete's keys (``deletes``: each partition's rows), validated and published as
                 ONE graph commit, exactly as ``write_table`` does it
 ``abort``       the job failed: every file it staged deleted
+(catalog)       the SQL catalog's requests (``OmnigraphCatalog``): answered by :mod:`.catalog`
 ==============  =====================================================================================
 
 An answer is ``{"ok": {...}}`` or ``{"error": {"code", "class", "message"}}``; the message
@@ -54,6 +55,7 @@ from ..graph import Graph
 from ..ingest.integrity import delete_columns, delete_keys
 from ..store import side_files
 from ..store.writes import LoadResult, StagedTable, WriteTarget, prepare_target
+from . import catalog as _catalog
 from . import types as _types
 from .error_tags import tag_error, unwrap_error
 from .journal import Journal
@@ -435,6 +437,8 @@ class Bridge:
 
     def answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
         op = request.get("op")
+        if op in _catalog.OPS:  # the SQL catalog's questions (OmnigraphCatalog): spark/catalog.py
+            return {"ok": _catalog.answer(request)}
         if op == "plan_read":
             return {"ok": plan_read(request["options"], int(request.get("parallelism") or 1))}
         if op == "plan_write":

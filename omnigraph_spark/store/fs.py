@@ -9,6 +9,7 @@ through pyarrow.fs, where a single PUT is atomic but create-if-absent is check-t
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
 
@@ -171,6 +172,30 @@ class RootStorage:
             return sorted(i.base_name for i in self._pafs().get_file_info(sel) if i.type == pafs.FileType.File)
         except OSError as e:
             raise StorageError(f"cannot list '{path}': {e}", path=path) from e
+
+    def list_subdirs(self, path: str) -> list[str]:
+        """Names of the directories (object-store prefixes) directly in ``path``; [] if none."""
+        try:
+            if self.local:
+                if not os.path.isdir(path):
+                    return []
+                return sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n)))
+            sel = pafs.FileSelector(self._strip(path), allow_not_found=True)
+            return sorted(i.base_name for i in self._pafs().get_file_info(sel) if i.type == pafs.FileType.Directory)
+        except OSError as e:
+            raise StorageError(f"cannot list '{path}': {e}", path=path) from e
+
+    def delete_tree(self, path: str) -> None:
+        """Delete ``path`` and everything below it (a directory, or every object under a prefix)."""
+        try:
+            if self.local:
+                shutil.rmtree(path, ignore_errors=False)
+                return
+            self._pafs().delete_dir(self._strip(path).rstrip("/"))
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise StorageError(f"cannot delete '{path}': {e}", path=path) from e
 
     def list_tree(self, path: str) -> list[str]:
         """Every file below ``path`` as a path relative to it."""

@@ -98,3 +98,25 @@ def test_streams_through_connect_commit_every_row_once(connect_server, tmp_path,
     }
     assert len(remote["commits"]) == 1 + 4  # the init, then one commit per non-empty micro-batch
     assert remote["staging_left"] == []
+
+
+def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_dir):
+    """``spark.sql`` from a Connect client: the catalog set at runtime, CREATE NAMESPACE, INSERT,
+    SELECT with pushdown, DELETE cascading to edges, CALL optimize, and a bad identifier's
+    typed error with its code on the first line (docs/sql.md)."""
+    need_shim(spark)
+    from omnigraph_spark import Graph
+
+    root = tmp_path / "graphs"
+    root.mkdir()
+    remote = run_client(connect_server.url, "sql", tmp_path, root=str(root), schema=str(fixtures_dir / "test.pg"))
+    assert remote["session"].startswith("pyspark.sql.connect")
+    got = remote["result"]
+    assert got["tables"] == ["Company", "Knows", "Person", "WorksAt"]
+    assert got["older"] == [["Bo", 41]]
+    assert got["after_delete"] == [["Ann"]]
+    assert got["knows_after_delete"] == []  # the delete cascaded to Ann -> Bo
+    assert "node:Person" in got["optimize"]
+    assert "[UNKNOWN_TYPE]" in got["bad_identifier"] and "'Persn'" in got["bad_identifier"]
+    # init, two INSERTs, the DELETE (optimize found one fragment per table: nothing to compact)
+    assert len(Graph.open(str(root / "social")).log()) == 1 + 3

@@ -61,7 +61,7 @@ class FilterSqlTest {
     };
   }
 
-  private static Filter filter(JsonNode f) {
+  static Filter filter(JsonNode f) {
     String c = f.path("column").asText(null);
     Object v = value(f.get("value"));
     return switch (f.get("op").asText()) {

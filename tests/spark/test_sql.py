@@ -1,0 +1,446 @@
+"""SQL through the shim's catalog (``io.omnigraph.spark.OmnigraphCatalog``, docs/sql.md): graphs
+as namespaces, node and edge types as tables, reads and writes as the ``format("omnigraph")``
+provider's (one graph commit per statement, the DataFrame API's checks and codes), DELETE
+FROM ... WHERE as the connector's delete, procedures for maintenance. The catalog's answers
+come from ``omnigraph_spark.spark.catalog`` (unit-tested at the bottom without Spark).
+Invariants: I1 (one statement, one graph commit), I22 (one planner: the provider's errors)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+
+import pytest
+
+from omnigraph_spark import Graph, unwrap_error
+from omnigraph_spark.errors import OptionError, SqlUnsupportedError
+from omnigraph_spark.spark import catalog as C
+
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
+
+SOCIAL_PG = """
+node Person {
+    name: String @key
+    age: I32?
+    score: F64?
+}
+
+node Company {
+    name: String @key
+}
+
+edge Knows: Person -> Person {
+    since: Date?
+}
+
+edge WorksAt: Person -> Company
+"""
+
+
+@pytest.fixture(scope="module")
+def og(jvm, tmp_path_factory):
+    """A catalog of its own (set at runtime; Spark caches a catalog once loaded, so the name is
+    fresh) over a fresh root: (session, catalog name, root)."""
+    root = str(tmp_path_factory.mktemp("sql-root"))
+    name = f"og{uuid.uuid4().hex[:8]}"
+    jvm.conf.set(f"spark.sql.catalog.{name}", "io.omnigraph.spark.OmnigraphCatalog")
+    jvm.conf.set(f"spark.sql.catalog.{name}.root", root)
+    return jvm, name, root
+
+
+def _graph(og, request) -> tuple[str, Graph]:
+    """A fresh graph of SOCIAL_PG in the catalog, created by SQL: (qualified name, Graph)."""
+    spark, cat, root = og
+    g = request.node.name.replace("[", "_").replace("]", "").replace("-", "_")[:40]
+    spark.sql(f"CREATE NAMESPACE {cat}.{g} WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    return f"{cat}.{g}", Graph.open(os.path.join(root, g))
+
+
+def _rows(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def _code(excinfo) -> str:
+    """The typed error's code; its ``[CODE]`` is on the first line of the Spark exception."""
+    typed = unwrap_error(excinfo.value)
+    assert typed is not None, str(excinfo.value)[:500]
+    assert f"[{typed.code}]" in str(excinfo.value).splitlines()[0]
+    return typed.code
+
+
+def _seed(spark, g):
+    spark.sql(f"INSERT INTO {g}.Person (name, age) VALUES ('alice', 30), ('bob', 40), ('carol', NULL)")
+    spark.sql(
+        f"INSERT INTO {g}.Knows (src, dst, since) VALUES ('alice', 'bob', DATE'2020-01-01'), ('bob', 'carol', NULL)"
+    )
+
+
+# -- catalog ----------------------------------------------------------------------------------
+
+
+def test_namespaces_tables_and_describe(og, request):
+    spark, cat, root = og
+    g, graph = _graph(og, request)
+    assert [g.split(".")[1]] in [list(r) for r in spark.sql(f"SHOW NAMESPACES IN {cat}").collect()]
+    tables = {r.tableName for r in spark.sql(f"SHOW TABLES IN {g}").collect()}
+    assert tables == {"Person", "Company", "Knows", "WorksAt"}
+    person = {r.col_name: (r.data_type, r.comment) for r in spark.sql(f"DESCRIBE TABLE {g}.Person").collect()}
+    assert person["name"] == ("string", "String @key, not null")
+    assert person["age"] == ("int", "I32?, nullable")
+    assert "@key 'name'" in person["id"][1]
+    knows = {r.col_name: (r.data_type, r.comment) for r in spark.sql(f"DESCRIBE TABLE EXTENDED {g}.Knows").collect()}
+    assert knows["src"] == ("string", "edge source: a Person id, not null")
+    assert knows["dst"] == ("string", "edge target: a Person id, not null")
+    assert knows["since"] == ("date", "Date?, nullable")
+    props = knows["Table Properties"][0]
+    assert "omnigraph.kind=edge" in props and "omnigraph.from=Person" in props and "omnigraph.to=Person" in props
+    assert knows["Provider"][0] == "omnigraph"
+    ns = {r[0]: r[1] for r in spark.sql(f"DESCRIBE NAMESPACE EXTENDED {g}").collect()}
+    assert ns["Location"] == graph.root
+
+
+def test_create_namespace_refuses_an_existing_graph_and_a_bad_schema(og, request):
+    spark, cat, _ = og
+    g, _ = _graph(og, request)
+    with pytest.raises(Exception) as e:
+        spark.sql(f"CREATE NAMESPACE {g} WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    assert "SCHEMA_ALREADY_EXISTS" in str(e.value) or _code(e) == "GRAPH_EXISTS"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {g} WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")  # a no-op
+    with pytest.raises(Exception) as e:
+        spark.sql(f"CREATE NAMESPACE {cat}.broken WITH PROPERTIES ('schema' = 'node {{')")
+    assert _code(e) == "SCHEMA_SYNTAX"
+    with pytest.raises(Exception) as e:
+        spark.sql(f"CREATE NAMESPACE {cat}.noschema")
+    assert _code(e) == "OPTION_INVALID"
+    assert "schema" in str(e.value)
+    names = [r[0] for r in spark.sql(f"SHOW NAMESPACES IN {cat}").collect()]
+    assert "broken" not in names and "noschema" not in names
+
+
+def test_drop_namespace_refuses_a_non_empty_graph_unless_cascade(og, request):
+    spark, cat, _ = og
+    g, graph = _graph(og, request)
+    spark.sql(f"INSERT INTO {g}.Person (name) VALUES ('alice')")
+    with pytest.raises(Exception) as e:
+        spark.sql(f"DROP NAMESPACE {g}")
+    assert _code(e) == "GRAPH_NOT_EMPTY"
+    assert "node:Person (1 rows)" in str(e.value)
+    assert spark.sql(f"SELECT count(*) FROM {g}.Person").first()[0] == 1  # untouched
+    spark.sql(f"DROP NAMESPACE {g} CASCADE")
+    assert not os.path.exists(graph.root)
+    assert g.split(".")[1] not in [r[0] for r in spark.sql(f"SHOW NAMESPACES IN {cat}").collect()]
+    empty, graph2 = _graph(og, request)  # the same name again: an empty graph drops without CASCADE
+    graph2.create_branch("dev")
+    with pytest.raises(Exception) as e:  # ... unless it has a branch
+        spark.sql(f"DROP NAMESPACE {empty}")
+    assert _code(e) == "GRAPH_NOT_EMPTY"
+    assert "branch dev" in str(e.value)
+    graph2.delete_branch("dev")
+    spark.sql(f"DROP NAMESPACE {empty}")
+    assert not os.path.exists(graph2.root)
+
+
+def test_bad_identifiers_name_the_graph_the_type_and_what_exists(og, request):
+    spark, cat, _ = og
+    g, _ = _graph(og, request)
+    graph_name = g.split(".")[1]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"SELECT * FROM {g}.Persn").collect()
+    assert _code(e) == "UNKNOWN_TYPE"
+    first = str(e.value).splitlines()[0]
+    assert f"graph '{graph_name}'" in first and "'Persn'" in first and "Company, Person" in first and "Knows" in first
+    with pytest.raises(Exception) as e:
+        spark.sql(f"SELECT * FROM {cat}.nograph.Person").collect()
+    assert _code(e) == "GRAPH_NOT_FOUND"
+    assert "'nograph'" in str(e.value) and graph_name in str(e.value).splitlines()[0]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"SHOW TABLES IN {cat}.nograph").collect()
+    assert _code(e) == "GRAPH_NOT_FOUND"
+    with pytest.raises(Exception) as e:
+        spark.sql(f"SELECT * FROM {g}.Person.branch_nope").collect()
+    assert _code(e) == "BRANCH_NOT_FOUND"
+    assert "branches: main" in str(e.value)
+    for stmt in (f"CREATE TABLE {g}.T (x int)", f"DROP TABLE {g}.Person"):
+        with pytest.raises(Exception) as e:
+            spark.sql(stmt)
+        assert _code(e) == "SQL_UNSUPPORTED", stmt
+    with pytest.raises(Exception) as e:  # Spark wraps it: [UNSUPPORTED_TABLE_CHANGE] SqlUnsupportedError: ...
+        spark.sql(f"ALTER TABLE {g}.Person ADD COLUMN x int")
+    assert unwrap_error(e.value).code == "SQL_UNSUPPORTED"
+    assert spark.catalog.tableExists(f"{g}.Person")
+    with pytest.raises(Exception) as e:  # a missing type is the typed error here too (docs/sql.md)
+        spark.catalog.tableExists(f"{g}.Nope")
+    assert _code(e) == "UNKNOWN_TYPE"
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+def test_select_pushes_filters_and_projection_down(og, request):
+    spark, _, _ = og
+    g, _ = _graph(og, request)
+    _seed(spark, g)
+    df = spark.sql(f"SELECT name FROM {g}.Person WHERE name >= 'b' AND age > 35")
+    assert _rows(df) == [("bob",)]
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "omnigraph node:Person" in plan  # the provider's JVM scan
+    assert "Lance filter: (`age` IS NOT NULL) AND (`name` >= 'b') AND (`age` > 35)" in plan, plan
+    assert "id#" not in plan  # the projection: only the columns the query reads are scanned
+    assert _rows(spark.sql(f"SELECT src, dst FROM {g}.Knows WHERE since IS NULL")) == [("bob", "carol")]
+
+
+def test_version_and_timestamp_as_of_and_branches(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    spark.sql(f"INSERT INTO {g}.Person (name, age) VALUES ('alice', 30)")
+    first = graph.log()[-1]
+    spark.sql(f"INSERT INTO {g}.Person (name, age) VALUES ('bob', 40)")
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person VERSION AS OF {first.manifest_version}")) == [("alice",)]
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person VERSION AS OF '{first.graph_commit_id}'")) == [("alice",)]
+    at = dt.datetime.fromtimestamp(first.created_at_us / 1e6, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person TIMESTAMP AS OF '{at}'")) == [("alice",)]
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("bob",)]
+    # a branch: in the identifier, as VERSION AS OF its name, or as a read option
+    graph.create_branch("dev")
+    spark.sql(f"INSERT INTO {g}.Person.branch_dev (name) VALUES ('dora')")
+    dev = [("alice",), ("bob",), ("dora",)]
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person.branch_dev")) == dev
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person VERSION AS OF 'dev'")) == dev
+    assert _rows(spark.read.option("branch", "dev").table(f"{g}.Person").select("name")) == dev
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("bob",)]  # main untouched
+    assert len(graph.log("dev")) == len(graph.log("main")) + 1
+    with pytest.raises(Exception) as e:
+        spark.read.option("path", "/elsewhere").table(f"{g}.Person").collect()
+    assert _code(e) == "OPTION_INVALID"
+
+
+# -- writes -----------------------------------------------------------------------------------
+
+
+def test_insert_into_is_a_strict_append_one_commit_each(og, request):
+    """I1: each INSERT is ONE graph commit; an id already committed is KEY_CONFLICT (nothing lands)."""
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    before = len(graph.log())
+    _seed(spark, g)
+    assert len(graph.log()) == before + 2
+    assert _rows(spark.sql(f"SELECT id, name, age FROM {g}.Person")) == [
+        ("alice", "alice", 30),
+        ("bob", "bob", 40),
+        ("carol", "carol", None),
+    ]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"INSERT INTO {g}.Person (name, age) VALUES ('dave', 1), ('alice', 31)")
+    assert _code(e) == "KEY_CONFLICT"
+    assert len(graph.log()) == before + 2
+    with pytest.raises(Exception) as e:
+        spark.sql(f"INSERT INTO {g}.Knows (src, dst) VALUES ('alice', 'zed')")
+    assert _code(e) == "DANGLING_EDGE"
+    # columns are matched by name, as the DataFrame API writes them; the id derives from @key
+    spark.sql(f"INSERT INTO {g}.Person SELECT 41 AS age, 'erin' AS name")
+    spark.sql(f"INSERT INTO {g}.Person BY NAME SELECT 'fay' AS name")
+    assert {r.name for r in spark.sql(f"SELECT name FROM {g}.Person").collect()} >= {"erin", "fay"}
+    assert len(graph.log()) == before + 4
+    with pytest.raises(Exception) as e:  # unnamed VALUES columns are col1, col2
+        spark.sql(f"INSERT INTO {g}.Person VALUES ('gus', 3)")
+    assert _code(e) == "UNKNOWN_COLUMN"
+    assert "col1" in str(e.value) and "allowed: id, age, name, score" in str(e.value)
+
+
+def test_insert_overwrite_refuses_to_orphan_edges(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    before = len(graph.log())
+    with pytest.raises(Exception) as e:
+        spark.sql(f"INSERT OVERWRITE {g}.Person (name, age) VALUES ('alice', 1), ('bob', 2)")
+    assert _code(e) == "DANGLING_EDGE"  # bob -> carol would point at a removed node
+    assert len(graph.log()) == before
+    spark.sql(f"INSERT OVERWRITE {g}.Person (name, age) VALUES ('alice', 1), ('bob', 2), ('carol', 3)")
+    assert len(graph.log()) == before + 1
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person")) == [("alice", 1), ("bob", 2), ("carol", 3)]
+    assert len(_rows(spark.sql(f"SELECT * FROM {g}.Knows"))) == 2
+
+
+def test_delete_where_cascades_to_edges_in_one_commit(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    before = len(graph.log())
+    spark.sql(f"DELETE FROM {g}.Person WHERE name = 'carol' OR age > 100")
+    assert len(graph.log()) == before + 1
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("bob",)]
+    assert _rows(spark.sql(f"SELECT src, dst FROM {g}.Knows")) == [("alice", "bob")]  # bob -> carol cascaded
+    spark.sql(f"DELETE FROM {g}.Knows WHERE since = DATE'2020-01-01'")
+    assert _rows(spark.sql(f"SELECT * FROM {g}.Knows")) == []
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("bob",)]
+    assert len(graph.log()) == before + 2
+    spark.sql(f"DELETE FROM {g}.Person WHERE name LIKE 'zz%'")  # nothing matches: still one (empty) commit
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("bob",)]
+    spark.sql(f"DELETE FROM {g}.Person")
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == []
+
+
+def test_delete_where_refuses_a_condition_it_cannot_evaluate_exactly(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    before = len(graph.log())
+    with pytest.raises(Exception) as e:  # Lance orders floats unlike Spark (-0.0, NaN): not exact
+        spark.sql(f"DELETE FROM {g}.Person WHERE score > 1.5")
+    assert _code(e) == "SQL_UNSUPPORTED"
+    assert "score" in str(e.value)
+    with pytest.raises(Exception) as e:  # no data source filter at all: Spark's own refusal
+        spark.sql(f"DELETE FROM {g}.Person WHERE length(name) = 5")
+    assert "DELETE" in str(e.value).upper()
+    assert len(graph.log()) == before
+    assert len(_rows(spark.sql(f"SELECT * FROM {g}.Person"))) == 3
+
+
+def test_a_sql_script_commits_once_per_statement(og, request):
+    """A SQL script (BEGIN ... END; on Spark 4.0 behind spark.sql.scripting.enabled) is one
+    graph commit per write statement, in order: a later statement sees the earlier ones' rows."""
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    before = len(graph.log())
+    conf = "spark.sql.scripting.enabled"
+    old = spark.conf.get(conf, None)
+    spark.conf.set(conf, "true")
+    try:
+        spark.sql(
+            f"""BEGIN
+              INSERT INTO {g}.Person (name, age) VALUES ('a', 1), ('b', 2);
+              INSERT INTO {g}.Knows (src, dst) VALUES ('a', 'b');
+              DELETE FROM {g}.Person WHERE name = 'b';
+            END"""
+        ).collect()
+    finally:
+        if old is None:
+            spark.conf.unset(conf)
+        else:
+            spark.conf.set(conf, old)
+    assert len(graph.log()) == before + 3
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("a",)]
+    assert _rows(spark.sql(f"SELECT * FROM {g}.Knows")) == []  # the delete cascaded
+
+
+def test_procedures_optimize_cleanup_recover(og, request):
+    spark, cat, _ = og
+    g, graph = _graph(og, request)
+    graph_name = g.split(".")[1]
+    for i in range(3):
+        spark.sql(f"INSERT INTO {g}.Person (name) VALUES ('p{i}')")
+    rows = {r.item: r for r in spark.sql(f"CALL {cat}.system.optimize(graph => '{graph_name}')").collect()}
+    assert rows["node:Person"].action == "compacted"
+    assert "fragments 3 -> 1" in rows["node:Person"].detail
+    assert len(_rows(spark.sql(f"SELECT * FROM {g}.Person"))) == 3
+    assert spark.sql(f"CALL {cat}.system.recover('{graph_name}')").collect() == []
+    cleaned = spark.sql(f"CALL {cat}.system.cleanup(graph => '{graph_name}', keep_versions => 1)").collect()
+    assert {r.item for r in cleaned} >= {"node:Person"}
+    with pytest.raises(Exception) as e:
+        spark.sql(f"CALL {cat}.system.vacuum('{graph_name}')")
+    assert "FAILED_TO_LOAD_ROUTINE" in str(e.value) and "vacuum" in str(e.value)  # Spark's wrapping of ours
+    with pytest.raises(SqlUnsupportedError, match="procedures: system.cleanup, system.optimize, system.recover"):
+        C.procedure(["system"], "vacuum")
+
+
+# -- the planner's answers, without Spark ---------------------------------------------------------
+
+
+def test_catalog_options_are_parsed_once_and_strictly(tmp_path):
+    o = C.CatalogOptions.from_options({"root": str(tmp_path), "storage.aws_region": "eu-west-1"})
+    assert o.storage_options == {"aws_region": "eu-west-1"}
+    assert o.provider_options() == {"storage.aws_region": "eu-west-1"}
+    with pytest.raises(OptionError, match="'root' is required"):
+        C.CatalogOptions.from_options({})
+    with pytest.raises(OptionError, match="'rooot' is unknown"):
+        C.CatalogOptions.from_options({"root": str(tmp_path), "rooot": "x"})
+
+
+def test_delete_conditions_follow_the_filter_rules(test_graph):
+    person = test_graph.catalog.resolve("Person")
+    eq = {"op": "EqualTo", "column": "name", "value": {"string": "O'Brien"}}
+    day = {"op": "LessThan", "column": "since", "value": {"date": "2020-01-02"}}
+    assert C.delete_condition(person, [eq]) == "(`name` = 'O''Brien')"
+    both = {"op": "Or", "left": eq, "right": {"op": "IsNull", "column": "age"}}
+    assert C.delete_condition(person, [both, {"op": "AlwaysTrue"}]) == "((`name` = 'O''Brien') OR (`age` IS NULL))"
+    assert C.delete_condition(person, []) is None
+    assert C.delete_condition(person, [{"op": "AlwaysFalse"}]) == "FALSE"
+    assert C.delete_condition(test_graph.catalog.resolve("Knows"), [day]) == "(`since` < date '2020-01-02')"
+    for refused in (
+        {"op": "GreaterThan", "column": "age", "value": {"double": 1.5}},
+        {"op": "EqualTo", "column": "age", "value": {"other": "1.5"}},
+        {"op": "Not", "child": {"op": "Something", "text": "f(age)"}},
+    ):
+        with pytest.raises(SqlUnsupportedError):
+            C.delete_condition(person, [refused])
+
+
+def test_column_comments_carry_types_annotations_and_nullability(test_graph):
+    assert C.column_comments(test_graph.catalog.resolve("Person")) == {
+        "id": "node id, not null: the @key 'name' as text (omit or NULL on INSERT)",
+        "age": "I32?, nullable",
+        "name": "String @key, not null",
+    }
+    assert C.column_comments(test_graph.catalog.resolve("WorksAt"))["dst"] == "edge target: a Company id, not null"
+
+
+def test_without_the_catalog_sql_reads_a_temporary_view(spark, test_graph):
+    """Where only the Python source runs (no shim jar, e.g. serverless; option engine=python here):
+    SQL reads a temporary view over ``spark.read.format("omnigraph")``, and a SELECT's result is
+    written with ``df.write.format("omnigraph")``, one graph commit (docs/sql.md)."""
+    root = test_graph.root
+    view = f"person_{uuid.uuid4().hex[:8]}"
+
+    def save(df):
+        df.write.format("omnigraph").option("type", "Person").option("engine", "python").mode("append").save(root)
+
+    def person_view():
+        r = spark.read.format("omnigraph").option("type", "Person").option("engine", "python").load(root)
+        r.createOrReplaceTempView(view)
+
+    save(spark.createDataFrame([("ann", 3), ("bo", 4)], "name string, age int"))
+    person_view()
+    assert _rows(spark.sql(f"SELECT name FROM {view} WHERE age > 3")) == [("bo",)]
+    before = len(test_graph.log())
+    save(spark.sql(f"SELECT concat(name, '2') AS name, age + 10 AS age FROM {view}"))
+    assert len(test_graph.log()) == before + 1
+    person_view()  # a view reads the snapshot it was planned at: a new one sees the write
+    assert _rows(spark.sql(f"SELECT name, age FROM {view} WHERE age > 10")) == [("ann2", 13), ("bo2", 14)]
+
+
+def test_every_golden_filter_reads_back_as_the_read_path_translates_it():
+    """The other half of CatalogTableTest (jvm-shim): a filter in spec/filters.json's form, as the
+    JVM sends a DELETE's, translates exactly as the read path's rules translate it."""
+    import json
+    from pathlib import Path
+
+    from omnigraph_spark.spark.filters import ColumnKind, translate
+
+    spec = json.loads((Path(__file__).resolve().parents[2] / "spec" / "filters.json").read_text())
+    kinds = {c: ColumnKind(v["kind"], bool(v.get("list"))) for c, v in spec["columns"].items()}
+    for case in spec["cases"]:
+        assert translate(C.filter_from_json(case["filter"]), kinds) == case["sql"], case["name"]
+
+
+def test_a_catalog_on_object_storage(jvm, s3):
+    """``storage.*`` catalog options reach every graph under an S3 prefix: SHOW NAMESPACES lists
+    the prefix's graphs, statements write and read, DROP NAMESPACE ... CASCADE removes every object."""
+    bucket = s3.new_bucket()
+    cat = f"og{uuid.uuid4().hex[:8]}"
+    jvm.conf.set(f"spark.sql.catalog.{cat}", "io.omnigraph.spark.OmnigraphCatalog")
+    jvm.conf.set(f"spark.sql.catalog.{cat}.root", f"s3://{bucket}/graphs")
+    for k, v in s3.storage_options().items():
+        jvm.conf.set(f"spark.sql.catalog.{cat}.storage.{k}", v)
+    jvm.sql(f"CREATE NAMESPACE {cat}.social WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    assert [r[0] for r in jvm.sql(f"SHOW NAMESPACES IN {cat}").collect()] == ["social"]
+    jvm.sql(f"INSERT INTO {cat}.social.Person (name, age) VALUES ('a', 1), ('b', 2)")
+    jvm.sql(f"DELETE FROM {cat}.social.Person WHERE name = 'a'")
+    assert _rows(jvm.sql(f"SELECT name, age FROM {cat}.social.Person")) == [("b", 2)]
+    with pytest.raises(Exception) as e:
+        jvm.sql(f"DROP NAMESPACE {cat}.social")
+    assert _code(e) == "GRAPH_NOT_EMPTY"
+    jvm.sql(f"DROP NAMESPACE {cat}.social CASCADE")
+    assert [k for k in s3.keys(bucket, "graphs/") if not k.endswith("/")] == []
+    assert jvm.sql(f"SHOW NAMESPACES IN {cat}").collect() == []
