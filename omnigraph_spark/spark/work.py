@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 JOB_TAG = "omnigraph-load-check"
 #: the result column types a query may declare, as Arrow types
 COLUMN_TYPES = {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_()}
+_KIND_CHECKS = {
+    pa.string(): lambda v: isinstance(v, str),
+    pa.int64(): lambda v: isinstance(v, int) and not isinstance(v, bool),
+    pa.bool_(): lambda v: isinstance(v, bool),
+}
 
 
 class WorkUnavailable(RuntimeError):
@@ -139,9 +144,13 @@ class SparkWork:
             raise WorkFailed(f"the answer has {len(tables)} tables for {len(schemas)} queries")
         out = []
         for rows, schema in zip(tables, schemas):
+            for row in rows:
+                if len(row) != len(schema):
+                    raise WorkFailed(f"a row of the answer has {len(row)} values for columns {schema.names}")
+                for v, f in zip(row, schema):
+                    if v is not None and not _KIND_CHECKS[f.type](v):
+                        raise WorkFailed(f"column {f.name!r} of the answer: {v!r} is no {f.type}")
             cols = list(zip(*rows)) if rows else [() for _ in schema]
-            if len(cols) != len(schema):
-                raise WorkFailed(f"a row of the answer has {len(cols)} values for columns {schema.names}")
             out.append(pa.table([pa.array(list(c), f.type) for c, f in zip(cols, schema)], schema=schema))
         return out
 
