@@ -468,11 +468,22 @@ class Bridge:
             if works:
                 self._exchange(works)
         worker.join()
-        return result.result()
+        try:
+            return result.result()
+        except WorkFailed as e:
+            if unwrap_error(e) is not None:  # a typed error the work raised: the answer as it is
+                raise
+            raise JvmWriteUnavailableError(
+                "format('omnigraph') could not run the commit's checks above distributedCheckRows as Spark jobs "
+                f"of the write's session ({e}); nothing was committed. Set option distributedCheckRows=0 to "
+                "check in the planner's memory, or load with write_table",
+                option="distributedCheckRows",
+            ) from e
 
     def _exchange(self, works: list[tuple]) -> None:
         """Answer the pending request with ``works`` and settle each from the ``ran`` reply."""
         by_id = {i: (w, f) for i, (_, w, f) in enumerate(works, 1)}
+        log.info("omnigraph bridge: %d pieces of the commit's Spark work handed to the JVM", len(by_id))
         self._send({"ok": {"run": [{"id": i, "work": w.to_json()} for i, (w, _) in by_id.items()]}})
         line = self.inp.readline()
         try:

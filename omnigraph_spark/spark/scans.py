@@ -126,7 +126,7 @@ class ScanReader(DataSourceReader):
         columns = self._columns()
         for fid, base in items:
             offset = int(base)
-            for part in ds.get_fragment(int(fid)).to_batches(columns=columns, batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
+            for part in ds.get_fragment(int(fid)).to_batches(columns=columns, batch_size=65536):
                 yield self._with_pos(part, offset)
                 offset += part.num_rows
 
@@ -135,7 +135,7 @@ class ScanReader(DataSourceReader):
             return
         ds = self._dataset()
         for fid in items:
-            for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):  # type: ignore[union-attr]  # ids from the pinned version's own fragments
+            for part in ds.get_fragment(int(fid)).to_batches(columns=["id"], batch_size=65536):
                 yield pa.RecordBatch.from_arrays(
                     [
                         part.column("id").cast(self.target.field("id").type),
