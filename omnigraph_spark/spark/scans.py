@@ -33,12 +33,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from lance.file import LanceFileReader
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
-
-from ..store import tables as _tables
 
 #: the reserved read option naming a scan for the checks (JSON); never a user option
 SCAN_OPTION = "__omnigraph_scan"
@@ -107,6 +104,8 @@ class ScanReader(DataSourceReader):
         return pa.RecordBatch.from_arrays(arrays, schema=self.target)
 
     def _staged(self, items) -> Iterator[pa.RecordBatch]:
+        from lance.file import LanceFileReader  # cost: the driver's planning of a view skips lance (2-4 s)
+
         columns = self._columns()
         for uri, base in items:
             reader = LanceFileReader(uri, storage_options=self.storage, columns=columns)
@@ -116,6 +115,8 @@ class ScanReader(DataSourceReader):
                 offset += part.num_rows
 
     def _dataset(self):
+        from ..store import tables as _tables  # cost: the driver's planning of a view skips lance (2-4 s)
+
         path, branch, version = self.scan["table"]
         return _tables.open_dataset(path, branch=branch, version=int(version), storage_options=self.storage)
 
