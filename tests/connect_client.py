@@ -80,7 +80,7 @@ def load_and_read(spark, root: str, jsonl: str) -> dict[str, Any]:
         .save(root)
     )
     # a key repeated in one load, above distributedCheckRows=1: the provider's commit checks it
-    # as Spark jobs of the write's session (SparkGateway), and refuses the load
+    # as Spark jobs of the write's session (Spark work the provider runs), and refuses the load
     try:
         (
             spark.createDataFrame([("Hooli",), ("Pied Piper",), ("Hooli",)], "name string")

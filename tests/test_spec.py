@@ -3,12 +3,13 @@
 The JVM shim's JUnit tests (jvm-shim/src/test/java) read the same files and check the Java side,
 so each file pins the two runtimes together field by field: key fingerprints (I15), ULID text,
 the per-row rules' errors, filter pushdown, side-file layouts, the planner's answers, the error
-codes and the type kinds with their widening."""
+codes, the type kinds with their widening and the Spark work a commit hands back."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import json
 import re
 from decimal import Decimal
@@ -48,10 +49,12 @@ from omnigraph_spark.spark import bridge, jvm_write
 from omnigraph_spark.spark.error_tags import error_classes
 from omnigraph_spark.spark.filters import ColumnKind, translate
 from omnigraph_spark.spark.jvm_read import column_blockers
+from omnigraph_spark.spark.scans import SCAN_OPTION, SECRETS_OPTION
 from omnigraph_spark.spark.types import arrow_target_schema, spark_type
+from omnigraph_spark.spark.work import JOB_TAG, Query, SparkWork, WorkFailed
 from omnigraph_spark.spark.writer import tag_error
 from omnigraph_spark.store import side_files
-from omnigraph_spark.store.writes import WriteTarget
+from omnigraph_spark.store.writes import LoadResult, WriteTarget
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
 
@@ -411,3 +414,49 @@ def test_the_jvm_planners_widen_exactly_the_spec_pairs():
         kind: (spec["kinds"][kind]["jvm_sink"], {n for (n, k), to in jvm.items() if k == kind})
         for kind in {k for (_, k), to in jvm.items() if not to.startswith("micros")}
     }
+
+
+def test_the_planners_spark_work_is_an_answer_and_its_rows_the_next_request(monkeypatch):
+    """spec/bridge_protocol.json from the planner's side: a commit that needs Spark work gets it
+    run by the JVM, never by calling into it. Each work goes out as the pending request's
+    answer (field by field the golden one), the golden ``ran`` request settles it (tables of the
+    declared kinds, or the JVM's error as WorkFailed), and the commit's own answer comes last."""
+    spec = load("bridge_protocol.json")
+    assert (spec["reserved_options"]["scan"], spec["reserved_options"]["secrets"]) == (SCAN_OPTION, SECRETS_OPTION)
+    assert spec["job_tag"] == JOB_TAG
+    exchanges = spec["exchanges"]
+    works = [SparkWork.from_json(x["answer"]["ok"]["run"][0]["work"]) for x in exchanges]
+    for x, w in zip(exchanges, works):
+        assert w.to_json() == x["answer"]["ok"]["run"][0]["work"], x["name"]
+    final = spec["final"]["ok"]
+    outcomes = []
+
+    def commit(load, runner, deletes, batch):
+        for w in works:  # in turn: one work per exchange
+            try:
+                outcomes.append({"tables": [t.to_pydict() for t in runner(w)]})
+            except WorkFailed as e:
+                outcomes.append({"error": str(e)})
+        return LoadResult(final["commit"], final["manifest_version"], "main", (), None, skipped=final["skipped"])
+
+    monkeypatch.setattr(bridge, "commit", commit)
+    inp = io.StringIO("".join(json.dumps(m) + "\n" for m in [spec["request"]] + [x["ran"] for x in exchanges]))
+    out = io.StringIO()
+    b = bridge.Bridge(inp, out)
+    b.load = object()  # a planned write
+    b.serve()
+    assert [json.loads(line) for line in out.getvalue().splitlines()] == [x["answer"] for x in exchanges] + [
+        spec["final"]
+    ]
+    assert outcomes == [x["python"]["1"] for x in exchanges]
+
+
+def test_spark_work_result_rows_are_tables_of_their_declared_kinds():
+    for c in load("bridge_protocol.json")["rows"]:
+        work = SparkWork(queries=(Query("SELECT 1", tuple((n, k) for n, k in c["columns"])),))
+        (table,) = work.tables_from_rows([c["json"]])
+        assert [list(r.values()) for r in table.to_pylist()] == c["values"], c["name"]
+        assert SparkWork.tables_to_rows([table]) == [c["json"]]
+        for bad in ([1, 2, True], ["x", True, True], ["x", 2, 1]):  # another kind: refused, never coerced
+            with pytest.raises(WorkFailed):
+                work.tables_from_rows([[bad]])

@@ -24,11 +24,15 @@ request         answer
 An answer is ``{"ok": {...}}`` or ``{"error": {"code", "class", "message"}}``; the message
 starts with ``[CODE]``, so :func:`~.error_tags.unwrap_error` finds the typed error in the JVM
 exception that carries it. Nothing here goes through py4j, so Spark Connect takes the same path.
-While it commits, the process may ask the JVM for the write's SparkSession (``{"need":
-"spark"}``, answered on its stdin, see :func:`attach`): the checks above option
-``distributedCheckRows`` then run as Spark jobs on the write's own session, as ``write_table``
-runs them on its driver, instead of in this process's memory. It asks only when such a check
-runs; a process that attached exits after its answer (the JVM's gateway closes with the commit).
+
+Control flows one way: the JVM asks, this process answers. A commit whose checks exceed option
+``distributedCheckRows`` needs Spark work done; it runs in a worker thread while the main loop
+answers the pending ``commit`` with ``{"ok": {"run": [{"id", "work"}, ...]}}``: each work a
+:class:`~.work.SparkWork` (views read by the Python source, Spark SQL over them). The provider
+runs them on the write's session and sends the rows as its next request, ``{"op": "ran",
+"results": [{"id", "tables"} or {"id", "error"}]}``; the commit thread resumes, and the
+conversation goes on until the ``commit``'s final answer. spec/bridge_protocol.json pins the
+messages field by field.
 """
 
 from __future__ import annotations
@@ -36,18 +40,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import select
 import sys
+import threading
 import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import IO, Any
 
 import pyarrow as pa
-from pyspark import SparkConf, SparkContext
-from pyspark.java_gateway import launch_gateway
-from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from ..errors import JvmReadUnavailableError, JvmWriteUnavailableError, OmnigraphError
@@ -62,6 +66,7 @@ from .journal import Journal
 from .jvm_read import column_blockers, scan_options
 from .options import ReadOptions, WriteOptions
 from .reader import resolve_snapshot
+from .work import Runner, SparkWork, WorkFailed
 
 log = logging.getLogger(__name__)
 
@@ -306,12 +311,12 @@ def plan_write(options: Mapping[str, str], overwrite: bool, schema_json: str) ->
 
 
 def commit(
-    load: _Load, spark: Callable[[], Any] | None = None, deletes: list[list[list[Any]]] | None = None, batch: int = 0
+    load: _Load, runner: Runner | None = None, deletes: list[list[list[Any]]] | None = None, batch: int = 0
 ) -> LoadResult:
     """After the job: ONE graph commit of what its tasks staged, or of a delete's keys
     (``deletes``: each partition's rows, checked ``batch`` rows at a time); or nothing, and
-    every staged file deleted, with the typed error. ``spark``: returns the write's SparkSession
-    for the checks that run as Spark jobs (called only when one does)."""
+    every staged file deleted, with the typed error. ``runner``: runs the Spark work of the
+    checks above ``distributedCheckRows`` where the write's session is (the JVM provider)."""
     from . import jvm_write as _jvm_write  # cost: plan_read skips the write path (~0.5 s)
     from .graph_io import finish_load  # cost: plan_read skips the write path (~0.5 s)
 
@@ -351,7 +356,7 @@ def commit(
         )
         return got
 
-    return finish_load(load.graph, load.opts, load.journal, keys if load.keys is not None else run, spark=spark)
+    return finish_load(load.graph, load.opts, load.journal, keys if load.keys is not None else run, runner=runner)
 
 
 def abort(load: _Load) -> int:
@@ -362,41 +367,6 @@ def abort(load: _Load) -> int:
 
 
 # -- the process -------------------------------------------------------------------------------
-
-
-def attach(port: int, secret: str, token: str):
-    """A SparkSession in this process on the JVM's session lent under ``token``, through the
-    py4j gateway at ``port`` (``SparkGateway``): pyspark's own way into a running driver, as
-    ``spark-submit`` starts a Python application. The JVM's default session stays what it was."""
-    given = {"PYSPARK_GATEWAY_PORT": str(port), "PYSPARK_GATEWAY_SECRET": secret}
-    saved = {k: os.environ.get(k) for k in given}
-    os.environ.update(given)  # pyspark's way in (launch_gateway reads them); not left behind
-    try:
-        gateway = launch_gateway()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    jvm = gateway.jvm
-    jss = jvm.io.omnigraph.spark.SparkGateway.session(token)
-    jsc = jvm.org.apache.spark.api.java.JavaSparkContext(jss.sparkContext())
-    conf = jsc.getConf()
-    # the executors' Python workers run the checks' Arrow functions: the session's interpreter
-    os.environ["PYSPARK_PYTHON"] = (
-        conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or sys.executable
-    )
-    sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=conf))
-    sessions = getattr(jvm, "org.apache.spark.sql.classic.SparkSession")
-    default = sessions.getDefaultSession()
-    spark = SparkSession(sc, jsparkSession=jss)
-    if default.isDefined():
-        sessions.setDefaultSession(default.get())
-    else:
-        sessions.clearDefaultSession()
-    log.info("omnigraph bridge: attached to the driver's session for the load's checks")
-    return spark
 
 
 def _error(e: BaseException) -> dict[str, Any]:
@@ -423,7 +393,8 @@ class Bridge:
         self.out = out
         self.idle_s = idle_s
         self.load: _Load | None = None
-        self.attached = False  # a SparkSession was lent to this process: it exits after the answer
+        # the commit thread's wants for the main loop: ("work", SparkWork, Future) or ("done",)
+        self._events: queue.Queue = queue.Queue()
 
     def _idle(self) -> bool:
         """Whether no request came within ``idle_s`` (never while a write is in progress)."""
@@ -448,7 +419,7 @@ class Bridge:
             raise RuntimeError(f"'{op}' without a planned write")
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
-            result = commit(load, self._spark, request.get("deletes"), int(request.get("batch") or 0))  # type: ignore[arg-type]  # checked for None above
+            result = self._commit(load, request)  # type: ignore[arg-type]  # checked for None above
             return {
                 "ok": {
                     "manifest_version": result.manifest_version,
@@ -460,28 +431,90 @@ class Bridge:
             removed = abort(self.load)  # type: ignore[arg-type]  # checked for None above
             self.load = None
             return {"ok": {"removed": removed}}
+        if op == "ran":
+            raise RuntimeError("'ran' with no Spark work asked for")
         raise RuntimeError(f"unknown request {op!r}")
 
-    def _spark(self):
-        """The write's SparkSession, asked of the JVM mid-commit (see :func:`attach`); a
-        JvmWriteUnavailableError naming the remedy when the driver cannot lend it."""
-        self.out.write(json.dumps({"need": "spark"}) + "\n")
-        self.out.flush()
-        line = self.inp.readline()
-        reply = json.loads(line) if line.strip() else {"refused": "the JVM closed the conversation"}
-        why = reply.get("refused")
-        if "port" in reply:
-            self.attached = True
+    # -- a commit and the Spark work it asks for ---------------------------------------------
+
+    def run_work(self, work: SparkWork) -> list[pa.Table]:
+        """The commit's runner (any thread but the main loop's): ``work`` goes out as part of
+        the pending request's answer; returns the tables the JVM ran, or raises its error."""
+        done: Future = Future()
+        self._events.put(("work", work, done))
+        return done.result()
+
+    def _commit(self, load: _Load, request: Mapping[str, Any]) -> LoadResult:
+        """:func:`commit` in a worker thread; this thread answers its Spark work with ``run``
+        answers and reads the ``ran`` requests, until the commit ends."""
+        result: Future = Future()
+
+        def go() -> None:
             try:
-                return attach(int(reply["port"]), reply["secret"], reply["session"])
-            except Exception as e:  # any failure to attach has the same remedy
-                why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        raise JvmWriteUnavailableError(
-            f"format('omnigraph') could not run the commit's checks above distributedCheckRows as Spark jobs "
-            f"of the write's session ({why}); nothing was committed. Set option distributedCheckRows=0 to "
-            "check in the planner's memory, or load with write_table",
-            option="distributedCheckRows",
-        )
+                result.set_result(commit(load, self.run_work, request.get("deletes"), int(request.get("batch") or 0)))
+            except BaseException as e:  # the commit's error is the request's answer
+                result.set_exception(e)
+            finally:
+                self._events.put(("done",))
+
+        worker = threading.Thread(target=go, name="omnigraph-commit", daemon=True)
+        worker.start()
+        finished = False
+        while not finished:
+            pending = [self._events.get()]
+            while True:  # every work asked for by now goes out in one answer
+                try:
+                    pending.append(self._events.get_nowait())
+                except queue.Empty:
+                    break
+            works = [e for e in pending if e[0] == "work"]
+            finished = len(works) < len(pending)
+            if works:
+                self._exchange(works)
+        worker.join()
+        try:
+            return result.result()
+        except WorkFailed as e:
+            if unwrap_error(e) is not None:  # a typed error the work raised: the answer as it is
+                raise
+            raise JvmWriteUnavailableError(
+                "format('omnigraph') could not run the commit's checks above distributedCheckRows as Spark jobs "
+                f"of the write's session ({e}); nothing was committed. Set option distributedCheckRows=0 to "
+                "check in the planner's memory, or load with write_table",
+                option="distributedCheckRows",
+            ) from e
+
+    def _exchange(self, works: list[tuple]) -> None:
+        """Answer the pending request with ``works`` and settle each from the ``ran`` reply."""
+        by_id = {i: (w, f) for i, (_, w, f) in enumerate(works, 1)}
+        log.info("omnigraph bridge: %d pieces of the commit's Spark work handed to the JVM", len(by_id))
+        self._send({"ok": {"run": [{"id": i, "work": w.to_json()} for i, (w, _) in by_id.items()]}})
+        line = self.inp.readline()
+        try:
+            reply = json.loads(line) if line.strip() else {}
+        except ValueError:
+            reply = {}
+        if reply.get("op") != "ran":
+            why = "the JVM closed the conversation" if not line else f"the JVM answered {line.strip()[:200]!r}"
+            for _, f in by_id.values():
+                f.set_exception(WorkFailed(f"Spark work of the commit was not run: {why}"))
+            return
+        got = {int(r["id"]): r for r in reply.get("results", [])}
+        for i, (w, f) in by_id.items():
+            r = got.get(i)
+            try:
+                if r is None:
+                    raise WorkFailed(f"the JVM ran no work {i}")
+                if "error" in r:
+                    e = r["error"]
+                    raise WorkFailed(f"{e.get('class')}: {e.get('message')}")
+                f.set_result(w.tables_from_rows(r["tables"]))
+            except Exception as e:  # every work gets an outcome: its thread waits for it
+                f.set_exception(e)
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        self.out.write(json.dumps(message) + "\n")
+        self.out.flush()
 
     def serve(self) -> None:
         while True:
@@ -497,11 +530,7 @@ class Bridge:
                 reply = self.answer(json.loads(line))
             except BaseException as e:  # every failure is an answer: the JVM raises it
                 reply = _error(e)
-            self.out.write(json.dumps(reply) + "\n")
-            self.out.flush()
-            if self.attached:
-                log.info("omnigraph bridge: exiting after a commit that used the driver's session")
-                break
+            self._send(reply)
         if self.load is not None:  # the JVM went away mid-load: nothing of it may stay
             abort(self.load)
 

@@ -1,9 +1,10 @@
 """Integrity across writes (invariant I18) as Spark jobs: the driver holds the answer, not the rows.
 
-Driver (it launches Spark jobs). :class:`Distributed` answers the questions of
-:func:`~.deletions.deletions` over the committed table at the snapshot's pinned version
+Driver. :class:`Distributed` answers the questions of :func:`~.deletions.deletions` with Spark
+SQL over views of the committed table at the snapshot's pinned version
 (:meth:`~.dist_checks.DistChecks.committed`) and the load's staged files
-(:meth:`~.dist_checks.DistChecks.staged`), with the same methods and the same answers as
+(:meth:`~.dist_checks.DistChecks.staged`), run by the side holding the session
+(:class:`~.work.SparkWork`), with the same methods and the same answers as
 :class:`~.deletions.InMemory`, which reads the columns into the driver's memory. Each method
 mirrors a function of :mod:`..ingest.integrity` (named in its docstring).
 
@@ -11,7 +12,8 @@ What reaches the driver is bounded by the delete, not by the tables: the delete'
 there: the commit message carries them), the ids it deletes (returned to the commit as its
 deletions), counts, and the first few edges a message names (in table order: the order of the
 committed fragments or of the staged files, as the in-memory path sees them). The small sides
-(delete keys, deleted ids) go to Spark as local relations, so its planner can broadcast them.
+(delete keys, deleted ids) go to Spark as inline views (one task), so its planner can broadcast
+them.
 
 Each part's answer (or error) is memoised under every input it read
 (:meth:`~.dist_checks.DistChecks.once`): the committed ``(base path, Lance branch, version)``
@@ -26,16 +28,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import functions as F
 
 from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS
 from ..schema.catalog import TypeDef
 from ..store.writes import StagedTable
 from .dist_checks import POS, DistChecks, StagedFiles, committed_pin
+from .work import Builder
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def digest(values: None | pa.Array | pa.ChunkedArray | pa.Table) -> str | None:
 
 
 class Distributed:
-    """I18's reads as Spark jobs over one snapshot and one load's staged tables (driver)."""
+    """I18's reads as Spark SQL over one snapshot and one load's staged tables (driver)."""
 
     def __init__(self, dist: DistChecks, snap, staged: Mapping[str, StagedTable], schema_of) -> None:
         self.dist = dist
@@ -80,17 +81,17 @@ class Distributed:
         self.staged_tables = staged
         self.schema_of = schema_of
 
-    # -- frames -----------------------------------------------------------------------------
+    # -- views ------------------------------------------------------------------------------
 
-    def _committed(self, key: str, cols: Sequence[str]):
-        return self.dist.committed(committed_pin(self.snap, key), self.schema_of(key), cols)
+    def _committed(self, w: Builder, key: str, cols: Sequence[str]) -> str:
+        return self.dist.committed(w, committed_pin(self.snap, key), self.schema_of(key), cols)
 
-    def _staged(self, key: str, cols: Sequence[str]):
-        return self.dist.staged(StagedFiles.of(self.staged_tables[key]), self.schema_of(key), cols)
+    def _staged(self, w: Builder, key: str, cols: Sequence[str]) -> str:
+        return self.dist.staged(w, StagedFiles.of(self.staged_tables[key]), self.schema_of(key), cols)
 
-    def _local(self, **columns) -> Any:
-        """A small DataFrame of string columns held by the driver (delete keys, deleted ids)."""
-        return self.dist.spark.createDataFrame(pa.table({c: _strings(a) for c, a in columns.items()}))
+    def _local(self, w: Builder, **columns) -> str:
+        """A small view of string columns held by the driver (delete keys, deleted ids)."""
+        return self.dist.local(w, pa.table({c: _strings(a) for c, a in columns.items()}))
 
     def _run(self, kind: str, key: str, inputs: tuple, compute):
         """``compute``'s answer, memoised under ``(kind, key) + inputs``: everything it reads."""
@@ -102,41 +103,50 @@ class Distributed:
     def _files(self, key: str) -> tuple[str, ...]:
         return StagedFiles.of(self.staged_tables[key]).uris
 
-    @staticmethod
-    def _ids(df, col: str = "id") -> pa.Array:
-        return _strings(df.select(col).toArrow().column(col))
+    def _ids(self, w: Builder, sql: str) -> pa.Array:
+        """The ``id`` column of ``sql`` as strings."""
+        w.query(f"SELECT CAST(id AS STRING) AS id FROM ({sql})", ("id", "string"))
+        return self.dist.run(w)[0].column("id").combine_chunks()
 
-    @staticmethod
-    def _edges(bad, with_ids: bool) -> Edges:
-        """Count, the first edges by POS and (``with_ids``) every id of the edges in ``bad``.
-        ``bad`` is kept by the executors for these reads, so its scan and join run once."""
-        bad = bad.persist()
-        try:
-            n = bad.count()
-            if not n:
-                return Edges(
-                    0,
-                    pa.table({c: pa.array([], pa.string()) for c in ("src", "dst")}),
-                    pa.array([], pa.string()) if with_ids else None,
-                )
-            first = bad.orderBy(POS).limit(DESCRIBED_EDGES).select("src", "dst").toArrow()
-            return Edges(n, first, Distributed._ids(bad) if with_ids else None)
-        finally:
-            bad.unpersist()
+    def _edges(self, w: Builder, bad: str, with_ids: bool) -> Edges:
+        """Count, the first edges by POS and (``with_ids``) every id of the edges ``bad`` (SQL)
+        selects. ``bad`` is cached by the executors for these reads, so its scan and join run once."""
+        cached = w.cached("bad", bad)
+        w.query(f"SELECT count(1) AS n FROM {cached}", ("n", "long"))
+        w.query(
+            f"SELECT CAST(src AS STRING) AS src, CAST(dst AS STRING) AS dst FROM {cached} "
+            f"ORDER BY {POS} LIMIT {DESCRIBED_EDGES}",
+            ("src", "string"),
+            ("dst", "string"),
+        )
+        if with_ids:
+            w.query(f"SELECT CAST(id AS STRING) AS id FROM {cached}", ("id", "string"))
+        got = self.dist.run(w)
+        n = got[0]["n"][0].as_py()
+        if not n:
+            return Edges(
+                0,
+                pa.table({c: pa.array([], pa.string()) for c in ("src", "dst")}),
+                pa.array([], pa.string()) if with_ids else None,
+            )
+        return Edges(n, got[1], got[2].column("id").combine_chunks() if with_ids else None)
 
-    def _pointing_at(self, edges, src_gone: pa.Array | None, dst_gone: pa.Array | None):
-        """The rows of ``edges`` whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``; mirrors
-        :func:`~..ingest.integrity.pointing_at`."""
-        hit = None
+    def _pointing_at(self, w: Builder, edges: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> str:
+        """SQL of the rows of the view ``edges`` whose ``src`` is in ``src_gone`` or ``dst`` in
+        ``dst_gone``; mirrors :func:`~..ingest.integrity.pointing_at`."""
+        joins, hits = [], []
         for col, gone in (("src", src_gone), ("dst", dst_gone)):
             if gone is not None and len(gone):
                 flag = f"__gone_{col}"
-                edges = edges.join(
-                    self._local(**{col: gone}).distinct().withColumn(flag, F.lit(True)), on=col, how="left"
+                local = self._local(w, **{col: gone})
+                joins.append(
+                    f"LEFT JOIN (SELECT DISTINCT {col} AS g_{col}, true AS {flag} FROM {local}) g_{col} "
+                    f"ON e.{col} = g_{col}.g_{col}"
                 )
-                h = F.col(flag).isNotNull()
-                hit = h if hit is None else hit | h
-        return edges.limit(0) if hit is None else edges.where(hit)
+                hits.append(f"{flag} IS NOT NULL")
+        if not hits:
+            return f"SELECT e.* FROM {edges} e WHERE false"
+        return f"SELECT e.* FROM {edges} e {' '.join(joins)} WHERE {' OR '.join(hits)}"
 
     # -- the parts of I18 -------------------------------------------------------------------
 
@@ -146,18 +156,29 @@ class Distributed:
         key = td.table_key
 
         def run() -> tuple[pa.Array, int]:
+            w = Builder()
             if td.is_edge and "id" not in keys.column_names:  # every edge between the two nodes
-                edges = self._committed(key, EDGE_COLUMNS)
-                pairs = self._local(src=keys.column("src"), dst=keys.column("dst")).distinct()
-                found = edges.join(pairs, on=["src", "dst"], how="left_semi").select("id").distinct()
-                missing = pairs.join(edges.select("src", "dst"), on=["src", "dst"], how="left_anti").count()
-                return self._ids(found), missing
+                edges = self._committed(w, key, EDGE_COLUMNS)
+                pairs = (
+                    f"SELECT DISTINCT src, dst FROM {self._local(w, src=keys.column('src'), dst=keys.column('dst'))}"
+                )
+                w.query(
+                    f"SELECT DISTINCT CAST(e.id AS STRING) AS id FROM {edges} e LEFT SEMI JOIN ({pairs}) p "
+                    "ON e.src = p.src AND e.dst = p.dst",
+                    ("id", "string"),
+                )
+                w.query(
+                    f"SELECT count(1) AS n FROM ({pairs}) p LEFT ANTI JOIN {edges} e "
+                    "ON p.src = e.src AND p.dst = e.dst",
+                    ("n", "long"),
+                )
+                found, missing = self.dist.run(w)
+                return found.column("id").combine_chunks(), missing["n"][0].as_py()
             wanted = pc.unique(_strings(keys.column("id")))
+            committed = self._committed(w, key, ["id"])
             found = self._ids(
-                self._committed(key, ["id"])
-                .join(self._local(id=wanted), on="id", how="left_semi")
-                .select("id")
-                .distinct()
+                w,
+                f"SELECT DISTINCT c.id FROM {committed} c LEFT SEMI JOIN {self._local(w, id=wanted)} l ON c.id = l.id",
             )
             return found, len(wanted) - len(found)
 
@@ -168,34 +189,38 @@ class Distributed:
         again by the same load stays); the in-memory form tests membership in the staged ids."""
         if not len(ids):
             return ids
-        return self._run(
-            "restaged",
-            key,
-            (self._files(key), digest(ids)),
-            lambda: self._ids(self._staged(key, ["id"]).join(self._local(id=ids).distinct(), on="id", how="left_semi")),
-        )
+
+        def run() -> pa.Array:
+            w = Builder()
+            staged = self._staged(w, key, ["id"])
+            local = self._local(w, id=ids)
+            return self._ids(
+                w, f"SELECT s.id FROM {staged} s LEFT SEMI JOIN (SELECT DISTINCT id FROM {local}) l ON s.id = l.id"
+            )
+
+        return self._run("restaged", key, (self._files(key), digest(ids)), run)
 
     def staged_pointing_at(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> Edges:
         """The load's staged edges of ``ekey`` that point at deleted nodes; mirrors
         :func:`~..ingest.integrity.pointing_at`."""
-        return self._run(
-            "staged_pointing_at",
-            ekey,
-            (self._files(ekey), digest(src_gone), digest(dst_gone)),
-            lambda: self._edges(
-                self._pointing_at(self._staged(ekey, ["src", "dst"]), src_gone, dst_gone), with_ids=False
-            ),
-        )
+
+        def run() -> Edges:
+            w = Builder()
+            return self._edges(
+                w, self._pointing_at(w, self._staged(w, ekey, ["src", "dst"]), src_gone, dst_gone), False
+            )
+
+        return self._run("staged_pointing_at", ekey, (self._files(ekey), digest(src_gone), digest(dst_gone)), run)
 
     def incident(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Array:
         """Ids of the committed edges incident to deleted nodes; mirrors
         :func:`~..ingest.integrity.incident_edges`."""
-        return self._run(
-            "incident",
-            ekey,
-            (self._pin(ekey), digest(src_gone), digest(dst_gone)),
-            lambda: self._ids(self._pointing_at(self._committed(ekey, EDGE_COLUMNS), src_gone, dst_gone)),
-        )
+
+        def run() -> pa.Array:
+            w = Builder()
+            return self._ids(w, self._pointing_at(w, self._committed(w, ekey, EDGE_COLUMNS), src_gone, dst_gone))
+
+        return self._run("incident", ekey, (self._pin(ekey), digest(src_gone), digest(dst_gone)), run)
 
     def orphaned(self, ekey: str, src_after: str | None, dst_after: str | None, with_ids: bool) -> Edges:
         """The committed edges of ``ekey`` whose ``src`` is not among the staged ids of node table
@@ -203,16 +228,20 @@ class Distributed:
         overwritten); mirrors :func:`~..ingest.integrity.orphaned_edges` (a null end is orphaned)."""
 
         def run() -> Edges:
-            edges = self._committed(ekey, EDGE_COLUMNS)
-            bad = None
+            w = Builder()
+            edges = self._committed(w, ekey, EDGE_COLUMNS)
+            joins, bad = [], []
             for col, nkey in (("src", src_after), ("dst", dst_after)):
                 if nkey is not None:
                     flag = f"__kept_{col}"
-                    ids = self._staged(nkey, ["id"]).select(F.col("id").alias(col)).distinct()
-                    edges = edges.join(ids.withColumn(flag, F.lit(True)), on=col, how="left")
-                    b = F.col(flag).isNull()
-                    bad = b if bad is None else bad | b
-            return self._edges(edges.limit(0) if bad is None else edges.where(bad), with_ids)
+                    ids = self._staged(w, nkey, ["id"])
+                    joins.append(
+                        f"LEFT JOIN (SELECT DISTINCT id AS k_{col}, true AS {flag} FROM {ids}) k_{col} "
+                        f"ON e.{col} = k_{col}.k_{col}"
+                    )
+                    bad.append(f"{flag} IS NULL")
+            where = " OR ".join(bad) if bad else "false"
+            return self._edges(w, f"SELECT e.* FROM {edges} e {' '.join(joins)} WHERE {where}", with_ids)
 
         ends = tuple((nkey, None if nkey is None else self._files(nkey)) for nkey in (src_after, dst_after))
         return self._run("orphaned", ekey, (self._pin(ekey),) + ends + (with_ids,), run)
@@ -221,13 +250,20 @@ class Distributed:
         """@card of the committed edges of ``etd`` that stay once ``ids`` are deleted, as the
         in-memory form applies :func:`~..ingest.checks.check_cardinality` to them."""
 
-        def run() -> None:
-            kept = self._committed(etd.table_key, ["id", "src"]).join(self._local(id=ids), on="id", how="left_anti")
-            self.dist.card_verdict(
-                etd, kept.where(F.col("src").isNotNull()).groupBy("src").agg(F.count(F.lit(1)).alias("n"))
+        def totals(w: Builder) -> str:
+            committed = self._committed(w, etd.table_key, ["id", "src"])
+            local = self._local(w, id=ids)
+            return (
+                f"SELECT c.src, count(1) AS n FROM {committed} c LEFT ANTI JOIN {local} l ON c.id = l.id "
+                "WHERE c.src IS NOT NULL GROUP BY c.src"
             )
 
-        self._run("card_after_delete", etd.table_key, (self._pin(etd.table_key), digest(ids)), run)
+        self._run(
+            "card_after_delete",
+            etd.table_key,
+            (self._pin(etd.table_key), digest(ids)),
+            lambda: self.dist.card_verdict(etd, totals),
+        )
 
 
 __all__ = ["Distributed", "Edges", "digest"]

@@ -43,6 +43,7 @@ from .journal import Journal
 from .jvm_read import ENGINES, ShimSession
 from .options import WriteOptions
 from .staging import stage_task, task_ids
+from .work import Runner
 from .writer import commit_staged, precheck_columns, settle_quarantine, spark_to_arrow_schema
 
 log = logging.getLogger(__name__)
@@ -116,16 +117,16 @@ def finish_load(
     run,
     quarantine: Quarantine | None = None,
     rejected: Sequence[Rejected] = (),
-    spark=None,
+    runner: Runner | None = None,
 ) -> LoadResult:
     """Driver: run the staging jobs (``run`` returns the staged tables), commit once, and clean
     up the journal; any failure leaves the graph unchanged and removes every staged file (and
-    the load's quarantined rows: ``rejected``, filled by ``run``). ``spark``: as
+    the load's quarantined rows: ``rejected``, filled by ``run``). ``runner``: as
     :func:`~.writer.commit_staged`'s."""
     staged: list[StagedTable] = []
     try:
         staged = run()
-        result = commit_staged(graph, opts.branch, staged, opts, quarantine, rejected, spark=spark)
+        result = commit_staged(graph, opts.branch, staged, opts, quarantine, rejected, runner=runner)
     except BaseException as e:
         if quarantine is not None:
             settle_quarantine(graph, quarantine)

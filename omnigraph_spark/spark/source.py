@@ -3,8 +3,8 @@
 ``format("omnigraph")`` resolves through :func:`omnigraph_spark.spark.register` or, with the
 package installed, through the top-level ``pyspark_omnigraph`` module's ``DefaultSource``.
 Reads delegate to :mod:`.reader` (imported lazily: it is another module's job and pulls in
-more than a write needs); writes go to :class:`.writer.OmnigraphWriter`, streams to
-:class:`.stream.OmnigraphStreamWriter`.
+more than a write needs), a load-wide check's view to :mod:`.scans`; writes go to
+:class:`.writer.OmnigraphWriter`, streams to :class:`.stream.OmnigraphStreamWriter`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ class OmnigraphDataSource(DataSource):
         return read_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Driver: a reader for the resolved schema."""
+        """Driver: a reader for the resolved schema; a load-wide check's view (the reserved
+        option ``__omnigraph_scan``, with its schema given) is read by :mod:`.scans`."""
+        if "__omnigraph_scan" in self.options:
+            from .scans import ScanReader  # lazy: Spark's source lookup must not import pyarrow or lance
+
+            return ScanReader(self.options, schema)
         from .reader import make_reader  # lazy: Spark's source lookup must not import pyarrow or lance
 
         return make_reader(self.options, schema)

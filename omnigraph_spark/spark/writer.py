@@ -23,9 +23,8 @@ import dataclasses
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -58,6 +57,7 @@ from .error_tags import tag_error
 from .options import WriteOptions
 from .staging import delete_task, stage_task, task_ids
 from .validate import make_validator
+from .work import Runner
 
 log = logging.getLogger(__name__)
 
@@ -104,17 +104,17 @@ def commit_staged(
     opts: WriteOptions,
     quarantine: Quarantine | None = None,
     rejected: Sequence[Rejected] = (),
-    spark: Callable[[], Any] | None = None,
+    runner: Runner | None = None,
 ) -> LoadResult:
     """Driver: validate and commit ``staged`` as one graph commit; delete the files on failure.
     ``rejected``: what the tasks quarantined into ``quarantine`` (its counts travel in the
     commit's properties; its files are published after the commit, deleted on failure).
 
-    With an active SparkSession on this process, or ``spark`` (returns one; called only when a
-    check runs as Spark jobs: the JVM provider's planner, :mod:`.bridge`), the checks above
-    ``distributedCheckRows`` run as Spark jobs first, outside the commit lease, on the branch's
-    current snapshot (I21)."""
-    dist = DistChecks.for_load(opts.distributed_check_rows, graph.storage_options, spark)
+    With an active SparkSession on this process, or ``runner`` (runs a
+    :class:`~.work.SparkWork` where the session is: the JVM provider, for its planner,
+    :mod:`.bridge`), the checks above ``distributedCheckRows`` run as Spark jobs first, outside
+    the commit lease, on the branch's current snapshot (I21)."""
+    dist = DistChecks.for_load(opts.distributed_check_rows, graph.storage_options, runner)
     validate = make_validator(graph, cascade=opts.cascade, dist=dist)
     if dist is not None:
         try:

@@ -67,11 +67,11 @@ def test_connect_takes_the_jvm_paths_and_matches_classic(
     assert set(people) == {"Alice", "Bob", "Charlie", "Diana", "Eve", "Frank", "Gina"}
     assert ["Initech", "Initech"] in local["format"]["Company"]  # (id, name): a keyed node's id is its key
     # the repeated key: refused with the same typed error on both, checked as Spark jobs of the
-    # client's session on the server (the planner attached through the server's gateway)
+    # client's session on the server (the planner handed the work back; the provider ran it)
     assert remote["result"]["repeated_key"].startswith("KeyConflictError: [KEY_CONFLICT]")
     assert "'Hooli'" in remote["result"]["repeated_key"]
     server_log = connect_server.log_path.read_text(errors="replace")
-    assert "attached to the driver's session" in server_log
+    assert "of the commit's Spark work handed to the JVM" in server_log
     assert "distributed unique check of node:Company: failed" in server_log
     assert any({"Eve", "Gina", "2024-05-01"} <= set(map(str, row)) for row in local["format"]["Knows"])
 

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from omnigraph_spark import Graph, unwrap_error
 from omnigraph_spark.errors import JvmReadUnavailableError, JvmWriteUnavailableError
 from omnigraph_spark.spark import bridge
+from omnigraph_spark.spark.work import Query, SparkWork
 from tests.spark.test_jvm_read import JVM_TYPES_PG, scans_in_jvm
 from tests.spark.test_jvm_write import _rels, _things, data_files
 
@@ -210,9 +211,10 @@ def test_I10_a_bad_row_or_a_key_conflict_commits_nothing_and_leaves_no_file(jvm,
 
 
 def test_I21_the_providers_checks_above_distributedCheckRows_run_as_spark_jobs_of_the_write(jvm, tmp_path):
-    """The planner has no SparkSession of its own: while it commits, the driver lends it the
-    write's session through a gateway (SparkGateway), so a check above ``distributedCheckRows``
-    runs as Spark jobs of this application (tagged JOB_TAG), not in the planner's memory. The
+    """The planner has no SparkSession: while it commits, a check above ``distributedCheckRows``
+    is Spark work it hands back as an answer, which the provider runs on the write's session
+    (SparkWork), so it runs as Spark jobs of this application (tagged JOB_TAG), not in the
+    planner's memory. The
     error is the in-memory check's, word for word; the graph is unchanged; a clean load commits."""
     g = Graph.init(str(tmp_path / "g"), JVM_TYPES_PG)
     repeat = jvm.createDataFrame(_things(40) + _things(3, 10), DDL).repartition(2)  # t00010-t00012 twice
@@ -485,20 +487,25 @@ def test_an_idle_planner_exits_unless_a_write_is_in_progress(tmp_path):
         assert not serving.is_alive() and json.loads(out.getvalue().splitlines()[-1]) == {"ok": {"removed": 0}}
 
 
-def test_I21_a_planner_the_driver_cannot_lend_a_session_to_refuses_with_the_remedy(monkeypatch):
-    """The commit's distributed checks need the write's session: a refusal, or a gateway that
-    cannot be reached, is a typed JVM_WRITE_UNAVAILABLE naming distributedCheckRows=0 (the load
-    is then aborted like any refused commit), never an untyped crash of the planner."""
-    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    monkeypatch.setenv("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", ""))  # restored after the test
-    for reply in (
-        {"refused": "this request has no SparkSession to lend"},
-        {"port": 9, "secret": "x", "session": "gone"},
-    ):  # nothing listens on port 9
+def test_I21_spark_work_the_jvm_does_not_run_is_a_refusal_with_the_remedy(monkeypatch):
+    """The commit's distributed checks are Spark work the JVM runs: a JVM that answers a work
+    with an error, or closes the conversation instead of answering, gets a typed
+    JVM_WRITE_UNAVAILABLE naming distributedCheckRows=0 (the load is then aborted like any
+    refused commit), never an untyped crash of the planner; the planner asked, it never called."""
+    work = SparkWork(queries=(Query("SELECT 1 AS n", (("n", "long"),)),))
+
+    def commit(load, runner, deletes, batch):
+        runner(work)
+        raise AssertionError("the work was not refused")
+
+    monkeypatch.setattr(bridge, "commit", commit)
+    refused = {"op": "ran", "results": [{"id": 1, "error": {"class": "IllegalStateException", "message": "no"}}]}
+    for replies in ([refused], []):
         out = io.StringIO()
-        b = bridge.Bridge(io.StringIO(json.dumps(reply) + "\n"), out)
-        with pytest.raises(JvmWriteUnavailableError) as ei:
-            b._spark()
-        assert json.loads(out.getvalue()) == {"need": "spark"}
-        assert ei.value.code == "JVM_WRITE_UNAVAILABLE" and "distributedCheckRows=0" in str(ei.value)
-        assert "PYSPARK_GATEWAY_PORT" not in os.environ  # pyspark's way in is not left behind
+        b = bridge.Bridge(io.StringIO("".join(json.dumps(m) + "\n" for m in [{"op": "commit"}] + replies)), out)
+        b.load = object()  # a planned write
+        b.serve()
+        answers = [json.loads(line) for line in out.getvalue().splitlines()]
+        assert answers[0] == {"ok": {"run": [{"id": 1, "work": work.to_json()}]}}
+        err = answers[-1]["error"]
+        assert err["code"] == "JVM_WRITE_UNAVAILABLE" and "distributedCheckRows=0" in err["message"], err

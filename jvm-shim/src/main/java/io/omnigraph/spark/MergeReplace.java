@@ -36,7 +36,7 @@ import org.lance.ipc.ScanOptions;
  *
  * <p>Nothing here commits: a deletion file no commit references is an orphan for cleanup, as
  * a staged fragment is. A failure (the staged ids too many for a quarter of an executor's heap,
- * an unreadable file) fails the job, and the driver finds the rows with Spark SQL instead.
+ * an unreadable file) fails the job, and the driver finds the rows with a Spark SQL join instead.
  */
 public final class MergeReplace {
   static {
@@ -48,7 +48,8 @@ public final class MergeReplace {
   private MergeReplace() {}
 
   /**
-   * Driver (py4j). {@code spec}: {"load": a token unique to the load, "table": {path, branch,
+   * Driver: a {@link SparkWork} the planner hands back, or a Python driver's own session
+   * (py4j, {@code write_table}). {@code spec}: {"load": a token unique to the load, "table": {path, branch,
    * version} (the committed table at the pinned version), "staged": {"table": null, "files":
    * [...]} (a {@link NodeIdIndex} source of the staged ids), "fragments": [ids], "storage":
    * {Lance storage options}}. Returns a JSON array with one object per fragment holding a

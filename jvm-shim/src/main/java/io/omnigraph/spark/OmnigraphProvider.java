@@ -52,6 +52,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code engine=python}) goes to the Python source itself, through Spark's own
  * {@link PythonDataSourceV2} under the same name: the session's Python data source registry
  * still holds {@code omnigraph}. So the short name stays complete with the jar on the class path.
+ * The views of the planner's checks ({@link SparkWork}: a read with a given schema and the
+ * reserved option {@code __omnigraph_scan}) go there too.
  */
 public final class OmnigraphProvider implements TableProvider, DataSourceRegister {
   private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OmnigraphProvider.class);
@@ -88,6 +90,9 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
    */
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
+    if (options.containsKey(SparkWork.SCAN_OPTION)) { // a check's view: the Python source reads it
+      return python().inferSchema(options);
+    }
     JsonNode answer = PythonBridge.ask(planReadRequest(options), null);
     if (answer.has("jvm")) {
       readPlan = answer.get("jvm");
@@ -281,12 +286,13 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
   /**
    * A write whose ONE graph commit is the planner's ({@link PythonBridge}): {@link #commit}
    * sends the request {@link #commitRequest} builds from the messages of the task attempts
-   * Spark committed (one per partition), lending the write's session to the planner's checks
-   * ({@link SparkGateway}); {@link #abort} has the planner delete what the tasks staged.
+   * Spark committed (one per partition) and runs the Spark work the planner's checks hand back
+   * on the write's session ({@link SparkWork}); {@link #abort} has the planner delete what the
+   * tasks staged.
    */
   abstract static class BridgedWrite implements BatchWrite {
     private final PythonBridge bridge;
-    final SparkSession session; // the write's: lent to the commit's checks (SparkGateway)
+    final SparkSession session; // the write's: the commit's Spark work runs on it (SparkWork)
     private boolean finished; // committed or aborted: the planner went back to the pool
 
     BridgedWrite(PythonBridge bridge, SparkSession session) {
@@ -299,10 +305,9 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
 
     @Override
     public void commit(WriterCommitMessage[] messages) {
-      SparkGateway gateway = new SparkGateway(session);
       try {
         ObjectNode request = commitRequest(messages);
-        JsonNode done = bridge.call(request, gateway);
+        JsonNode done = bridge.call(request, SparkWork.on(session));
         LOG.info("omnigraph write committed: manifest version {}{}", done.get("manifest_version").asText(),
             done.get("skipped").asBoolean() ? " (an applied txn token: skipped)" : "");
       } catch (RuntimeException e) {
@@ -312,12 +317,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         throw e;
       } finally {
         finished = true;
-        if (gateway.used()) { // its Python holds a context bound to the gateway: not reused
-          bridge.close();
-        } else {
-          bridge.release(); // a dead planner is closed instead
-        }
-        gateway.close();
+        bridge.release(); // a dead planner is closed instead
       }
     }
 

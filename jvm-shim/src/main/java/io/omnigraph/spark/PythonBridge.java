@@ -16,7 +16,9 @@ import org.apache.spark.SparkEnv;
  * The driver's conversation with this package's Python code ({@code omnigraph_spark.spark.bridge}):
  * a process started with the interpreter Spark's Python workers use, one JSON request per line on
  * its stdin, one answer per line on its stdout. The graph format, validation and the commit run
- * there, once, in Python; no py4j, so Spark Connect takes the same path.
+ * there, once, in Python; no py4j, so Spark Connect takes the same path. This side always asks
+ * and the planner always answers; Spark work the planner needs comes back as an answer this side
+ * runs ({@link #call(ObjectNode, SparkWork.Runner)}).
  *
  * <p>An answer is {@code {"ok": ...}} or {@code {"error": {"code", "class", "message"}}}; an error
  * is thrown as {@link OmnigraphException} whose message reads {@code Class: [CODE] message}, the
@@ -170,20 +172,18 @@ final class PythonBridge implements AutoCloseable {
   }
 
   /**
-   * {@link #call(ObjectNode)}, where the planner may ask for the write's SparkSession on the way
-   * ({@code {"need": "spark"}}, answered on its stdin): {@code spark} lends it, null refuses.
+   * {@link #call(ObjectNode)} for a request whose answer may first be Spark work: while the
+   * planner commits, it answers {@code {"ok": {"run": [{"id", "work"}, ...]}}} (checks above
+   * option {@code distributedCheckRows}); {@code runner} runs them on the write's session
+   * ({@link SparkWork}) and the results go back as the next request, {@code {"op": "ran"}},
+   * until the final answer. The planner never calls into this JVM. A null runner answers each
+   * work with an error.
    */
-  JsonNode call(ObjectNode request, SparkGateway spark) {
+  JsonNode call(ObjectNode request, SparkWork.Runner runner) {
     send(request);
     JsonNode answer = receive();
-    while (answer.has("need")) {
-      ObjectNode reply = LanceSnapshotSource.JSON.createObjectNode();
-      if (spark != null && "spark".equals(answer.get("need").asText())) {
-        reply = spark.open();
-      } else {
-        reply.put("refused", "this request has no SparkSession to lend");
-      }
-      send(reply);
+    while (answer.path("ok").has("run")) {
+      send(SparkWork.ran(answer.get("ok").get("run"), runner));
       answer = receive();
     }
     JsonNode error = answer.get("error");

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.omnigraph.spark.PythonBridge.OmnigraphException;
 import java.io.ByteArrayInputStream;
@@ -14,12 +15,20 @@ import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
 import org.junit.jupiter.api.Test;
 
-/** The JVM side of the planner's protocol: one JSON line per request and per answer (spec/bridge_answers.json). */
+/**
+ * The JVM side of the planner's protocol: one JSON line per request and per answer
+ * (spec/bridge_answers.json), and the Spark work a commit hands back (spec/bridge_protocol.json).
+ */
 class PythonBridgeTest {
   private static final JsonNode SPEC = Spec.load("bridge_answers.json");
+  private static final JsonNode PROTOCOL = Spec.load("bridge_protocol.json");
 
   /** A planner process that has already written {@code answers} and records what it is sent. */
   static final class Scripted extends Process {
@@ -104,17 +113,80 @@ class PythonBridgeTest {
     }
   }
 
+  /** The scripted runner of spec/bridge_protocol.json: each work gets its exchange's result. */
+  private static SparkWork.Runner scriptedRunner(List<JsonNode> ran) {
+    return work -> {
+      ran.add(work);
+      for (JsonNode x : PROTOCOL.get("exchanges")) {
+        if (x.get("answer").get("ok").get("run").get(0).get("work").equals(work)) {
+          JsonNode result = x.get("results").get("1");
+          if (result.has("error")) {
+            throw new IllegalStateException(result.get("error").get("message").asText());
+          }
+          return (ArrayNode) result.get("tables");
+        }
+      }
+      throw new AssertionError("no exchange has this work: " + work);
+    };
+  }
+
   @Test
-  void aRequestForTheSessionIsRefusedWhenTheRequestHasNone() throws Exception {
-    Scripted p = new Scripted("{\"need\": \"spark\"}\n{\"ok\": {\"removed\": 2}}\n");
+  void theCommitsSparkWorkIsRunHereAndItsRowsAreTheNextRequest() throws Exception {
+    StringBuilder answers = new StringBuilder();
+    for (JsonNode x : PROTOCOL.get("exchanges")) {
+      answers.append(x.get("answer").toString()).append('\n');
+    }
+    answers.append(PROTOCOL.get("final").toString()).append('\n');
+    Scripted p = new Scripted(answers.toString());
+    List<JsonNode> ran = new ArrayList<>();
+    try (PythonBridge bridge = new PythonBridge("python3", p)) {
+      assertEquals(PROTOCOL.get("final").get("ok"), bridge.call((ObjectNode) PROTOCOL.get("request"), scriptedRunner(ran)));
+    }
+    String[] lines = p.sent().split("\n");
+    assertEquals(1 + PROTOCOL.get("exchanges").size(), lines.length);
+    assertEquals(PROTOCOL.get("request"), LanceSnapshotSource.JSON.readTree(lines[0]));
+    for (int i = 0; i < PROTOCOL.get("exchanges").size(); i++) {
+      JsonNode x = PROTOCOL.get("exchanges").get(i);
+      assertEquals(x.get("ran"), LanceSnapshotSource.JSON.readTree(lines[i + 1]), x.get("name").asText());
+      assertEquals(x.get("answer").get("ok").get("run").get(0).get("work"), ran.get(i));
+    }
+  }
+
+  @Test
+  void sparkWorkAskedOfARequestWithNoSessionIsAnsweredWithAnError() throws Exception {
+    JsonNode x = PROTOCOL.get("exchanges").get(0);
+    Scripted p = new Scripted(x.get("answer") + "\n{\"ok\": {\"removed\": 2}}\n");
     PythonBridge bridge = new PythonBridge("python3", p);
     assertEquals(2, bridge.call(request("abort")).get("removed").asInt());
     String[] lines = p.sent().split("\n");
     assertEquals(2, lines.length);
-    assertEquals("abort", LanceSnapshotSource.JSON.readTree(lines[0]).get("op").asText());
-    assertEquals("this request has no SparkSession to lend",
-        LanceSnapshotSource.JSON.readTree(lines[1]).get("refused").asText());
+    JsonNode result = LanceSnapshotSource.JSON.readTree(lines[1]).get("results").get(0);
+    assertEquals(1, result.get("id").asInt());
+    assertEquals("IllegalStateException", result.get("error").get("class").asText());
+    assertEquals("this request has no SparkSession to run Spark work on", result.get("error").get("message").asText());
     bridge.close();
+  }
+
+  @Test
+  void resultRowsAreJsonOfTheirDeclaredKinds() {
+    for (JsonNode c : PROTOCOL.get("rows")) {
+      List<Row> rows = new ArrayList<>();
+      for (JsonNode r : c.get("values")) {
+        Object[] values = new Object[r.size()];
+        for (int i = 0; i < r.size(); i++) {
+          JsonNode v = r.get(i);
+          values[i] = v.isNull() ? null : v.isTextual() ? v.asText() : v.isBoolean() ? (Object) v.asBoolean() : (Object) v.asLong();
+        }
+        rows.add(RowFactory.create(values));
+      }
+      assertEquals(c.get("json").toString(), SparkWork.rows(rows, c.get("columns")).toString(), c.get("name").asText());
+    }
+  }
+
+  @Test
+  void theReservedOptionsAreThePythonSources() {
+    assertEquals(PROTOCOL.get("reserved_options").get("scan").asText(), SparkWork.SCAN_OPTION);
+    assertEquals(PROTOCOL.get("reserved_options").get("secrets").asText(), SparkWork.SECRETS_OPTION);
   }
 
   @Test
