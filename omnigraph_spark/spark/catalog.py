@@ -67,6 +67,7 @@ OPS = frozenset(
         "graph_exists",
         "list_types",
         "table",
+        "table_exists",
         "create_graph",
         "drop_graph",
         "delete_where",
@@ -297,6 +298,16 @@ def table(
         "comments": column_comments(typedef),
         "properties": props,
     }
+
+
+def table_exists(opts: CatalogOptions, namespace: Sequence[str], name: str) -> bool:
+    """Whether ``og.<graph>.<Type>`` (or ``...<Type>.branch_<b>``) names a type: False for a
+    missing graph, type or branch; any other error is raised."""
+    try:
+        table(opts, namespace, name, None, None)
+    except (GraphNotFoundError, UnknownTypeError, BranchNotFoundError):
+        return False
+    return True
 
 
 def create_graph(opts: CatalogOptions, namespace: Sequence[str], properties: Mapping[str, str]) -> str:
@@ -540,6 +551,8 @@ def answer(request: Mapping[str, Any]) -> Any:
         return {"types": list_types(opts, ns), "root": opts.graph_uri(ns[0]) if ns else opts.root}
     if op == "table":
         return table(opts, ns, request["name"], request.get("version"), request.get("timestamp_us"))
+    if op == "table_exists":
+        return {"exists": table_exists(opts, ns, request["name"])}
     if op == "create_graph":
         return {"root": create_graph(opts, ns, request.get("properties") or {})}
     if op == "drop_graph":

@@ -133,7 +133,7 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
     Map<String, String> out = new HashMap<>(options);
     for (Map.Entry<String, String> e : given.asCaseSensitiveMap().entrySet()) {
       if (FIXED.contains(e.getKey().toLowerCase(java.util.Locale.ROOT))) {
-        throw new PythonBridge.OmnigraphException("OPTION_INVALID", "OptionError: [OPTION_INVALID] option '"
+        throw new PythonBridge.OmnigraphException(ErrorCodes.OPTION_INVALID, "OptionError: [" + ErrorCodes.OPTION_INVALID + "] option '"
             + e.getKey() + "' is fixed by the table identifier " + name() + " (" + e.getKey() + " = "
             + options.get(e.getKey().toLowerCase(java.util.Locale.ROOT)) + ")");
       }
@@ -155,7 +155,7 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
     OmnigraphProvider provider = new OmnigraphProvider();
     StructType read = provider.inferSchema(all);
     if (!read.equals(readSchema)) {
-      throw new PythonBridge.OmnigraphException("OPTION_INVALID", "OptionError: [OPTION_INVALID] the read options "
+      throw new PythonBridge.OmnigraphException(ErrorCodes.OPTION_INVALID, "OptionError: [" + ErrorCodes.OPTION_INVALID + "] the read options "
           + given.asCaseSensitiveMap().keySet() + " change the columns of " + name() + " (" + read.simpleString()
           + " instead of " + readSchema.simpleString() + "); read with spark.read.format('omnigraph') instead");
     }

@@ -7,7 +7,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
 import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
@@ -65,7 +64,7 @@ public final class OmnigraphCatalog implements TableCatalog, SupportsNamespaces,
 
   /** The typed error for a statement the catalog does not run (Python's SqlUnsupportedError). */
   static PythonBridge.OmnigraphException unsupported(String message) {
-    return new PythonBridge.OmnigraphException("SQL_UNSUPPORTED", "SqlUnsupportedError: [SQL_UNSUPPORTED] " + message);
+    return new PythonBridge.OmnigraphException(ErrorCodes.SQL_UNSUPPORTED, "SqlUnsupportedError: [" + ErrorCodes.SQL_UNSUPPORTED + "] " + message);
   }
 
   // -- namespaces: graphs ---------------------------------------------------------------------
@@ -169,18 +168,10 @@ public final class OmnigraphCatalog implements TableCatalog, SupportsNamespaces,
     return load(ident, null, timestamp);
   }
 
-  /** Whether the identifier names a type: false for a missing graph, type or branch. */
+  /** Whether the identifier names a type: false for a missing graph, type or branch (the planner decides). */
   @Override
   public boolean tableExists(Identifier ident) {
-    try {
-      ask(tableRequest("table", ident));
-      return true;
-    } catch (PythonBridge.OmnigraphException e) {
-      if (Set.of("GRAPH_NOT_FOUND", "UNKNOWN_TYPE", "BRANCH_NOT_FOUND").contains(e.code)) {
-        return false;
-      }
-      throw e;
-    }
+    return ask(tableRequest("table_exists", ident)).path("exists").asBoolean(false);
   }
 
   @Override
