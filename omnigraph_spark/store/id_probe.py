@@ -27,13 +27,13 @@ page or batch.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from lance.file import LanceFileReader
@@ -47,20 +47,21 @@ _BTREE_URL = "BTreeIndexDetails"
 
 @dataclass(frozen=True)
 class _Segment:
-    """One trusted BTree segment: its page bounds (in page order) and where its pages are."""
+    """One trusted BTree segment: its page bounds (in page order, as numpy strings: code point
+    order is UTF-8 byte order, the index's order) and where its pages are."""
 
     data_uri: str
     page_rows: int
     rows: int
-    mins: list
-    maxs: list
+    mins: np.ndarray
+    maxs: np.ndarray
 
-    def page_of(self, value) -> int | None:
-        """The page ``value`` would be in (None: outside every page's range)."""
-        i = bisect.bisect_left(self.maxs, value)
-        if i < len(self.mins) and self.mins[i] <= value:
-            return i
-        return None
+    def pages_of(self, values: np.ndarray) -> np.ndarray:
+        """The distinct pages ``values`` would be in (values outside every page's range: none)."""
+        i = np.searchsorted(self.maxs, values, side="left")
+        inside = i < len(self.maxs)
+        i, v = i[inside], values[inside]
+        return np.unique(i[self.mins[i] <= v])
 
 
 class CommittedIds:
@@ -126,7 +127,13 @@ class CommittedIds:
                     "%s: index segment %s does not hold exactly its fragments' rows: scanned", self.ds.uri, seg.uuid
                 )
                 return None
-            return _Segment(data, page_rows, n, pages.column("min").to_pylist(), pages.column("max").to_pylist())
+            return _Segment(
+                data,
+                page_rows,
+                n,
+                np.array(pages.column("min").to_pylist(), dtype=str),
+                np.array(pages.column("max").to_pylist(), dtype=str),
+            )
         return None
 
     def _index_dirs(self, uuid: str) -> list[str]:
@@ -149,8 +156,8 @@ class CommittedIds:
 
     def _found(self, probe: pa.Array) -> pa.Array:
         """The values of ``probe`` (distinct) that are live values of the column."""
-        wanted = probe.to_pylist()
-        touched = [sorted({p for p in map(seg.page_of, wanted) if p is not None}) for seg in self.segments]
+        wanted = np.array(probe.to_pylist(), dtype=str) if self.segments else np.array([], dtype=str)
+        touched = [seg.pages_of(wanted).tolist() for seg in self.segments]
         cost = sum(len(t) for t in touched) * max((s.page_rows for s in self.segments), default=0) + self.tail_rows
         if cost >= self.rows:
             self.last = ("scan", self.rows)
@@ -163,6 +170,8 @@ class CommittedIds:
         return pc.unique(_concat(parts, probe.type))
 
     def _from_pages(self, seg: _Segment, pages: list[int], probe: pa.Array) -> Iterator[pa.Array]:
+        if not pages:
+            return
         reader = LanceFileReader(seg.data_uri, storage_options=self.storage_options, columns=["values"])
         i = 0
         while i < len(pages):  # consecutive pages are one read
