@@ -9,8 +9,10 @@ No SparkSession anywhere, as in the Spark Python worker that runs a Python DataS
   ``id`` index built as every load builds it); then ``--batches`` micro-batches of ``--rows``
   new Person rows are staged by ``OmnigraphStreamWriter.write`` and committed by
   ``OmnigraphStreamWriter.commit`` (strict append: every staged id probed against the committed
-  ids), each commit timed in a fresh process. ``--keys ordered`` gives new keys after the committed ones (events
-  with growing keys), ``random`` random hex keys on both sides. With ``--in-memory`` the same
+  ids), each commit timed in a fresh process, and within it the load-wide validation (wall and
+  CPU seconds: the part the committed table's size could change). ``--keys ordered`` gives new
+  keys after the committed ones (events with growing keys), ``random`` random hex keys on both
+  sides. With ``--in-memory`` the same
   commits run once more on the same table with the in-memory check (the committed ids read).
 * ``memory``: ``--nodes`` Item nodes and three times as many Link edges (``@card(0..1000)``,
   minted edge ids) are written as Parquet input files, staged by ``OmnigraphWriter.write`` in one
@@ -92,7 +94,30 @@ def build_committed(uri: str, rows: int, keys: str) -> float:
     return time.monotonic() - t0
 
 
-def stream_commits(uri: str, batches: int, rows: int, keys: str, in_memory: bool) -> list[float]:
+def timed_validators(into: list[tuple[float, float]]) -> None:
+    """Record (wall, CPU) seconds of every load-wide validation (the checks, under the lease)."""
+    from omnigraph_spark.spark import writer
+
+    make = writer.make_validator
+
+    def timed_make(*a, **kw):
+        validate = make(*a, **kw)
+
+        def timed(*va, **vkw):
+            w, c = time.monotonic(), time.process_time()
+            try:
+                return validate(*va, **vkw)
+            finally:
+                into.append((time.monotonic() - w, time.process_time() - c))
+
+        return timed
+
+    writer.make_validator = timed_make
+
+
+def stream_commits(
+    uri: str, batches: int, rows: int, keys: str, in_memory: bool, checks: list | None = None
+) -> list[float]:
     import pyarrow as pa
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
@@ -101,6 +126,8 @@ def stream_commits(uri: str, batches: int, rows: int, keys: str, in_memory: bool
 
     if in_memory:
         validate.PROBE_RATIO = 10**18  # the in-memory check: the committed ids read
+    if checks is not None:
+        timed_validators(checks)
     schema = StructType([StructField("name", StringType()), StructField("age", IntegerType())])
     opts = {"path": uri, "type": "Person"}
     query = f"bench-{uuid.uuid4().hex}"  # a stream of its own: no batch id is a replay (I19)
@@ -131,6 +158,9 @@ def run_stream(args, work: Path) -> dict:
                 "build_s": round(build_s, 1),
                 "commit_s": [round(x, 3) for x in lat],
                 "commit_s_median": round(statistics.median(lat), 3),
+                "checks_s": got["checks_s"],
+                "checks_s_median": round(statistics.median(got["checks_s"]), 3),
+                "checks_cpu_s_median": round(statistics.median(got["checks_cpu_s"]), 3),
                 "peak_rss_mb": got["peak_rss_mb"],
             }
             log.info("%s", out[f"{committed}/{mode}"])
@@ -229,6 +259,7 @@ def run_memory(args, work: Path) -> dict:
             got = _child(["commit", uri, type_, str(path), msgs, check_rows])
             res[f"{type_}_commit_s"] = got["commit_s"]
             res[f"{type_}_commit_peak_rss_mb"] = got["peak_rss_mb"]
+            res[f"{type_}_commit_index_child_peak_rss_mb"] = got["children_peak_rss_mb"]
             log.info("%s %s: %s", mode, type_, res)
         out[mode] = res
         shutil.rmtree(uri, ignore_errors=True)
@@ -257,7 +288,10 @@ def child(argv: list[str]) -> None:
     kind, rest = argv[0], argv[1:]
     if kind == "stream-run":
         uri, batches, rows, keys, mode = rest
-        got = {"commit_s": stream_commits(uri, int(batches), int(rows), keys, mode == "in_memory")}
+        checks: list[tuple[float, float]] = []
+        got = {"commit_s": stream_commits(uri, int(batches), int(rows), keys, mode == "in_memory", checks)}
+        got["checks_s"] = [round(w, 3) for w, _ in checks]
+        got["checks_cpu_s"] = [round(c, 3) for _, c in checks]
     elif kind == "stage":
         uri, type_, path, tasks, msgs = rest
         stage_load(uri, type_, path, int(tasks), msgs)
@@ -268,6 +302,8 @@ def child(argv: list[str]) -> None:
     else:
         raise SystemExit(f"unknown child {kind}")
     got["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    # the commit's index builds may run in a child process of their own (store/indexes.py)
+    got["children_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
     print(json.dumps(got))
 
 
