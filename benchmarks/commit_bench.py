@@ -94,8 +94,9 @@ def build_committed(uri: str, rows: int, keys: str) -> float:
     return time.monotonic() - t0
 
 
-def timed_validators(into: list[tuple[float, float]]) -> None:
-    """Record (wall, CPU) seconds of every load-wide validation (the checks, under the lease)."""
+def timed_validators(into: list[tuple[float, float, float]]) -> None:
+    """Record (wall, CPU seconds, peak RSS MB so far) of every load-wide validation (the
+    checks, under the lease)."""
     from omnigraph_spark.spark import writer
 
     make = writer.make_validator
@@ -108,7 +109,7 @@ def timed_validators(into: list[tuple[float, float]]) -> None:
             try:
                 return validate(*va, **vkw)
             finally:
-                into.append((time.monotonic() - w, time.process_time() - c))
+                into.append((time.monotonic() - w, time.process_time() - c, peak_rss_mb()))
 
         return timed
 
@@ -233,11 +234,17 @@ def commit_load(uri: str, type_: str, path: str, messages: str, check_rows: str)
 
     with open(messages, "rb") as fh:
         side_dir, msgs = pickle.load(fh)
+    checks: list[tuple[float, float, float]] = []
+    timed_validators(checks)
     w = OmnigraphWriter(_opts(uri, type_, check_rows), _spark_schema(path), False)
     w.side_dir = side_dir
     t0 = time.monotonic()
     w.commit(msgs)
-    return {"commit_s": round(time.monotonic() - t0, 2)}
+    return {
+        "commit_s": round(time.monotonic() - t0, 2),
+        "checks_s": round(sum(c[0] for c in checks), 2),
+        "peak_rss_mb_after_checks": max((c[2] for c in checks), default=0.0),
+    }
 
 
 def run_memory(args, work: Path) -> dict:
@@ -259,6 +266,8 @@ def run_memory(args, work: Path) -> dict:
             got = _child(["commit", uri, type_, str(path), msgs, check_rows])
             res[f"{type_}_commit_s"] = got["commit_s"]
             res[f"{type_}_commit_peak_rss_mb"] = got["peak_rss_mb"]
+            res[f"{type_}_checks_s"] = got["checks_s"]
+            res[f"{type_}_peak_rss_mb_after_checks"] = got["peak_rss_mb_after_checks"]
             res[f"{type_}_commit_index_child_peak_rss_mb"] = got["children_peak_rss_mb"]
             log.info("%s %s: %s", mode, type_, res)
         out[mode] = res
@@ -300,8 +309,8 @@ def child(argv: list[str]) -> None:
         uri, batches, rows, keys, mode = rest
         checks: list[tuple[float, float]] = []
         got = {"commit_s": stream_commits(uri, int(batches), int(rows), keys, mode == "in_memory", checks)}
-        got["checks_s"] = [round(w, 3) for w, _ in checks]
-        got["checks_cpu_s"] = [round(c, 3) for _, c in checks]
+        got["checks_s"] = [round(w, 3) for w, _, _ in checks]
+        got["checks_cpu_s"] = [round(c, 3) for _, c, _ in checks]
     elif kind == "stage":
         uri, type_, path, tasks, msgs = rest
         stage_load(uri, type_, path, int(tasks), msgs)

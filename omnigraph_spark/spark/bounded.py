@@ -54,7 +54,7 @@ from ..store.writes import StagedTable
 log = logging.getLogger(__name__)
 
 #: rows one bucket holds (about): what a bucketed check keeps in memory at once
-BUCKET_ROWS = 1 << 20
+BUCKET_ROWS = 1 << 19
 #: at most this many buckets (open scratch files) per spilled side
 MAX_BUCKETS = 512
 #: a check of at most this many staged rows probes the committed table's index instead of
@@ -118,6 +118,7 @@ class Buckets:
     def read(self, i: int) -> pa.Table:
         if self.writers[i] is None:
             return self.schema.empty_table()
+        pa.default_memory_pool().release_unused()  # the previous bucket's memory, back to the system
         with pa.OSFile(self.paths[i], "rb") as src:  # read into memory of its own, not mapped
             table = ipc.open_file(src).read_all()
         os.remove(self.paths[i])
