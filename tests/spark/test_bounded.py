@@ -12,6 +12,7 @@ import pytest
 
 from omnigraph_spark import Graph
 from omnigraph_spark.errors import OmnigraphError
+from omnigraph_spark.ingest import checks
 from omnigraph_spark.spark import bounded, validate
 from omnigraph_spark.spark.validate import make_validator
 from omnigraph_spark.store import writes
@@ -40,6 +41,9 @@ def _way(monkeypatch, way: str, calls: list[str]) -> int:
     monkeypatch.setattr(validate, "PROBE_RATIO", 0 if way == "probe" else 10**9)
     monkeypatch.setattr(bounded, "BUCKET_ROWS", 3)
     monkeypatch.setattr(bounded, "PROBE_ROWS", 10**9 if way == "probe" else 0)
+    # a KEY_CONFLICT names the smallest of the first 3 conflicts found (in the scan's order)
+    monkeypatch.setattr(bounded, "KEY_CONFLICT_SAMPLE", 3)
+    monkeypatch.setattr(checks, "KEY_CONFLICT_SAMPLE", 3)
     for cls, name in ((bounded.Buckets, "read"), (CommittedIds, "contains")):
         real = getattr(cls, name)
 
@@ -86,6 +90,8 @@ BASE = {
 SCENARIOS = {
     "fresh ids": {"node:Person": person("new1", "p03", "new2", "p07", "p29", email=lambda n: f"{n}@y")},
     "repeated ids": {"node:Person": person("a1", "a2", "a1", "a3", "a2", "a1")},
+    "many fresh ids": {"node:Person": person("n1", *[f"p{i:02d}" for i in range(29, 19, -1)], "n2")},
+    "many repeated ids": {"node:Person": person(*[f"r{i}" for i in range(9, 0, -1)] * 2)},
     "unique email": {
         "node:Person": person("u1", "u2", "u3", "u4", "u5", "u6", email=lambda n: "same" if n in ("u2", "u5") else n)
         + person("u7", "u8", email=lambda n: "two")
