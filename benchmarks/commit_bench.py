@@ -29,6 +29,7 @@ No SparkSession anywhere, as in the Spark Python worker that runs a Python DataS
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -66,7 +67,9 @@ CHUNK = 1_000_000
 
 
 def _key(i: int, keys: str) -> str:
-    return uuid.UUID(int=(i * 0x9E3779B97F4A7C15 + 7) % (1 << 128)).hex if keys == "random" else f"c{i:010d}"
+    """Committed key ``i``: ordered (``c0000000042``), or random over the whole key space (a
+    UUID-like hex digest, as new random keys are)."""
+    return hashlib.md5(str(i).encode()).hexdigest() if keys == "random" else f"c{i:010d}"
 
 
 def build_committed(uri: str, rows: int, keys: str) -> float:

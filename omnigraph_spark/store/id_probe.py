@@ -19,8 +19,9 @@ fragment it covers is live, none has a deletion file, and the segment holds as m
 those fragments have rows (an index keeps entries of rows deleted before a compaction; then the
 counts differ). Every other fragment (one no trusted segment covers: the index lags after a
 load whose index build failed, a fragment with deleted rows, a segment in an unknown layout) is
-scanned, reading its ``id`` column a batch at a time. When the pages to touch plus that tail
-come to more rows than the table has, the whole column is scanned instead, a batch at a time.
+scanned, reading its ``id`` column a batch at a time. When the pages to touch (counted twice: a
+page read costs about two rows of a scan per row) plus that tail come to more rows than the
+table has, the whole column is scanned instead, a batch at a time.
 Either way the answer is Lance's rows, and memory holds the probe values, the lookups and one
 page or batch.
 """
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: rows per batch of a scan of the ``id`` column
 SCAN_BATCH_ROWS = 65_536
+#: a row read from a page (one read per run of pages) costs about this many rows of a scan
+PAGE_READ_COST = 2
 _BTREE_URL = "BTreeIndexDetails"
 
 
@@ -158,7 +161,8 @@ class CommittedIds:
         """The values of ``probe`` (distinct) that are live values of the column."""
         wanted = np.array(probe.to_pylist(), dtype=str) if self.segments else np.array([], dtype=str)
         touched = [seg.pages_of(wanted).tolist() for seg in self.segments]
-        cost = sum(len(t) for t in touched) * max((s.page_rows for s in self.segments), default=0) + self.tail_rows
+        in_pages = sum(len(t) for t in touched) * max((s.page_rows for s in self.segments), default=0)
+        cost = PAGE_READ_COST * in_pages + self.tail_rows
         if cost >= self.rows:
             self.last = ("scan", self.rows)
             return _concat(self._scan(list(self.fragments.values()), probe), probe.type)
@@ -166,7 +170,7 @@ class CommittedIds:
         for seg, pages in zip(self.segments, touched):
             parts.extend(self._from_pages(seg, pages, probe))
         parts.extend(self._scan(self.tail, probe))
-        self.last = ("pages", cost)
+        self.last = ("pages", in_pages + self.tail_rows)
         return pc.unique(_concat(parts, probe.type))
 
     def _from_pages(self, seg: _Segment, pages: list[int], probe: pa.Array) -> Iterator[pa.Array]:
