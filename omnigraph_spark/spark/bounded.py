@@ -55,8 +55,9 @@ log = logging.getLogger(__name__)
 
 #: rows one bucket holds (about): what a bucketed check keeps in memory at once
 BUCKET_ROWS = 1 << 19
-#: at most this many buckets (open scratch files) per spilled side
-MAX_BUCKETS = 512
+#: at most this many buckets (open scratch files) per spilled side: two sides stay well under
+#: a default limit of 1,024 open files; past 2^27 rows a side's buckets grow instead
+MAX_BUCKETS = 256
 #: a check of at most this many staged rows probes the committed table's index instead of
 #: bucketing both sides
 PROBE_ROWS = 1 << 20
