@@ -42,6 +42,7 @@ from ..store.writes import (
     StagedTable,
     proven_src_bound,
 )
+from . import bounded as _bounded
 from .deletions import InMemory
 from .deletions import deletions as _deletions
 from .dist_checks import DistChecks, committed_pin
@@ -52,7 +53,9 @@ from .parallel import run_checks
 log = logging.getLogger(__name__)
 
 
-def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None = None) -> Callable[..., object]:
+def make_validator(
+    graph: Graph, cascade: bool = False, dist: DistChecks | None = None, bounded_rows: int = 0
+) -> Callable[..., object]:
     """A ``validate(snapshot, staged_by_key)`` callback for ``commit_load``.
 
     Runs on the driver, under the commit lease, against the fresh snapshot; it reads only the
@@ -84,6 +87,11 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
     by the same rule; when one may run as Spark jobs, I18 runs before the lease too, so that its
     Spark-job parts are memoised alike (under the versions and files they read and the ids they
     were given); inside the lease the in-memory parts run again.
+
+    A check that does not run as Spark jobs runs in bounded memory (:mod:`.bounded`, invariant
+    I24) when it reads at least ``bounded_rows`` rows (0: never), and the strict-append and
+    endpoint checks of a few staged rows against a committed table at least
+    :data:`PROBE_RATIO` times larger probe that table's ``id`` index instead of reading it.
     """
     # the Spark-job checks: used only where spread() (or the caller) found dist set
     jobs = cast(DistChecks, dist)
@@ -160,6 +168,28 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
             if most is not None:
                 facts[key] = {SRC_BOUND_PROP: str(most)}
 
+        def card_bounded(td: TypeDef, mode: str, proof: EndsProof | None, key: str) -> None:
+            """:func:`_card_of` in bounded memory (an append or overwrite; I24)."""
+            s, card = staged[key], td.cardinality
+            ds = table_of(key) if mode == "append" and snap.table(key).row_count else None
+            old = [] if ds is None else [_bounded.committed_column(ds, "src")]
+            new = _bounded.staged_column(s, "src", so)
+            rows = s.rows + snap.table(key).row_count
+            if card.max is not None and card.min <= 1:
+                most = 0 if mode == "overwrite" else recorded_bound(key)
+                proven = None if proof is None else tasks_bound(proof)
+                if most is None and proven is not None:
+                    most = _bounded.card_counts(td, old, rows, check=False)
+                if most is not None:
+                    load = proven if proven is not None else _bounded.card_counts(td, [new], s.rows, check=False)
+                    if load + most <= card.max:
+                        _card_proven(td, load + most)
+                        facts[key] = {SRC_BOUND_PROP: str(load + most)}
+                        return
+            most = _bounded.card_counts(td, [new, *old], rows)
+            if card.max is not None:
+                facts[key] = {SRC_BOUND_PROP: str(most)}
+
         def node_ids(type_name: str) -> pa.ChunkedArray:
             # the same object for both ends of X -> X edges (check_endpoints hashes it once)
             return once(("ids", type_name), lambda: _node_ids(type_name))
@@ -173,6 +203,17 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 parts.append(committed(key, ["id"]).column("id"))
             chunks = [c for p in parts for c in p.chunks]
             return pa.chunked_array(chunks, pa.string())
+
+        def big(rows: int) -> bool:
+            """Without Spark jobs, does this check run in bounded memory (:mod:`.bounded`)?"""
+            return bool(bounded_rows) and rows >= bounded_rows
+
+        def table_of(key: str):
+            return once(("table", key), lambda: graph.open_table(key, snap))
+
+        def node_ids_of(nkey: str) -> _bounded.NodeIds:
+            src = id_source(snap, staged, nkey)
+            return _bounded.NodeIds(None if src.table is None else table_of(nkey), src.files)
 
         def schema_of(key: str) -> pa.Schema:
             return once(("schema", key), lambda: graph.open_table(key, snap).schema)
@@ -221,6 +262,8 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 spread_out = spread(s.rows, (key, cols))
                 if spread_out:  # I21
                     exact = functools.partial(jobs.unique, td, s, schema_of(key), cols, what, conflict=conflict)
+                elif big(s.rows):  # I24
+                    exact = functools.partial(_bounded.unique, td, s, cols, what, so, conflict)
                 else:
                     exact = functools.partial(_unique_of, td, staged_cols, key, cols, what, conflict=conflict)
                 if s.key_hashes is not None and cols == (s.key_column,):  # the tasks' fingerprints (I15)
@@ -234,6 +277,8 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                     checks.append(
                         (functools.partial(jobs.unique, td, s, schema_of(key), ["id"], what, conflict=strict), True)
                     )
+                elif big(s.rows):  # I24
+                    checks.append((functools.partial(_bounded.unique, td, s, ["id"], what, so, strict), False))
                 else:  # edges: read id, src and dst in one pass and check id on that table
                     checks.append(
                         (
@@ -252,6 +297,15 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                                 jobs.fresh, td, s, schema_of(key), committed_pin(snap, key), committed_rows, snap.branch
                             ),
                             True,
+                        )
+                    )
+                elif _probes(s.rows, committed_rows) or big(s.rows + committed_rows):  # I24
+                    checks.append(
+                        (
+                            functools.partial(
+                                _fresh_bounded, td, s, table_of, snap.branch, so, _probes(s.rows, committed_rows)
+                            ),
+                            False,
                         )
                     )
                 else:
@@ -286,6 +340,16 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                             True,
                         )
                     )
+                elif _probes(s.rows, _committed_ids(snap, staged, fkey) + _committed_ids(snap, staged, tkey)) or big(
+                    s.rows + ids_rows(td.from_type or "") + ids_rows(td.to_type or "")
+                ):  # I24
+                    probe = _probes(s.rows, _committed_ids(snap, staged, fkey) + _committed_ids(snap, staged, tkey))
+                    checks.append(
+                        (
+                            functools.partial(_endpoints_bounded, td, s, node_ids_of, fkey, tkey, so, probe),
+                            False,
+                        )
+                    )
                 else:
                     checks.append((functools.partial(_endpoints_of, td, staged_cols, key, end_cols, node_ids), False))
             card = td.cardinality
@@ -294,6 +358,8 @@ def make_validator(graph: Graph, cascade: bool = False, dist: DistChecks | None 
                 read = s.rows + (0 if mode == "overwrite" else committed_rows)
                 if spread(read, (key, ["id", "src"] if mode == "merge" else ["src"])):
                     checks.append((functools.partial(card_dist, td, mode, s.ends, key), True))
+                elif mode != "merge" and big(read):  # I24
+                    checks.append((functools.partial(card_bounded, td, mode, s.ends, key), False))
                 else:
                     checks.append((functools.partial(card_check, td, mode, s.ends, key, end_cols), False))
 
@@ -436,6 +502,33 @@ def _fresh_proven(td: TypeDef, s: StagedTable, snap: Snapshot) -> bool:
         else f"checked on the driver ({p.conflicts} conflicts found while staging or the table moved)",
     )
     return ok
+
+
+#: a check of few staged rows probes a committed table at least this many times larger (its
+#: ``id`` index, :mod:`..store.id_probe`) instead of reading its ids (I24)
+PROBE_RATIO = 4
+
+
+def _probes(staged_rows: int, committed_rows: int) -> bool:
+    """Does a check of ``staged_rows`` against ``committed_rows`` probe the committed index?"""
+    return 0 < staged_rows <= _bounded.PROBE_ROWS and committed_rows >= PROBE_RATIO * staged_rows
+
+
+def _committed_ids(snap: Snapshot, staged: Mapping[str, StagedTable], node_key: str) -> int:
+    """The committed rows of node type ``node_key`` an endpoint check reads (0: overwritten)."""
+    s = staged.get(node_key)
+    return 0 if s is not None and s.mode == "overwrite" else snap.table(node_key).row_count
+
+
+def _fresh_bounded(td: TypeDef, s: StagedTable, table_of, branch: str, so, probe: bool) -> None:
+    """Strict append (I17) in bounded memory (I24): the index probed, or both sides bucketed."""
+    _bounded.fresh(td, s, table_of(td.table_key), branch, so, probe=probe)
+
+
+def _endpoints_bounded(td: TypeDef, s: StagedTable, node_ids_of, fkey: str, tkey: str, so, probe: bool) -> None:
+    """Endpoint existence in bounded memory (I24): the node tables' indexes probed, or the ends
+    and the ids bucketed."""
+    _bounded.endpoints(td, s, node_ids_of(fkey), node_ids_of(tkey), so, same=fkey == tkey, probe=probe)
 
 
 def _fresh_of(td: TypeDef, branch: str, staged_cols, committed, key: str, read_cols: Sequence[str]) -> None:

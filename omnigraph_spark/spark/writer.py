@@ -115,7 +115,7 @@ def commit_staged(
     :mod:`.bridge`), the checks above ``distributedCheckRows`` run as Spark jobs first, outside
     the commit lease, on the branch's current snapshot (I21)."""
     dist = DistChecks.for_load(opts.distributed_check_rows, graph.storage_options, runner)
-    validate = make_validator(graph, cascade=opts.cascade, dist=dist)
+    validate = make_validator(graph, cascade=opts.cascade, dist=dist, bounded_rows=opts.distributed_check_rows)
     if dist is not None:
         try:
             snap = graph.snapshot(branch)
