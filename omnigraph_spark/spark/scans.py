@@ -1,9 +1,12 @@
 """The reads behind the load-wide checks' views: the Python source's reader for a reserved option.
 
-A :class:`~.work.SparkWork` names its views as reads of ``format("omnigraph")`` with the option
-:data:`SCAN_OPTION` (a JSON scan) and an explicit schema; :meth:`~.source.OmnigraphDataSource.reader`
-hands such a read here. The JVM provider hands it to the Python source under the same name (a
-read with a given schema goes there), so both runtimes register the same views. Scans:
+A :class:`~.work.SparkWork` names its views as reads with the option :data:`SCAN_OPTION` (a
+JSON scan) and an explicit schema, read by :class:`ScanReader` on either side: the JVM provider
+reads them as ``format("omnigraph")``, which it hands to the Python source under that name (a
+read with a given schema goes there; :meth:`~.source.OmnigraphDataSource.reader` hands the
+reserved option here); the Python runner (:class:`~.work.SessionRunner`) reads them through
+:class:`ScanSource` (``format("omnigraph_scan")``), which it registers on its session, so the
+checks' layer never imports the user-facing source above it. Scans:
 
 ``staged``
     ``files``: ``[uri, base]`` of staged Lance data files in the driver's concatenation order;
@@ -33,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -49,6 +52,8 @@ FRAG = "__omnigraph_fragment"
 #: files (or committed fragments) one read task takes at most
 FILES_PER_TASK = 8
 KINDS = ("staged", "committed", "ids_by_fragment", "inline")
+#: the short name of :class:`ScanSource`
+SCAN_SOURCE = "omnigraph_scan"
 
 
 def _groups(items: Sequence[Any], tasks: int | None) -> list[list[Any]]:
@@ -153,4 +158,19 @@ class ScanReader(DataSourceReader):
             )
 
 
-__all__ = ["FILES_PER_TASK", "FRAG", "POS", "SCAN_OPTION", "SECRETS_OPTION", "ScanReader"]
+class ScanSource(DataSource):
+    """The checks' views as a data source of their own (``format("omnigraph_scan")``): reads
+    only, each with its schema given and :data:`SCAN_OPTION` set."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SCAN_SOURCE
+
+    def schema(self) -> StructType:
+        raise ValueError(f"format({SCAN_SOURCE!r}) reads a load check's view: its schema is given with the read")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return ScanReader(self.options, schema)
+
+
+__all__ = ["FILES_PER_TASK", "FRAG", "POS", "SCAN_OPTION", "SCAN_SOURCE", "SECRETS_OPTION", "ScanReader", "ScanSource"]

@@ -35,7 +35,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from .jvm_read import default_parallelism, is_connect, shim_loaded
-from .scans import SCAN_OPTION, SECRETS_OPTION
+from .scans import SCAN_OPTION, SCAN_SOURCE, SECRETS_OPTION, ScanSource
 
 log = logging.getLogger(__name__)
 
@@ -216,13 +216,10 @@ class SessionRunner:
         self._registered = False
 
     def _register(self) -> None:
-        """The views read through the ``omnigraph`` Python source: registered on this session
-        (idempotent, as :func:`omnigraph_spark.spark.register`)."""
+        """The views' source (:class:`~.scans.ScanSource`) registered on this session, once."""
         if not self._registered:
-            from pyspark_omnigraph import DefaultSource  # lazy: the source imports the write path, a cycle
-
             try:
-                self.spark.dataSource.register(DefaultSource)
+                self.spark.dataSource.register(ScanSource)
             except Exception as e:  # pyspark's AnalysisException; its class moved between releases
                 if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
                     raise
@@ -262,7 +259,7 @@ class SessionRunner:
                 scan = dict(v.scan)
                 if scan.get("kind") != "inline":
                     scan.setdefault("tasks", tasks)
-                reader = spark.read.format("omnigraph").schema(StructType.fromJson(json.loads(v.schema)))
+                reader = spark.read.format(SCAN_SOURCE).schema(StructType.fromJson(json.loads(v.schema)))
                 reader = reader.option(SCAN_OPTION, json.dumps(scan, sort_keys=True))
                 if v.secrets:
                     reader = reader.option(SECRETS_OPTION, json.dumps(dict(v.secrets)))
