@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from ..errors import JvmWriteUnavailableError, OmnigraphError
@@ -56,6 +55,7 @@ from .dist_checks import DistChecks
 from .error_tags import tag_error
 from .options import WriteOptions
 from .staging import delete_task, stage_task, task_ids
+from .types import arrow_target_schema
 from .validate import make_validator
 from .work import Runner
 
@@ -87,11 +87,12 @@ def precheck_columns(typedef: TypeDef, table_schema: pa.Schema, arrow_schema: pa
 
 
 def spark_to_arrow_schema(schema: StructType | None) -> pa.Schema | None:
-    """The Arrow schema Spark will send for ``schema`` (None when it cannot be derived)."""
+    """The Arrow schema Spark will send for ``schema`` (None when it cannot be derived;
+    timestamps in UTC, which the converter treats as any other zone)."""
     if schema is None:
         return None
     try:
-        return to_arrow_schema(schema)
+        return arrow_target_schema(schema)
     except Exception as e:  # exotic types: the executors' converter still checks every batch
         log.debug("cannot derive the Arrow schema of %s: %s", schema, e)
         return None

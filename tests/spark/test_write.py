@@ -275,3 +275,21 @@ def test_load_wide_checks_run_concurrently_but_report_in_order():
     run_checks([ok("x", 0.05), ok("y"), ok("z")], max_workers=3)
     assert sorted(ran) == ["a", "x", "y", "z"]
     run_checks([], max_workers=3)
+
+
+def test_a_frame_with_a_timestamp_column_is_checked_at_planning(tmp_path):
+    """The planner derives the Arrow schema Spark will send, timestamps included (in UTC), so an
+    unknown column beside a timestamp is refused when the writer is made, before any task."""
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    from omnigraph_spark.errors import UnknownColumnError
+    from omnigraph_spark.spark.writer import OmnigraphWriter, spark_to_arrow_schema
+
+    uri = str(tmp_path / "ts")
+    Graph.init(uri, CARD_SCHEMA)
+    schema = StructType(
+        [StructField("name", StringType()), StructField("seen", TimestampType()), StructField("shoe", StringType())]
+    )
+    assert spark_to_arrow_schema(schema) is not None
+    with pytest.raises(UnknownColumnError, match="seen"):
+        OmnigraphWriter({"path": uri, "type": "Person"}, schema, overwrite=False)
