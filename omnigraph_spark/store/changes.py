@@ -399,30 +399,16 @@ def _state_at(root: str, branch: str, version: int, lin: _Lineage) -> _manifest.
 
 
 def oldest_readable(root: str, branch: str, table_key: str, storage_options=None) -> int:
-    """The oldest graph version whose changes of ``table_key`` can still be read: its previous
-    graph version and that version's table pin both exist."""
+    """The oldest graph version from which every version's changes of ``table_key`` up to the
+    head can still be read (cleanup removes old versions; the head's are always readable)."""
     branch = normalize_branch(branch)
     head = head_version(root, branch, storage_options)
-    lin = _manifest_lineage(root, storage_options)
-    tables: dict[str, _Lineage] = {}
-    for v in range(1, head + 1):
-        if v == 1:
-            try:
-                _state_at(root, branch, 1, lin)
-                return 1
-            except (ValueError, OSError):
-                continue
+    for v in range(head, 0, -1):
         try:
-            st = _state_at(root, branch, v - 1, lin)
-            _state_at(root, branch, v, lin)
-            e = st.entries.get(table_key)
-            if e is not None:
-                path = f"{root}/{e.table_path}"
-                tables.setdefault(path, _Lineage(path, storage_options)).at(e.table_branch, e.version)
-            return v
-        except (ValueError, OSError):
-            continue
-    return head
+            _plan(root, table_key, FeedRange(branch, v, v), storage_options, pair=False)
+        except (ValueError, OSError, GraphError):
+            return v + 1
+    return 1
 
 
 def _pin(root: str, st: _manifest.ManifestState, key: str) -> Pin | None:
@@ -431,33 +417,46 @@ def _pin(root: str, st: _manifest.ManifestState, key: str) -> Pin | None:
 
 
 def plan_changes(
-    root: str, table_key: str, rng: FeedRange, storage_options: dict[str, str] | None = None
+    root: str, table_key: str, rng: FeedRange, storage_options: dict[str, str] | None = None, *, pair: bool = True
 ) -> list[CommitChanges]:
     """Driver: the changes of ``table_key`` in each graph version of ``rng`` that changed it,
     oldest first. Reads manifests, fragment metadata, deletion vectors of the fragments a
-    version touched, and the ``id``s of the changed rows (to pair update images).
+    version touched, and the ``id``s of the changed rows (to pair update images; ``pair``
+    False skips them, for sizing a micro-batch).
 
     Raises:
         ChangeFeedVersionUnavailableError: a version the range needs was removed by cleanup.
     """
+    try:
+        return _plan(root, table_key, rng, storage_options, pair)
+    except _Unavailable as e:
+        oldest = oldest_readable(root, rng.branch, table_key, storage_options)
+        raise ChangeFeedVersionUnavailableError(
+            f"the changes of graph version {e.version} of branch '{rng.branch}' ({table_key}) are no longer "
+            f"readable: cleanup removed a version they need ({e.cause}); the oldest version whose changes can "
+            f"be read is {oldest}",
+            version=e.version,
+            branch=rng.branch,
+            table=table_key,
+            oldest=oldest,
+        ) from e.cause
+
+
+class _Unavailable(OSError):
+    def __init__(self, version: int, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.version = version
+        self.cause = cause
+
+
+def _plan(
+    root: str, table_key: str, rng: FeedRange, storage_options: dict[str, str] | None, pair: bool = True
+) -> list[CommitChanges]:
     lin = _manifest_lineage(root, storage_options)
     tables: dict[str, _Lineage] = {}
     times = version_timestamps(root, rng.branch, storage_options)
     ids = commit_ids(root, rng.branch, storage_options)
     out: list[CommitChanges] = []
-
-    def unavailable(v: int, e: Exception) -> ChangeFeedVersionUnavailableError:
-        oldest = oldest_readable(root, rng.branch, table_key, storage_options)
-        return ChangeFeedVersionUnavailableError(
-            f"the changes of graph version {v} of branch '{rng.branch}' ({table_key}) are no longer readable: "
-            f"cleanup removed a version they need ({e}); the oldest version whose changes can be read is "
-            f"{oldest}",
-            version=v,
-            branch=rng.branch,
-            table=table_key,
-            oldest=oldest,
-        )
-
     prev: _manifest.ManifestState | None = None
     for v in range(rng.start, rng.end + 1):
         try:
@@ -465,7 +464,7 @@ def plan_changes(
                 prev = _state_at(root, rng.branch, v - 1, lin)
             cur = _state_at(root, rng.branch, v, lin)
         except (ValueError, OSError) as e:
-            raise unavailable(v, e) from e
+            raise _Unavailable(v, e) from e
         base = _pin(root, prev, table_key) if prev is not None else None
         head = _pin(root, cur, table_key)
         prev = cur
@@ -480,7 +479,7 @@ def plan_changes(
         try:
             found = _table_changes(table_key, base, head, tables, storage_options)
         except (ValueError, OSError) as e:
-            raise unavailable(v, e) from e
+            raise _Unavailable(v, e) from e
         if found is None:
             log.warning(
                 "%s: graph version %d rewrote rows beside changing them: its change is found by comparing "
@@ -490,11 +489,11 @@ def plan_changes(
             )
             out.append(CommitChanges(**meta, diff=(base, head), rows=cur.entries[table_key].row_count))
             continue
-        pieces, pair = found
+        pieces, pairing = found
         if not pieces:
             continue
         updated: frozenset[str] = frozenset()
-        if pair:
+        if pair and pairing:
             olds = [p for p in pieces if p.side == "old"]
             news = [p for p in pieces if p.side == "new"]
             if olds and news:
@@ -601,3 +600,27 @@ def changes_table(
     None when nothing changed."""
     parts = list(read_changes(plan_changes(root, table_key, rng, storage_options), columns, storage_options))
     return pa.concat_tables(parts) if parts else None
+
+
+def snapshot_changes(
+    root: str, table_key: str, branch: str, version: int, storage_options: dict[str, str] | None = None
+) -> list[CommitChanges]:
+    """Every row of ``table_key`` at graph ``version`` as inserts of that version: where a
+    stream without a starting version begins."""
+    branch = normalize_branch(branch)
+    st = _state_at(root, branch, version, _manifest_lineage(root, storage_options))
+    head = _pin(root, st, table_key)
+    found = _table_changes(table_key, None, head, {}, storage_options)
+    pieces = found[0] if found else []
+    if not pieces:
+        return []
+    return [
+        CommitChanges(
+            table_key,
+            version,
+            version_timestamps(root, branch, storage_options).get(version, 0),
+            commit_ids(root, branch, storage_options).get(version),
+            pieces=tuple(pieces),
+            rows=sum(p.rows for p in pieces),
+        )
+    ]
