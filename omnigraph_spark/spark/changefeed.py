@@ -20,6 +20,7 @@ type, or skips such commits with ``skipChangeCommits``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -28,14 +29,29 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from ..errors import ChangeFeedUnsupportedCommitError, OptionError
+from ..errors import ChangeFeedUnsupportedCommitError, OmnigraphError, OptionError
 from ..graph import Graph
 from ..store import changes as _changes
 from . import types as _types
+from .error_tags import tag_error
 from .options import ReadOptions
-from .reader import _read_options, _tagged
 
 log = logging.getLogger(__name__)
+
+
+def _read_options(options: Any) -> ReadOptions:
+    return options if isinstance(options, ReadOptions) else ReadOptions.from_options(dict(options.items()))
+
+
+@contextlib.contextmanager
+def _tagged() -> Iterator[None]:
+    """Our errors carry ``[CODE]`` through Spark's wrapping (``unwrap_error`` finds it)."""
+    try:
+        yield
+    except OmnigraphError as e:
+        tag_error(e)
+        raise
+
 
 try:  # admission control and Trigger.AvailableNow for Python stream sources: pyspark 4.2+
     from pyspark.sql.streaming.datasource import (

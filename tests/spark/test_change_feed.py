@@ -260,3 +260,19 @@ def test_g_open_does_not_need_spark(test_graph):
     """The store half of the feed runs without Spark (layering)."""
     g = Graph.open(test_graph.root)
     assert changes.resolve_range(g.root, "main", start=1).start == 1
+
+
+def test_I22_the_provider_hands_the_feed_and_streams_to_the_python_source(jvm, tmp_path):
+    """With the shim, format("omnigraph") hands change-feed reads and streams to the Python
+    source (the same rows); engine=jvm refuses them, naming why."""
+    g = Graph.init(str(tmp_path / "g"), (REPO / "tests/fixtures/omnigraph-0.7.2/test.pg").read_text())
+    write_rows(g, "node:Person", people("a", "b", age=1))
+    write_rows(g, "node:Person", people("a", age=2), mode="merge")
+    expected = [("a", "insert", 4), ("a", "update_postimage", 5), ("a", "update_preimage", 5), ("b", "insert", 4)]
+    assert rows(feed(jvm, g.root, startingVersion=1)) == expected
+    with pytest.raises(Exception) as e:
+        feed(jvm, g.root, startingVersion=1, engine="jvm").collect()
+    assert code_of(e) == "JVM_READ_UNAVAILABLE"
+    q, _ = _stream(jvm, g.root, tmp_path / "out", tmp_path / "ck", startingVersion=1)
+    assert q.exception() is None, q.exception()
+    assert _collected(tmp_path / "out") == expected
