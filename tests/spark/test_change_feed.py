@@ -276,3 +276,10 @@ def test_I22_the_provider_hands_the_feed_and_streams_to_the_python_source(jvm, t
     q, _ = _stream(jvm, g.root, tmp_path / "out", tmp_path / "ck", startingVersion=1)
     assert q.exception() is None, q.exception()
     assert _collected(tmp_path / "out") == expected
+    # a stream given no feed option is planned as the JVM scan; its micro-batches come from the
+    # Python source's stream reader (the snapshot's rows, as inserts)
+    q, _ = _stream(jvm, g.root, tmp_path / "plain", tmp_path / "ck2", cdf=False)
+    assert q.exception() is None, q.exception()
+    batches = (tmp_path / "plain").glob("batch=*")
+    got = sorted((r["id"], r["age"]) for d in batches for r in pq.read_table(d).to_pylist())
+    assert got == [("a", 2), ("b", 1)]
