@@ -10,7 +10,9 @@ key range, so it touches every data file of both tables). Then, ``--repeats`` ti
 * ``delta_feed``: ``spark.read.format("delta").option("readChangeFeed", "true")`` of the
   merge's Delta version only, into ``noop``;
 * ``omnigraph_scan`` / ``delta_scan``: a full scan of each table into ``noop``, the cost the
-  feed is measured against ("a 1% merge reads about 1% of the table").
+  feed is measured against ("a 1% merge reads about 1% of the table"); ``omnigraph_python_scan``
+  the same scan through the Python source (``engine=python``), which the feed's path shares:
+  Spark's Python data source workers for the schema, the planning and each task.
 
 Also the driver's planning alone (``omnigraph_plan``: ``store.changes.plan_changes``, in this
 process, which reads manifests, fragment metadata, the touched fragments' deletion vectors and
@@ -139,6 +141,9 @@ def contenders(spark, s: dict[str, Any]) -> dict[str, Any]:
         "omnigraph_feed": omnigraph_feed,
         "delta_feed": delta_feed,
         "omnigraph_scan": lambda: spark.read.format("omnigraph").option("type", "Item").load(s["graph_uri"]),
+        "omnigraph_python_scan": lambda: (
+            spark.read.format("omnigraph").option("type", "Item").option("engine", "python").load(s["graph_uri"])
+        ),
         "delta_scan": lambda: spark.read.format("delta").load(s["delta_path"]),
     }
 
