@@ -180,6 +180,28 @@ def stream_and_read(spark, root: str, work: str, query_id: str) -> dict[str, Any
     }
 
 
+def change_feed(spark, root: str, work: str) -> dict[str, Any]:
+    """Person's change feed from version 1: a batch read and an AvailableNow stream (docs/change_feed.md)."""
+
+    def cols(rows):
+        return sorted([r["id"], r["_change_type"], r["_commit_version"]] for r in rows)
+
+    r = spark.read.format("omnigraph").option("type", "Person").option("readChangeFeed", "true")
+    batch = cols(r.option("startingVersion", "1").load(root).collect())
+    s = spark.readStream.format("omnigraph").option("type", "Person").option("readChangeFeed", "true")
+    q = (
+        s.option("startingVersion", "1")
+        .load(root)
+        .writeStream.format("parquet")
+        .option("path", os.path.join(work, "out"))
+        .option("checkpointLocation", os.path.join(work, "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return {"batch": batch, "stream": cols(spark.read.parquet(os.path.join(work, "out")).collect())}
+
+
 def staging_left(root: str) -> list[str]:
     """Files left in the graph's staging journals (each load removes its own, hand-off included)."""
     d = os.path.join(root, "_omnigraph_spark", "staging")
@@ -213,6 +235,8 @@ def main(argv: list[str]) -> int:
             report["result"] = stream_and_read(spark, params["root"], params["work"], params["query_id"])
             report["commits"] = [c.actor_id for c in Graph.open(params["root"]).log()]
             report["staging_left"] = staging_left(params["root"])
+        elif scenario == "change_feed":
+            report["result"] = change_feed(spark, params["root"], params["work"])
         elif scenario == "probe":
             from omnigraph_spark.spark.jvm_read import shim_blocker
 

@@ -23,6 +23,8 @@ from omnigraph_spark.spark.validate import make_validator
 from omnigraph_spark.store import changes, writes
 from tests.store.helpers import people, write_rows
 
+from ..connect_server import run_client
+from .test_connect import connect_server  # noqa: F401  # the session's Spark Connect server (a fixture)
 from .test_read import code_of
 from .test_stream import finish
 
@@ -283,3 +285,17 @@ def test_I22_the_provider_hands_the_feed_and_streams_to_the_python_source(jvm, t
     batches = (tmp_path / "plain").glob("batch=*")
     got = sorted((r["id"], r["age"]) for d in batches for r in pq.read_table(d).to_pylist())
     assert got == [("a", 2), ("b", 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spark")
+def test_I25_the_feed_through_spark_connect_is_the_classic_feed(spark, connect_server, tmp_path):  # noqa: F811
+    """A batch feed and an AvailableNow stream of it from a Spark Connect client: the rows the
+    classic session reads."""
+    g = Graph.init(str(tmp_path / "g"), (REPO / "tests/fixtures/omnigraph-0.7.2/test.pg").read_text())
+    write_rows(g, "node:Person", people("a", "b", age=1))
+    write_rows(g, "node:Person", people("a", age=2), mode="merge")
+    remote = run_client(connect_server.url, "change_feed", tmp_path, root=g.root, work=str(tmp_path / "work"))
+    assert remote["session"].startswith("pyspark.sql.connect")
+    expected = [list(r) for r in rows(feed(spark, g.root, startingVersion=1))]
+    assert remote["result"] == {"batch": expected, "stream": expected}
