@@ -108,7 +108,7 @@ test-oldest-spark: $(OLD_VENV)/.installed $(SHIM)
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) $(OLD_VENV)/bin/python -m pytest \
 	  -m "spark and not slow" $(OLDEST_SPARK_TESTS) $(PYTEST_ARGS)
 	PYSPARK_PYTHON=$(abspath $(OLD_VENV)/bin/python) OMNIGRAPH_SPARK_REQUIRE_DELTA=1 $(OLD_VENV)/bin/python -m pytest \
-	  tests/examples/test_examples.py::test_delta_to_graph $(PYTEST_ARGS)
+	  tests/examples/test_examples.py::test_delta_to_graph tests/examples/test_examples.py::test_graph_to_delta $(PYTEST_ARGS)
 
 engine:
 	bash scripts/install-omnigraph.sh

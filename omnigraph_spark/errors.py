@@ -343,3 +343,26 @@ class InvalidRecordError(DataError):
     """A JSONL record is not valid JSON or not one of the two record forms."""
 
     code = "INVALID_RECORD"
+
+
+# --- the change feed -------------------------------------------------------------------
+
+
+class ChangeFeedRangeError(OptionError):
+    """A change feed's version or timestamp range is empty or lies past the branch's head."""
+
+    code = "CHANGE_FEED_RANGE"
+
+
+class ChangeFeedVersionUnavailableError(GraphError):
+    """A graph version whose changes a feed needs was removed by cleanup; ``oldest`` in the
+    context (and the message) names the oldest version whose changes can still be read."""
+
+    code = "CHANGE_FEED_VERSION_UNAVAILABLE"
+
+
+class ChangeFeedUnsupportedCommitError(GraphError):
+    """A stream without ``readChangeFeed`` reached a commit that updated or deleted rows of its
+    type (set ``readChangeFeed`` to read them, or ``skipChangeCommits`` to skip such commits)."""
+
+    code = "STREAM_CHANGE_COMMIT"

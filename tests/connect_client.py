@@ -323,6 +323,28 @@ def sql_statements(spark, root: str, schema: str) -> dict[str, Any]:
     return out
 
 
+def change_feed(spark, root: str, work: str) -> dict[str, Any]:
+    """Person's change feed from version 1: a batch read and an AvailableNow stream (docs/change_feed.md)."""
+
+    def cols(rows):
+        return sorted([r["id"], r["_change_type"], r["_commit_version"]] for r in rows)
+
+    r = spark.read.format("omnigraph").option("type", "Person").option("readChangeFeed", "true")
+    batch = cols(r.option("startingVersion", "1").load(root).collect())
+    s = spark.readStream.format("omnigraph").option("type", "Person").option("readChangeFeed", "true")
+    q = (
+        s.option("startingVersion", "1")
+        .load(root)
+        .writeStream.format("parquet")
+        .option("path", os.path.join(work, "out"))
+        .option("checkpointLocation", os.path.join(work, "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return {"batch": batch, "stream": cols(spark.read.parquet(os.path.join(work, "out")).collect())}
+
+
 def staging_left(root: str) -> list[str]:
     """Files left in the graph's staging journals (each load removes its own, hand-off included)."""
     d = os.path.join(root, "_omnigraph_spark", "staging")
@@ -362,6 +384,9 @@ def main(argv: list[str]) -> int:
 
         elif scenario == "sql":
             report["result"] = sql_statements(spark, params["root"], params["schema"])
+
+        elif scenario == "change_feed":
+            report["result"] = change_feed(spark, params["root"], params["work"])
         elif scenario == "probe":
             from omnigraph_spark.spark.jvm_read import shim_blocker
 

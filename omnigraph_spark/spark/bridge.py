@@ -110,6 +110,12 @@ def plan_read(options: Mapping[str, str], parallelism: int) -> dict[str, Any]:
     opts = ReadOptions.from_options(options)
     if opts.engine == "python":
         return {"python": "option engine=python"}
+    if opts.feed is not None:  # the change feed and streams are the Python source's (docs/change_feed.md)
+        return _python(
+            ["the change feed and stream options are read by the Python source"],
+            opts.engine,
+            lambda m: JvmReadUnavailableError(f"cannot read the change feed through the JVM path: {m}"),
+        )
     graph = Graph.open(opts.path, opts.storage_options)
     for path in graph.pending_sidecars():
         log.warning(

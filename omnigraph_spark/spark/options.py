@@ -130,6 +130,58 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec("pushdown", "read", "true", "Push filters down to Lance (true/false)."),
     OptionSpec(
+        "readChangeFeed",
+        "read",
+        "false",
+        "true: read the type's change feed (rows plus _change_type, _commit_version, _commit_timestamp, "
+        "_graph_commit_id) instead of a snapshot; a batch read needs startingVersion or startingTimestamp "
+        "(docs/change_feed.md).",
+    ),
+    OptionSpec(
+        "startingVersion",
+        "read",
+        None,
+        "Change feed / stream: the first graph version (of the branch, inclusive) whose changes are read. "
+        "A stream without it starts with the current snapshot's rows as inserts.",
+    ),
+    OptionSpec(
+        "endingVersion", "read", None, "Change feed: the last graph version read (inclusive; default: the head)."
+    ),
+    OptionSpec(
+        "startingTimestamp",
+        "read",
+        None,
+        "Change feed / stream: start at the first graph version committed at or after this ISO-8601 "
+        "timestamp. Excludes startingVersion.",
+    ),
+    OptionSpec(
+        "endingTimestamp",
+        "read",
+        None,
+        "Change feed: end at the last graph version committed at or before this ISO-8601 timestamp. "
+        "Excludes endingVersion.",
+    ),
+    OptionSpec(
+        "maxCommitsPerTrigger",
+        "read",
+        None,
+        "Stream: at most this many graph commits that changed the type per micro-batch (whole commits; pyspark 4.2+).",
+    ),
+    OptionSpec(
+        "maxRowsPerTrigger",
+        "read",
+        None,
+        "Stream: a micro-batch stops before the commit that would take it past this many changed rows "
+        "(at least one whole commit; pyspark 4.2+).",
+    ),
+    OptionSpec(
+        "skipChangeCommits",
+        "read",
+        "false",
+        "Stream without readChangeFeed: skip commits that updated or deleted rows of the type instead of "
+        "failing with STREAM_CHANGE_COMMIT (their inserts are skipped too).",
+    ),
+    OptionSpec(
         "engine",
         "read/write",
         "auto",
@@ -372,6 +424,7 @@ class ReadOptions:
     pushdown: bool = True
     engine: str = "auto"  # the path format('omnigraph') takes (the JVM provider reads it; see ENGINES)
     storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in reprs
+    feed: FeedOptions | None = None  # the change feed and stream options (docs/change_feed.md)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -414,11 +467,87 @@ class ReadOptions:
             pushdown=_bool(plain, "pushdown", True),
             engine=_engine(plain),
             storage=tuple(sorted(storage.items())),
+            feed=FeedOptions.parse(plain, given),
         )
 
     @property
     def storage_options(self) -> dict[str, str] | None:
         return dict(self.storage) or None
 
+    @property
+    def change_feed(self) -> bool:
+        return self.feed is not None and self.feed.read_change_feed
 
-__all__ = ["ENGINES", "OPTIONS", "OptionSpec", "WriteOptions", "ReadOptions", "WRITE_MODES"]
+
+def _timestamp_us(plain: Mapping[str, str], key: str) -> int | None:
+    v = _str(plain, key)
+    if v is None:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        raise OptionError(f"option '{key}' must be an ISO-8601 timestamp, got {v!r}", option=key, value=v) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1_000_000)
+
+
+#: the options that only a change feed or a stream reads
+FEED_KEYS = (
+    "readChangeFeed",
+    "startingVersion",
+    "endingVersion",
+    "startingTimestamp",
+    "endingTimestamp",
+    "maxCommitsPerTrigger",
+    "maxRowsPerTrigger",
+    "skipChangeCommits",
+)
+
+
+@dataclass(frozen=True)
+class FeedOptions:
+    """The change feed's and the stream's options (None on a read that gives none of them)."""
+
+    read_change_feed: bool = False
+    starting_version: int | None = None
+    ending_version: int | None = None
+    starting_timestamp_us: int | None = None
+    ending_timestamp_us: int | None = None
+    max_commits_per_trigger: int | None = None
+    max_rows_per_trigger: int | None = None
+    skip_change_commits: bool = False
+
+    @classmethod
+    def parse(cls, plain: Mapping[str, str], snapshot_options: list[str]) -> FeedOptions | None:
+        if not any(k.lower() in plain for k in FEED_KEYS):
+            return None
+        f = cls(
+            read_change_feed=_bool(plain, "readChangeFeed", False),
+            starting_version=_int(plain, "startingVersion", minimum=1),
+            ending_version=_int(plain, "endingVersion", minimum=1),
+            starting_timestamp_us=_timestamp_us(plain, "startingTimestamp"),
+            ending_timestamp_us=_timestamp_us(plain, "endingTimestamp"),
+            max_commits_per_trigger=_int(plain, "maxCommitsPerTrigger", minimum=1),
+            max_rows_per_trigger=_int(plain, "maxRowsPerTrigger", minimum=1),
+            skip_change_commits=_bool(plain, "skipChangeCommits", False),
+        )
+        for a, b in (("startingVersion", "startingTimestamp"), ("endingVersion", "endingTimestamp")):
+            if _str(plain, a) is not None and _str(plain, b) is not None:
+                raise OptionError(f"options {a} and {b} are mutually exclusive: give at most one", option=b)
+        if snapshot_options:
+            raise OptionError(
+                f"option {snapshot_options[0]} pins one snapshot; a change feed or stream reads a range of "
+                "versions (startingVersion/endingVersion or startingTimestamp/endingTimestamp)",
+                option=snapshot_options[0],
+            )
+        if f.skip_change_commits and f.read_change_feed:
+            raise OptionError(
+                "option skipChangeCommits applies to a stream without readChangeFeed; the change feed "
+                "reports every commit",
+                option="skipChangeCommits",
+            )
+        return f
+
+
+__all__ = ["ENGINES", "FEED_KEYS", "OPTIONS", "FeedOptions", "OptionSpec", "WriteOptions", "ReadOptions", "WRITE_MODES"]

@@ -4,12 +4,19 @@
 package installed, through the top-level ``pyspark_omnigraph`` module's ``DefaultSource``.
 Reads delegate to :mod:`.reader` (imported lazily: it is another module's job and pulls in
 more than a write needs), a load-wide check's view to :mod:`.scans`; writes go to
-:class:`.writer.OmnigraphWriter`, streams to :class:`.stream.OmnigraphStreamWriter`.
+:class:`.writer.OmnigraphWriter`, streams to :class:`.stream.OmnigraphStreamWriter`; the change
+feed and stream reads go to :mod:`.changefeed`.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 
@@ -22,21 +29,32 @@ class OmnigraphDataSource(DataSource):
         return "omnigraph"
 
     def schema(self) -> StructType:
-        """Driver: the table's Spark schema (reads)."""
-        from .reader import read_schema  # lazy: Spark's source lookup must not import pyarrow or lance
+        """Driver: the table's Spark schema (reads); with ``readChangeFeed``, plus the change
+        columns (:mod:`.changefeed`)."""
+        from .changefeed import is_feed, schema_of  # lazy: Spark's source lookup must not import pyarrow or lance
+        from .reader import read_schema  # lazy: as above
 
-        return read_schema(self.options)
+        return schema_of(self.options) if is_feed(self.options) else read_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Driver: a reader for the resolved schema; a load-wide check's view (the reserved
-        option ``__omnigraph_scan``, with its schema given) is read by :mod:`.scans`."""
+        """Driver: a reader for the resolved schema (a snapshot, or the change feed); a load-wide
+        check's view (the reserved option ``__omnigraph_scan``, with its schema given) is read by
+        :mod:`.scans`."""
         if "__omnigraph_scan" in self.options:
             from .scans import ScanReader  # lazy: Spark's source lookup must not import pyarrow or lance
 
             return ScanReader(self.options, schema)
-        from .reader import make_reader  # lazy: Spark's source lookup must not import pyarrow or lance
+        from .changefeed import is_feed, make_feed_reader  # lazy: Spark's source lookup must not import lance
+        from .reader import make_reader  # lazy: as above
 
-        return make_reader(self.options, schema)
+        return make_feed_reader(self.options, schema) if is_feed(self.options) else make_reader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """Driver: ``readStream.format("omnigraph")``: the type's changes as a stream, offsets
+        being graph versions (:mod:`.changefeed`)."""
+        from .changefeed import ChangeFeedStreamReader  # lazy: Spark's source lookup must not import lance
+
+        return ChangeFeedStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Driver: plan a write job (one graph commit). ``overwrite`` is Spark's save mode."""

@@ -141,6 +141,21 @@ def test_delta_to_graph(tmp_path):
     assert [c.actor_id for c in g.log()[1:]] == ["delta_to_graph", "delta_to_graph"]
 
 
+def test_graph_to_delta(tmp_path):
+    """The change feed mirrored into Delta exactly once (docs/change_feed.md, I25)."""
+    need_delta()
+    p = run(
+        [sys.executable, EXAMPLES / "graph_to_delta.py", tmp_path / "graph", "--delta-dir", tmp_path / "delta"],
+        timeout=1800,
+    )
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "delivered {'Person': 80, 'WorksAt': 72}" in p.stdout
+    assert "delivered {'Person': 4, 'WorksAt': 1}" in p.stdout  # Ada's two images, Yara, Ben; Ben's edge
+    assert "differing 0" in p.stdout and "differing 1" not in p.stdout
+    assert "a third run delivers {'Person': 0, 'WorksAt': 0}" in p.stdout
+    assert "graph_to_delta OK" in p.stdout
+
+
 def test_read_graph_example(tmp_path):
     p = run([sys.executable, EXAMPLES / "read_graph.py", tmp_path / "graph"], timeout=900)
     assert p.returncode == 0

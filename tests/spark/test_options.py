@@ -120,6 +120,14 @@ def test_options_table_documents_every_key():
         "rejectedRowsPath",
         "distributedCheckRows",
         "engine",
+        "readChangeFeed",
+        "startingVersion",
+        "endingVersion",
+        "startingTimestamp",
+        "endingTimestamp",
+        "maxCommitsPerTrigger",
+        "maxRowsPerTrigger",
+        "skipChangeCommits",
     } == names
     assert all(o.scope in ("read", "write", "read/write") and o.description for o in OPTIONS)
     for o in OPTIONS:  # every documented option parses in its scope
@@ -130,9 +138,14 @@ def test_options_table_documents_every_key():
             extra = {"txnAppId": "a", "txnVersion": "1"} if o.name.startswith("txn") else {}
             WriteOptions.from_options({"path": "/g", "type": "P", **extra, o.name: val})
         if "read" in o.scope and o.name not in ("path", "type"):
-            val = {"timestampAsOf": "2026-01-01T00:00:00", "pushdown": "true", "columns": "id", "engine": "python"}.get(
-                o.name, "1"
-            )
+            val = {
+                "timestampAsOf": "2026-01-01T00:00:00",
+                "startingTimestamp": "2026-01-01T00:00:00",
+                "endingTimestamp": "2026-01-01T00:00:00",
+                "pushdown": "true",
+                "columns": "id",
+                "engine": "python",
+            }.get(o.name, "1")
             ReadOptions.from_options({"path": "/g", "type": "P", o.name: val})
 
 

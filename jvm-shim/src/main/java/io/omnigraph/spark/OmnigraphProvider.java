@@ -3,7 +3,13 @@ package io.omnigraph.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashSet;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.Map;
@@ -16,6 +22,7 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriter;
@@ -196,7 +203,25 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         scan.put("storageSecrets", plan.get("storageSecrets").asText());
       }
       Table lance = new LanceSnapshotSource().getTable(schema, new Transform[0], scan);
-      return ((SupportsRead) lance).newScanBuilder(new CaseInsensitiveStringMap(scan));
+      return streamable(((SupportsRead) lance).newScanBuilder(new CaseInsensitiveStringMap(scan)), options);
+    }
+
+    /**
+     * The JVM scan, except that a micro-batch read ({@code readStream}) of it goes to the Python
+     * source's stream reader (the change feed's stream, docs/change_feed.md): the builder and
+     * its scan keep every interface they implement, and only {@code toMicroBatchStream} is
+     * handed over.
+     */
+    private ScanBuilder streamable(ScanBuilder builder, CaseInsensitiveStringMap options) {
+      return proxy(builder, (m, args) -> {
+        Object out = m.invoke(builder, args);
+        if ("build".equals(m.getName()) && out instanceof Scan scan) {
+          return proxy(scan, (sm, sargs) -> "toMicroBatchStream".equals(sm.getName())
+              ? ((SupportsRead) pythonTable()).newScanBuilder(options).build().toMicroBatchStream((String) sargs[0])
+              : sm.invoke(scan, sargs));
+        }
+        return out;
+      });
     }
 
     @Override
@@ -526,5 +551,27 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
         }
       };
     }
+  }
+
+  /** A call forwarded by {@link #proxy}. */
+  private interface Forward {
+    Object call(Method method, Object[] args) throws Exception;
+  }
+
+  /** {@code target} behind a proxy with every interface its class and superclasses implement. */
+  @SuppressWarnings("unchecked")
+  private static <T> T proxy(T target, Forward forward) {
+    Set<Class<?>> interfaces = new LinkedHashSet<>();
+    for (Class<?> c = target.getClass(); c != null; c = c.getSuperclass()) {
+      interfaces.addAll(Arrays.asList(c.getInterfaces()));
+    }
+    InvocationHandler handler = (p, m, args) -> {
+      try {
+        return forward.call(m, args);
+      } catch (InvocationTargetException e) {
+        throw e.getCause();
+      }
+    };
+    return (T) Proxy.newProxyInstance(target.getClass().getClassLoader(), interfaces.toArray(new Class<?>[0]), handler);
   }
 }
