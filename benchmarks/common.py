@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -108,3 +109,26 @@ def listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def python_source_session(app_name: str, driver_memory: str = "4g"):
+    """A fresh local[2] session as the Python source's benchmarks run it: the embedded default's
+    settings (filter pushdown conf on) and no shim on the class path, the ``omnigraph`` Python
+    source registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession  # lazy: the harness imports this module without Spark
+
+    from omnigraph_spark import register
+    from omnigraph_spark.demo import embedded_settings, quiet_warnings
+    from omnigraph_spark.spark.runtime import set_local_lance_threads
+
+    set_local_lance_threads("local[2]")
+    quiet_warnings()
+    b = SparkSession.builder.master("local[2]").appName(app_name)
+    for k, v in {**embedded_settings(), "spark.driver.memory": driver_memory}.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import tree_cpu_s
+from benchmarks.common import python_source_session, tree_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("benchmarks.python_read_bench")
@@ -86,23 +86,7 @@ CONTENDERS = {
 
 def session(driver_memory: str):
     """local[2] with the embedded default's settings (filter pushdown conf on) and no shim."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from omnigraph_spark import register
-    from omnigraph_spark.demo import embedded_settings, quiet_warnings
-    from omnigraph_spark.spark.runtime import set_local_lance_threads
-
-    set_local_lance_threads("local[2]")
-    quiet_warnings()
-    b = SparkSession.builder.master("local[2]").appName("omnigraph-python-read-bench")
-    for k, v in {**embedded_settings(), "spark.driver.memory": driver_memory}.items():
-        b = b.config(k, v)
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
+    return python_source_session("omnigraph-python-read-bench", driver_memory)
 
 
 def generate(work: Path, rows: int, seed: int, driver_memory: str) -> float:

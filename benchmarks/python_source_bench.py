@@ -63,6 +63,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import python_source_session
 from benchmarks.run import SCHEMA
 from benchmarks.scale_bench import TreeSampler, input_files, split_rows, tree_hwm
 
@@ -73,23 +74,9 @@ TYPES = {"nodes": "Item", "edges": "Link"}
 
 
 def session(driver_memory: str = "4g"):
-    """local[2] with the embedded default's settings and no shim on the class path."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from omnigraph_spark import register
-    from omnigraph_spark.demo import embedded_settings, quiet_warnings
-    from omnigraph_spark.spark.runtime import set_local_lance_threads
-
-    set_local_lance_threads("local[2]")
-    quiet_warnings()
-    b = SparkSession.builder.master("local[2]").appName("omnigraph-python-source-bench")
-    for k, v in {**embedded_settings(), "spark.driver.memory": driver_memory}.items():
-        b = b.config(k, v)
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    """local[2] with the embedded default's settings and no shim on the class path, the floor's
+    source registered beside the connector's."""
+    spark = python_source_session("omnigraph-python-source-bench", driver_memory)
     from benchmarks.floor import FloorSource
 
     spark.dataSource.register(FloorSource)

@@ -36,29 +36,12 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import omnigraph_spark
-from omnigraph_spark import Graph, configure_spark
-from omnigraph_spark.demo import local_builder, local_spark, sample_path
-from omnigraph_spark.spark.shim_conf import shim_spark_conf
+from omnigraph_spark import Graph
+from omnigraph_spark.demo import local_delta_spark, sample_path
 
 APP_ID = "delta_to_graph"
 GONE = "Ben Kowalski"  # deleted upstream in step 3 (he has six edges: the graph commit removes them too)
 SOURCES = ("people", "companies", "employment", "contacts")
-
-
-def delta_session() -> SparkSession:
-    from delta import configure_spark_with_delta_pip  # the 'delta' extra (imported where used)
-
-    builder = local_builder(
-        "omnigraph-spark delta example",
-        conf={
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        },
-    )
-    builder = configure_spark_with_delta_pip(builder)  # replaces spark.jars.packages
-    if shim_spark_conf():  # a pip install's shim libraries come from spark.jars.packages: add them back
-        builder = configure_spark(builder)
-    return local_spark(builder=builder)
 
 
 def seed_delta(spark: SparkSession, delta_dir: str) -> None:
@@ -199,7 +182,7 @@ def main(argv=None) -> int:
     for d in (args.graph, args.delta_dir):
         if os.path.isdir(d):
             shutil.rmtree(d)
-    spark = delta_session()
+    spark = local_delta_spark("omnigraph-spark delta example")
     try:
         print("1. seeding the upstream Delta tables ...")
         seed_delta(spark, args.delta_dir)

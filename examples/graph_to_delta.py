@@ -31,31 +31,14 @@ import sys
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from omnigraph_spark import Graph, configure_spark, load_jsonl, write_graph
-from omnigraph_spark.demo import local_builder, local_spark, sample_path
-from omnigraph_spark.spark.shim_conf import shim_spark_conf
+from omnigraph_spark import Graph, load_jsonl, write_graph
+from omnigraph_spark.demo import local_delta_spark, sample_path
 
 TYPES = ("Person", "WorksAt")
 GONE = "Ben Kowalski"  # deleted in step 3, with his edges
 META = ("_change_type", "_commit_version", "_commit_timestamp", "_graph_commit_id")
 #: the order of change types within one commit when picking an id's last change
 RANK = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
-
-
-def delta_session() -> SparkSession:
-    from delta import configure_spark_with_delta_pip  # the 'delta' extra (imported where used)
-
-    builder = local_builder(
-        "omnigraph-spark graph_to_delta example",
-        conf={
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        },
-    )
-    builder = configure_spark_with_delta_pip(builder)  # replaces spark.jars.packages
-    if shim_spark_conf():  # a pip install's shim libraries come from spark.jars.packages: add them back
-        builder = configure_spark(builder)
-    return local_spark(builder=builder)
 
 
 def last_change_per_id(batch: DataFrame) -> DataFrame:
@@ -145,7 +128,7 @@ def main(argv=None) -> int:
     for d in (args.graph, args.delta_dir):
         if os.path.isdir(d):
             shutil.rmtree(d)
-    spark = delta_session()
+    spark = local_delta_spark("omnigraph-spark graph_to_delta example")
     try:
         print("1. the graph: the bundled sample in one commit")
         with open(sample_path("social.pg"), encoding="utf-8") as f:

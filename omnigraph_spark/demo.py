@@ -98,6 +98,25 @@ def local_spark(app_name: str = "omnigraph-spark-demo", master: str = "local[2]"
     return spark
 
 
+def local_delta_spark(app_name: str):
+    """:func:`local_spark` with Delta Lake's session extension and catalog (the ``delta``
+    extra), the shim's libraries kept (``configure_spark_with_delta_pip`` replaces
+    ``spark.jars.packages``)."""
+    from delta import configure_spark_with_delta_pip  # the 'delta' extra (imported where used)
+
+    builder = local_builder(
+        app_name,
+        conf={
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        },
+    )
+    builder = configure_spark_with_delta_pip(builder)
+    if shim_spark_conf():  # a pip install's shim libraries come from spark.jars.packages: add them back
+        builder = configure_spark(builder)
+    return local_spark(builder=builder)
+
+
 def quiet_warnings() -> None:
     """Silence two known, harmless warnings on the driver: lance's fork-safety note (Spark's
     Python workers are forked from a daemon that never touched lance) and pyspark 4.2's pandas 3
