@@ -43,6 +43,7 @@ from lance.dataset import Index
 from ..errors import StorageError
 from ..schema.catalog import PropType, TypeDef
 from .fs import RootStorage
+from .layout import table_uri
 from .tables import open_dataset
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,12 @@ class IndexJob:
 
     def open(self) -> lance.LanceDataset:
         return open_dataset(self.uri, branch=self.branch, version=self.version, storage_options=self.storage_options)
+
+    @property
+    def home(self) -> str:
+        """Where the table's own files on its Lance branch live (``<uri>/tree/<branch>`` on a
+        branch): a segment's files land under its ``_indices``."""
+        return table_uri(self.uri, "", self.branch).rstrip("/")
 
     def to_json(self) -> dict:
         return {
@@ -303,7 +310,7 @@ def build_segments(job: IndexJob) -> list[Index]:
 
     def one(w: IndexWork) -> Index:
         ds = job.open()
-        return _build_one(ds, w, templates.get(w.spec.kind), RootStorage(ds.uri, job.storage_options))
+        return _build_one(ds, w, templates.get(w.spec.kind), RootStorage(job.home, job.storage_options), job.home)
 
     if len(work) < 2:
         return [one(w) for w in work]
@@ -311,7 +318,7 @@ def build_segments(job: IndexJob) -> list[Index]:
         return list(pool.map(one, work))
 
 
-def _build_one(ds: lance.LanceDataset, w: IndexWork, tmpl: _Template | None, storage: RootStorage) -> Index:
+def _build_one(ds: lance.LanceDataset, w: IndexWork, tmpl: _Template | None, storage: RootStorage, home: str) -> Index:
     frags = list(w.fragments)
     if w.spec.kind == VECTOR:
         dim = ds.schema.field(w.spec.column).type.list_size
@@ -329,7 +336,7 @@ def _build_one(ds: lance.LanceDataset, w: IndexWork, tmpl: _Template | None, sto
     uid = str(uuid.uuid4())
     kind = _scalar(w.spec.kind)
     ds.create_scalar_index(w.spec.column, kind, name=w.spec.name, fragment_ids=frags, index_uuid=uid)
-    index_dir = f"{ds.uri.rstrip('/')}/_indices/{uid}"
+    index_dir = f"{home}/_indices/{uid}"  # a branch's own tree: ds.uri names the base
     if tmpl.empty_metadata is not None and not storage.list_dir(index_dir):
         storage.write_bytes(f"{index_dir}/metadata.lance", tmpl.empty_metadata)  # no token in these rows
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import lance
 import pytest
@@ -186,3 +187,24 @@ def test_an_index_failure_never_fails_or_repeats_the_load(test_graph, monkeypatc
     r = write_rows(test_graph, "node:Person", people("carol"))
     assert r.tables[0].indexes == ("id_idx:create", "name_idx:create")  # over every fragment
     assert described(test_graph.open_table("node:Person"))["name_idx"] == [{0, 1, 2}]
+
+
+def test_a_load_on_a_branch_puts_its_segments_in_the_branchs_tree(test_graph):  # I23
+    """A segment built on a Lance branch lands under that branch's own ``tree/<b>/_indices``,
+    its full-text metadata included, so the branch's index answers (and main's is untouched)."""
+    write_rows(test_graph, "node:Person", people("alice", "bob"))
+    test_graph.create_branch("dev")
+    r = write_rows(test_graph, "node:Person", people("carol"), branch="dev")
+    assert r.tables[0].indexes == ("id_idx:extend", "name_idx:extend")
+    ds = test_graph.open_table("node:Person", test_graph.snapshot("dev"))
+    assert described(ds) == {"id_idx": [{0}, {1}], "name_idx": [{0}, {1}]}
+    assert ds.to_table(full_text_query="carol", columns=["id"])["id"].to_pylist() == ["carol"]
+    assert ds.to_table(full_text_query="alice", columns=["id"])["id"].to_pylist() == ["alice"]
+    base = test_graph.open_table("node:Person").uri.rstrip("/")
+    own = {str(s.uuid) for d in ds.describe_indices() for s in d.segments if set(s.fragment_ids) == {1}}
+    assert len(own) == 2
+    for uid in own:
+        assert not os.path.exists(f"{base}/_indices/{uid}"), "a branch's segment wrote into main's tree"
+        assert os.listdir(f"{base}/tree/dev/_indices/{uid}")
+    main = test_graph.open_table("node:Person")
+    assert main.to_table(full_text_query="carol", columns=["id"]).num_rows == 0
