@@ -174,7 +174,8 @@ def test_pushed_filters_read_exactly_what_spark_filters(spark, tmp_path):
     amount, memo = F.col("amount"), F.col("memo")
 
     def load(pushdown: str, **opts):
-        r = spark.read.format("omnigraph").option("type", "Pay").option("pushdown", pushdown)
+        # the Python source's reader, also where the shim's provider would take the read
+        r = spark.read.format("omnigraph").option("type", "Pay").option("pushdown", pushdown).option("engine", "python")
         for k, v in opts.items():
             r = r.option(k, v)
         return r.load(g.root)

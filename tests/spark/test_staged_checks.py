@@ -37,7 +37,7 @@ NAMES = ["ann", "bob", "zoë", "o'hara", "名前", "x" * 300, "ab", "abc", "a\x0
 
 @pytest.fixture
 def calls(monkeypatch):
-    """How often the driver ran its exact endpoint and @card checks."""
+    """How often the driver ran its exact endpoint, @card and uniqueness checks."""
     seen = {"endpoints": 0, "card": 0}
 
     def count(name, fn):
@@ -47,9 +47,12 @@ def calls(monkeypatch):
 
         return wrapped
 
+    # each exact check on either of its paths: in memory, or bounded (index probes, buckets: I24)
     monkeypatch.setattr(validate, "check_endpoints", count("endpoints", validate.check_endpoints))
+    monkeypatch.setattr(validate, "_endpoints_bounded", count("endpoints", validate._endpoints_bounded))
     monkeypatch.setattr(validate, "_check_card", count("card", validate._check_card))
     monkeypatch.setattr(validate, "check_unique", count("unique", validate.check_unique))
+    monkeypatch.setattr(validate._bounded, "unique", count("unique", validate._bounded.unique))
     seen["unique"] = 0
     return seen
 
