@@ -140,10 +140,15 @@ class CommittedIds:
         return None
 
     def _index_dirs(self, uuid: str) -> list[str]:
-        uri = self.ds.uri.rstrip("/")
-        out = [f"{uri}/_indices/{uuid}"]
-        if "/tree/" in uri:  # a Lance branch: segments built before the branch live in the base
-            out.append(f"{uri.split('/tree/', 1)[0]}/_indices/{uuid}")
+        """Where segment ``uuid``'s files may live: the table's base (main's segments, and those a
+        branch inherits) or a Lance branch's own tree (a segment built on that branch)."""
+        uri = self.ds.uri.rstrip("/")  # the base, also for a dataset opened on a branch
+        try:
+            branches = list(self.ds.branches.list())
+        except Exception as e:  # no branch metadata to read: the base only
+            log.debug("%s: branches unreadable (%s)", uri, e)
+            branches = []
+        out = [f"{uri}/_indices/{uuid}"] + [f"{uri}/tree/{b}/_indices/{uuid}" for b in branches]
         return [d for d in out if "://" in d or os.path.isdir(d)]
 
     def contains(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -211,3 +211,17 @@ def test_I24_many_probes_scan_the_column_instead(tmp_path):
     probe = pa.array([f"id-{i:06d}" for i in range(0, 40_000, 7)])
     assert ids.contains(probe).true_count == len(probe)
     assert ids.last == ("scan", 40_000)
+
+
+def test_I24_the_probe_trusts_a_segment_built_on_a_branch(tmp_path):
+    """A branch's own segments live in its tree (``tree/<b>/_indices``): the probe finds and
+    trusts them beside the ones the branch inherits, so a branch's table is not scanned."""
+    from tests.store.helpers import write_rows
+
+    graph = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_rows(graph, "node:Person", person("a", "b"))
+    graph.create_branch("dev")
+    write_rows(graph, "node:Person", person("c"), branch="dev")
+    ids = CommittedIds(graph.open_table("node:Person", graph.snapshot("dev")))
+    assert len(ids.segments) == 2 and ids.tail_rows == 0
+    assert ids.contains(pa.array(["a", "c", "z"])).to_pylist() == [True, True, False]
