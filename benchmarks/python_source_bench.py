@@ -33,6 +33,12 @@ tasks, one after the other, then its driver-side ``commit`` (the load-wide check
 timed apart (``tasks_s``, ``commit_s``, and ``tables`` per table). Spark's own share (the JVM ->
 Python hop) is what the floor measures.
 
+With ``--small``, every repeat also runs two cold jobs of ``SMALL_ROWS`` node rows (the first
+rows of the input): ``small_parquet`` writes them as Parquet and reads them back,
+``small_omnigraph`` creates a graph, writes them through the Python source and reads them back;
+each is timed as a whole process, from its start to its exit (``job_s``), so the ratio
+``small_omnigraph_vs_parquet`` shows the fixed costs a small job pays.
+
 Every repeat runs the contenders in turn (the order reversed every other repeat); ratios are per
 repeat (seconds of the baseline over the contender's; > 1 = faster), reported as medians with the
 load average before and after each contender, for both tables and for each (``_nodes``,
@@ -69,6 +75,9 @@ from benchmarks.scale_bench import TreeSampler, input_files, split_rows, tree_hw
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENDERS = ("parquet", "floor", "omnigraph")
+SMALL = ("small_parquet", "small_omnigraph")
+#: rows of the cold small jobs (``--small``)
+SMALL_ROWS = 1000
 #: the graph's types, in load order, per input directory
 TYPES = {"nodes": "Item", "edges": "Link"}
 
@@ -124,6 +133,8 @@ def step(name: str, work: Path, out: Path, driver_memory: str = "4g") -> dict[st
         res = {"contender": name, **phases(work)}
         out.write_text(json.dumps(res))
         return res
+    if name in SMALL:
+        return small_job(name, work, out, driver_memory)
     name = "omnigraph" if name == "omnigraph_base" else name  # the same write, on other code
     import omnigraph_spark
     from omnigraph_spark import Graph
@@ -156,6 +167,29 @@ def step(name: str, work: Path, out: Path, driver_memory: str = "4g") -> dict[st
         tables = {k: g.open_table(f"{k[:-1]}:{t}", snap) for k, t in TYPES.items()}
         res["rows"] = {k: ds.count_rows() for k, ds in tables.items()}
         res["index_s"] = {k: index_seconds(ds.versions(), ds.version) for k, ds in tables.items()}
+    spark.stop()
+    shutil.rmtree(target, ignore_errors=True)
+    out.write_text(json.dumps(res))
+    return res
+
+
+def small_job(name: str, work: Path, out: Path, driver_memory: str) -> dict[str, Any]:
+    """A cold small job in this (fresh) process: SMALL_ROWS node rows written, then read back."""
+    from omnigraph_spark import Graph
+
+    spark = session(driver_memory)
+    target = str(work / f"out-{name}")
+    shutil.rmtree(target, ignore_errors=True)
+    t0 = time.perf_counter()
+    src = spark.read.parquet(str(work / "input" / "nodes")).limit(SMALL_ROWS)
+    if name == "small_parquet":
+        src.write.parquet(target)
+        back = spark.read.parquet(target).count()
+    else:
+        Graph.init(target, SCHEMA)
+        src.write.format("omnigraph").option("type", "Item").option("engine", "python").mode("append").save(target)
+        back = spark.read.format("omnigraph").option("type", "Item").option("engine", "python").load(target).count()
+    res = {"contender": name, "rows": back, "write_s": round(time.perf_counter() - t0, 3)}
     spark.stop()
     shutil.rmtree(target, ignore_errors=True)
     out.write_text(json.dumps(res))
@@ -210,6 +244,7 @@ def _spawn(args, work: Path, name: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.python_source_bench", "--step", name, "--work", str(work)]
     cmd += ["--driver-memory", args.driver_memory]
     load0 = _load()
+    t0 = time.perf_counter()
     with open(work / f"{name}.stderr", "w") as err:
         proc = subprocess.Popen(cmd, cwd=code or ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
         sampler = TreeSampler(proc.pid)  # also sees processes gone before the contender reads its peaks
@@ -218,6 +253,7 @@ def _spawn(args, work: Path, name: str) -> dict[str, Any]:
     if rc != 0:
         raise RuntimeError(f"{name} exited {rc}:\n" + (work / f"{name}.stderr").read_text(errors="replace")[-4000:])
     res = json.loads(out.read_text())
+    res["job_s"] = round(time.perf_counter() - t0, 3)  # the whole process: start-up included
     res["memory_rss_sampled"] = peaks
     res["load"] = [load0, _load()]
     return res
@@ -255,6 +291,10 @@ def ratios(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, float]:
                 3,
             )
             out[f"{who}_index_s"] = round(statistics.median(sum(r[who]["index_s"].values()) for r in runs), 3)
+    if "small_omnigraph" in runs[0]:
+        out["small_omnigraph_vs_parquet"] = round(
+            statistics.median(r["small_parquet"]["job_s"] / r["small_omnigraph"]["job_s"] for r in runs), 3
+        )
     if "phases" in runs[0]:
         for what in ("tasks_s", "commit_s"):
             for p in ("phases", "phases_base"):
@@ -290,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="add contender omnigraph_base: the omnigraph write on the omnigraph_spark package in this directory",
     )
     p.add_argument("--phases", action="store_true", help="also time the writer's tasks and commit without Spark")
+    p.add_argument("--small", action="store_true", help="also run the cold small jobs (SMALL_ROWS rows, write + read)")
     p.add_argument("--out", default=None, help="results JSON")
     p.add_argument("--step", default=None, help=argparse.SUPPRESS)  # internal: one contender in this process
     args = p.parse_args(argv)
@@ -310,6 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (work / "input" / "edges").exists():
         result["input"] = generate(work, args.rows, args.seed, args.rows_per_file)
     names = list(CONTENDERS) + (["omnigraph_base"] if args.base_code else [])
+    if args.small:
+        names += list(SMALL)
     if args.phases:
         names += ["phases"] + (["phases_base"] if args.base_code else [])
     runs: list[dict[str, dict[str, Any]]] = []
