@@ -16,30 +16,7 @@ from omnigraph_spark.store import changes
 
 from ..store.helpers import write_rows
 from ..store.test_changes_stateful import apply_version
-
-SCHEMA = """
-node Item {
-    sku: String @key
-    price: I64?
-}
-edge Links: Item -> Item {
-    weight: I64?
-}
-"""
-
-QUERIES = """
-query set_price($sku: String, $price: I64) {
-    update Item set { price: $price } where sku = $sku
-}
-
-query add_item($sku: String, $price: I64) {
-    insert Item { sku: $sku, price: $price }
-}
-
-query drop_item($sku: String) {
-    delete Item where sku = $sku
-}
-"""
+from .test_scale import QUERIES, SCHEMA  # the Item/Links graph and the engine's mutations
 
 TYPES = ("node:Item", "edge:Links")
 
