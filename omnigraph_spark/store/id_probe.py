@@ -89,14 +89,14 @@ class CommittedIds:
         self.locators: list[_Segment] = []
         covered: set[int] = set()
         located: set[int] = set()
-        stable = bool(getattr(ds, "has_stable_row_ids", False))  # then entries hold no address
+        #: what an index entry's row id is: a stable row id, or the row's address
+        self.row_id = "_rowid" if getattr(ds, "has_stable_row_ids", False) else ROW_ADDR
         for seg, frags in self._btree_segments():
             opened = self._trusted(seg, frags)
             if opened is None:
                 continue
-            if not stable:
-                self.locators.append(opened)
-                located |= frags
+            self.locators.append(opened)
+            located |= frags
             if not any(self.fragments[f].metadata.deletion_file is not None for f in frags):
                 self.segments.append(opened)
                 covered |= frags
@@ -200,17 +200,18 @@ class CommittedIds:
 
     def locate(self, values: pa.Array | pa.ChunkedArray, columns: Sequence[str] = ()) -> pa.Table:
         """The live rows whose ``column`` is one of ``values`` (strings; nulls ignored): their
-        ``column``, ``columns`` and ``_rowaddr`` (fragment id << 32 | offset), in table order.
+        ``columns`` (``column`` first unless among them) and ``_rowaddr`` (fragment id << 32 | offset), in table order.
 
-        Index entries give candidate addresses (the pages ``values`` fall in, on every segment
-        that holds an entry per physical row of its fragments); the candidates are then taken
-        from the table, which drops deleted rows, and kept only where the value matches.
+        Index entries give candidate row ids (the pages ``values`` fall in, on every segment
+        that holds an entry per physical row of its fragments: stable row ids, or addresses);
+        the candidates are then taken from the table, which drops deleted rows, and kept only
+        where the value matches.
         Fragments no such segment covers are scanned a batch at a time, and when pages and tail
         come to more rows than the table has, the whole column is. Memory: the values, the
         rows found, the index lookups and one page or batch."""
         values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
         probe = pc.unique(values.drop_null().cast(self.ds.schema.field(self.column).type))
-        cols = [self.column, *[c for c in columns if c != self.column]]
+        cols = list(columns) if self.column in columns else [self.column, *columns]
         schema = pa.schema([*(self.ds.schema.field(c) for c in cols), pa.field(ROW_ADDR, pa.uint64())])
         if not len(probe) or not self.rows:
             self.last = ("none", 0)
@@ -227,13 +228,13 @@ class CommittedIds:
             candidates = [
                 a for seg, pages in zip(self.locators, touched) for a in self._from_pages(seg, pages, probe, ROW_IDS)
             ]
-            addrs = pc.unique(pa.concat_arrays(candidates)) if candidates else pa.array([], pa.uint64())
-            for i in range(0, len(addrs), TAKE_ROWS):
-                chunk = addrs.slice(i, TAKE_ROWS)
+            row_ids = pc.unique(pa.concat_arrays(candidates)) if candidates else pa.array([], pa.uint64())
+            for i in range(0, len(row_ids), TAKE_ROWS):
+                chunk = row_ids.slice(i, TAKE_ROWS)
                 got = self.ds.to_table(
                     columns=cols,
                     with_row_address=True,
-                    filter=f"{ROW_ADDR} IN ({', '.join(str(a) for a in chunk.to_pylist())})",
+                    filter=f"{self.row_id} IN ({', '.join(str(a) for a in chunk.to_pylist())})",
                 )
                 parts.append(got.filter(pc.fill_null(pc.is_in(got.column(self.column), value_set=probe), False)))
             parts.extend(self._scan_rows(self.locate_tail, probe, cols))
