@@ -24,6 +24,13 @@ page read costs about two rows of a scan per row) plus that tail come to more ro
 table has, the whole column is scanned instead, a batch at a time.
 Either way the answer is Lance's rows, and memory holds the probe values, the lookups and one
 page or batch.
+
+Finding rows. A commit that deletes rows (a merge's replaced rows, a delete and its cascade:
+invariant I27) needs where they are, not only whether: :meth:`CommittedIds.locate` reads the
+same pages for the entries' row ids (stable row ids, or addresses), takes those rows from the
+table version, which drops deleted ones, and keeps those whose value matches. There a segment
+over fragments with deletion files is still used when it holds one entry per physical row of
+them (built before the deletes), since taken rows are checked against the table.
 """
 
 from __future__ import annotations
