@@ -57,6 +57,8 @@ _BTREE_URL = "BTreeIndexDetails"
 ROW_IDS = "ids"
 #: Lance's row address column: fragment id << 32 | offset in the fragment
 ROW_ADDR = "_rowaddr"
+#: Lance's row id column: the stable row id, or the address in a table without stable row ids
+ROW_ID = "_rowid"
 #: candidate addresses taken from the table per read
 TAKE_ROWS = 8_192
 
@@ -96,8 +98,10 @@ class CommittedIds:
         self.locators: list[_Segment] = []
         covered: set[int] = set()
         located: set[int] = set()
-        #: what an index entry's row id is: a stable row id, or the row's address
-        self.row_id = "_rowid" if getattr(ds, "has_stable_row_ids", False) else ROW_ADDR
+        #: what an index entry's row id is, and what names a row to Lance: its stable row id, or
+        #: its address (a fragment's ``delete`` matches ``_rowaddr`` in no row of a table with
+        #: stable row ids)
+        self.row_id = ROW_ID if getattr(ds, "has_stable_row_ids", False) else ROW_ADDR
         for seg, frags in self._btree_segments():
             opened = self._trusted(seg, frags)
             if opened is None:
@@ -207,7 +211,8 @@ class CommittedIds:
 
     def locate(self, values: pa.Array | pa.ChunkedArray, columns: Sequence[str] = ()) -> pa.Table:
         """The live rows whose ``column`` is one of ``values`` (strings; nulls ignored): their
-        ``columns`` (``column`` first unless among them) and ``_rowaddr`` (fragment id << 32 | offset), in table order.
+        ``columns`` (``column`` first unless among them), ``_rowid`` and ``_rowaddr`` (fragment
+        id << 32 | offset), in table order.
 
         Index entries give candidate row ids (the pages ``values`` fall in, on every segment
         that holds an entry per physical row of its fragments: stable row ids, or addresses);
@@ -219,7 +224,9 @@ class CommittedIds:
         values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
         probe = pc.unique(values.drop_null().cast(self.ds.schema.field(self.column).type))
         cols = list(columns) if self.column in columns else [self.column, *columns]
-        schema = pa.schema([*(self.ds.schema.field(c) for c in cols), pa.field(ROW_ADDR, pa.uint64())])
+        schema = pa.schema(
+            [*(self.ds.schema.field(c) for c in cols), pa.field(ROW_ID, pa.uint64()), pa.field(ROW_ADDR, pa.uint64())]
+        )
         if not len(probe) or not self.rows:
             self.last = ("none", 0)
             return schema.empty_table()
@@ -240,20 +247,22 @@ class CommittedIds:
                 chunk = row_ids.slice(i, TAKE_ROWS)
                 got = self.ds.to_table(
                     columns=cols,
+                    with_row_id=True,
                     with_row_address=True,
                     filter=f"{self.row_id} IN ({', '.join(str(a) for a in chunk.to_pylist())})",
                 )
                 parts.append(got.filter(pc.fill_null(pc.is_in(got.column(self.column), value_set=probe), False)))
             parts.extend(self._scan_rows(self.locate_tail, probe, cols))
             self.last = ("pages", in_pages + tail_rows)
-        got = pa.concat_tables([p.select([*cols, ROW_ADDR]).cast(schema) for p in parts]) if parts else None
+        got = pa.concat_tables([p.select([*cols, ROW_ID, ROW_ADDR]).cast(schema) for p in parts]) if parts else None
         if got is None or not got.num_rows:
             return schema.empty_table()
         return got.take(pc.sort_indices(got.column(ROW_ADDR)))
 
     def _scan_rows(self, fragments: list, probe: pa.Array, cols: list[str]) -> Iterator[pa.Table]:
         for frag in fragments:
-            for batch in frag.to_batches(columns=cols, with_row_address=True, batch_size=SCAN_BATCH_ROWS):
+            batches = frag.to_batches(columns=cols, with_row_id=True, with_row_address=True, batch_size=SCAN_BATCH_ROWS)
+            for batch in batches:
                 hit = pc.fill_null(pc.is_in(batch.column(self.column), value_set=probe), False)
                 yield pa.Table.from_batches([batch.filter(hit)])
 
@@ -298,4 +307,4 @@ def _concat(parts: Iterator[pa.Array] | list[pa.Array], type_: pa.DataType) -> p
     return pc.unique(pa.concat_arrays(got)) if got else pa.array([], type_)
 
 
-__all__ = ["CommittedIds", "ROW_ADDR", "SCAN_BATCH_ROWS", "fragments_of"]
+__all__ = ["CommittedIds", "ROW_ADDR", "ROW_ID", "SCAN_BATCH_ROWS", "fragments_of"]

@@ -26,6 +26,7 @@ from lance.fragment import FragmentMetadata
 from ..errors import (
     CommitRebasedError,
     ExpectedVersionMismatchError,
+    GraphError,
     OptionError,
     RecoveryPendingError,
     TableDriftError,
@@ -559,15 +560,18 @@ def _delete_operation(
     removed: list[int] = []
     if ids is not None and len(ids) and ds.count_rows():
         ids = pc.unique(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
-        found = CommittedIds(ds, "id", storage_options).locate(ids)
-        frag_of = fragments_of(found.column(ROW_ADDR))
-        values = found.column("id").combine_chunks()
+        probe = CommittedIds(ds, "id", storage_options)
+        found = probe.locate(ids)
+        frag_of = fragments_of(found.column(ROW_ADDR).combine_chunks())
+        names = found.column(probe.row_id).combine_chunks()
         for fid in sorted(set(frag_of.tolist())):
-            hits = pc.unique(pc.filter(values, pa.array(frag_of == fid))).to_pylist()
             frag = ds.get_fragment(fid)
             assert frag is not None  # an address found in this version names one of its fragments
-            pred = "id IN (" + ", ".join(quote_sql_string(h) for h in hits) + ")"
-            new_meta = frag.delete(pred)
+            # by row id: exactly the live rows found (and an IN list of integers is far cheaper
+            # for Lance than one of strings)
+            hits = pc.filter(names, pa.array(frag_of == fid)).to_pylist()
+            new_meta = frag.delete(f"{probe.row_id} IN ({', '.join(str(a) for a in hits)})")
+            _check_deleted(ds, frag, new_meta, len(hits))
             if new_meta is None:
                 removed.append(fid)
             else:
@@ -575,6 +579,24 @@ def _delete_operation(
     return lance.LanceOperation.Update(
         removed_fragment_ids=removed, updated_fragments=updated, new_fragments=list(new_fragments)
     )
+
+
+def _check_deleted(ds: lance.LanceDataset, frag, new_meta: FragmentMetadata | None, n: int) -> None:
+    """A fragment's delete of ``n`` rows found live in it deleted exactly ``n`` (a predicate Lance
+    does not match would silently delete nothing)."""
+    before = frag.metadata.deletion_file
+    deleted_before = 0 if before is None else int(before.num_deleted_rows or 0)
+    if new_meta is None:
+        got = int(frag.metadata.physical_rows) - deleted_before
+    else:
+        after = new_meta.deletion_file
+        got = (0 if after is None else int(after.num_deleted_rows or 0)) - deleted_before
+    if got != n:
+        raise GraphError(
+            f"{ds.uri} fragment {frag.fragment_id}: deleting the {n} live rows found deleted {got}; "
+            "nothing was committed",
+            fragment=frag.fragment_id,
+        )
 
 
 def quote_sql_string(v: str) -> str:
