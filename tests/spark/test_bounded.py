@@ -476,3 +476,20 @@ def test_I27_locate_finds_live_rows_through_a_lagging_index_and_deleted_rows(tmp
         == ["id-000007", "id-039999", "late-1", "id-000007"]
     )
     assert got.column("_rowaddr").to_pylist() == want.column("_rowaddr").to_pylist()
+
+
+def test_I27_a_deletion_that_misses_its_rows_refuses_the_commit(tmp_path, monkeypatch):
+    """Each fragment's deletion file must delete exactly the rows found in it: a predicate Lance
+    matches in no row (as ``_rowaddr`` in a table with stable row ids) refuses the commit
+    instead of committing a merge that duplicates ids."""
+    graph = Graph.init(str(tmp_path / "g"), SCHEMA)
+    load(graph, {"node:Person": person("a", "b", "c")})
+    before = graph.snapshot("main").version
+    monkeypatch.setattr(LanceFragment, "delete", lambda self, predicate: self.metadata)  # deletes nothing
+    with pytest.raises(OmnigraphError, match="deleting the 1 live rows found deleted 0") as e:
+        writes.commit_load(graph, "main", [stage(graph, "node:Person", person("b", "d"), "merge")])
+    assert e.value.code == "GRAPH_ERROR"
+    monkeypatch.undo()
+    g = Graph.open(graph.root)
+    assert g.snapshot("main").version == before
+    assert sorted(r["id"] for r in g.read_table("node:Person").to_pylist()) == ["a", "b", "c"]
