@@ -9,7 +9,8 @@ deleted nodes, find the edges a node overwrite orphans, recheck @card's min) of 
 ``reader(rows, (table key, columns), ...)`` picks per part from the rows that part reads:
 :class:`InMemory` reads the columns into the driver's memory (:mod:`..ingest.integrity`);
 :class:`~.dist_integrity.Distributed` runs Spark jobs over the pinned committed tables and the
-staged files (above option ``distributedCheckRows``, with a SparkSession). Both give the same
+staged files (above option ``distributedCheckRows``, with a SparkSession); :class:`Bounded`
+asks the committed indexes and scans a batch at a time (above it, without a SparkSession, I27). Both give the same
 answers, so every error is worded here, once, and is the same on both paths.
 """
 
@@ -168,7 +169,7 @@ def _strings(a) -> pa.Array:
     return a if a.type == pa.string() else pc.cast(a, pa.string())
 
 
-Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
+Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory, Bounded or Distributed
 
 
 def deletions(
