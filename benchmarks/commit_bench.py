@@ -14,6 +14,14 @@ No SparkSession anywhere, as in the Spark Python worker that runs a Python DataS
   keys after the committed ones (events with growing keys), ``random`` random hex keys on both
   sides. With ``--in-memory`` the same
   commits run once more on the same table with the in-memory check (the committed ids read).
+* ``mutate``: on a table of ``--committed`` ordered Person rows, ``--batches`` stream merges of
+  ``--rows`` rows (half of them committed keys, half new) through ``OmnigraphStreamWriter``
+  (writeMode=merge), then ``--batches`` deletes of ``--rows`` committed keys through
+  ``OmnigraphWriter`` (writeMode=delete), each commit timed in a fresh process, and that
+  process's peak RSS (invariant I27). ``--mutate-keys``: ``recent`` (a contiguous run of the
+  newest keys: few index pages) and/or ``spread`` (keys evenly over the table: every page).
+  Bounded: distributedCheckRows=1 (every check and I18 part bounded); with ``--in-memory``
+  also at 0 (the validator's parts in memory).
 * ``memory``: ``--nodes`` Item nodes and three times as many Link edges (``@card(0..1000)``,
   minted edge ids) are written as Parquet input files, staged by ``OmnigraphWriter.write`` in one
   process (``--tasks`` tasks) and committed by ``OmnigraphWriter.commit`` in a fresh process
@@ -23,6 +31,7 @@ No SparkSession anywhere, as in the Spark Python worker that runs a Python DataS
   at distributedCheckRows=0 (every check in memory).
 
     .venv/bin/python -m benchmarks.commit_bench --sections stream --committed 0,1000000,10000000
+    .venv/bin/python -m benchmarks.commit_bench --sections mutate --committed 0,1000000 --rows 2000 --in-memory
     .venv/bin/python -m benchmarks.commit_bench --sections memory --nodes 12000000 --out benchmarks/out/commit.json
 """
 
@@ -172,6 +181,90 @@ def run_stream(args, work: Path) -> dict:
     return out
 
 
+# -- mutate: a stream's merges and a delete's keys as the table grows (I27) ---------------------
+
+
+def _mutated_keys(committed: int, rows: int, spread: str, b: int, delete: bool) -> list[str]:
+    """``rows`` committed ordered keys for batch ``b``: a contiguous run (``recent``: the newest
+    rows, as updates to recent events) or spread evenly over the table (``spread``); merges
+    and deletes take disjoint keys, so that every batch finds its rows."""
+    half = committed // 2
+    lo, hi = (half, committed) if delete else (0, half)
+    if spread == "recent":
+        start = hi - (b + 1) * rows
+        return [_key(i, "ordered") for i in range(max(lo, start), max(lo, start + rows))]
+    step = max(1, (hi - lo) // rows)
+    return [_key(i, "ordered") for i in range(lo + b, hi, step)][:rows]
+
+
+def mutate_commits(uri: str, committed: int, batches: int, rows: int, spread: str, check_rows: str) -> dict:
+    """Child: ``batches`` stream merges (half committed keys, half new ones) through
+    ``OmnigraphStreamWriter`` with writeMode=merge, then ``batches`` deletes of ``rows``
+    committed keys through ``OmnigraphWriter`` with writeMode=delete, each commit timed."""
+    import pyarrow as pa
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    from omnigraph_spark.spark.stream import OmnigraphStreamWriter, StreamMessage
+    from omnigraph_spark.spark.writer import OmnigraphWriter
+
+    checks: list[tuple[float, float, float]] = []
+    timed_validators(checks)
+    schema = StructType([StructField("name", StringType()), StructField("age", IntegerType())])
+    opts = {"path": uri, "type": "Person", "writeMode": "merge", "distributedCheckRows": check_rows}
+    query = f"bench-{uuid.uuid4().hex}"
+    merge_s, delete_s = [], []
+    for b in range(batches):
+        old = _mutated_keys(committed, rows // 2, spread, b, delete=False) if committed else []
+        names = old + [f"m{uuid.uuid4().hex[:8]}-{i:07d}" for i in range(rows - len(old))]
+        batch = pa.RecordBatch.from_pydict({"name": names, "age": pa.array([7] * len(names), pa.int32())})
+        w = OmnigraphStreamWriter(opts, schema, False)
+        msgs = [StreamMessage(w.write(iter([batch])).inner, query, b)]
+        t0 = time.monotonic()
+        OmnigraphStreamWriter(opts, schema, False).commit(msgs, b)
+        merge_s.append(time.monotonic() - t0)
+    dschema = StructType([StructField("name", StringType())])
+    dopts = {**opts, "writeMode": "delete", "engine": "python"}
+    for b in range(batches):
+        keys = (
+            _mutated_keys(committed, rows, spread, b, delete=True) if committed else [f"none-{i}" for i in range(rows)]
+        )
+        w = OmnigraphWriter(dopts, dschema, False)
+        msgs = [w.write(iter([pa.RecordBatch.from_pydict({"name": keys})]))]
+        t0 = time.monotonic()
+        OmnigraphWriter(dopts, dschema, False).commit(msgs)
+        delete_s.append(time.monotonic() - t0)
+    return {
+        "merge_s": [round(x, 3) for x in merge_s],
+        "delete_s": [round(x, 3) for x in delete_s],
+        "checks_s": [round(w, 3) for w, _, _ in checks],
+    }
+
+
+def run_mutate(args, work: Path) -> dict:
+    out = {}
+    for committed in [int(x) for x in args.committed.split(",")]:
+        uri = str(work / f"mutate-{committed}")
+        build_s = build_committed(uri, committed, "ordered")
+        # bounded: every check and I18 part bounded (distributedCheckRows=1); in_memory: none
+        for mode, check_rows in (("bounded", "1"), ("in_memory", "0")) if args.in_memory else (("bounded", "1"),):
+            for spread in args.mutate_keys.split(","):
+                got = _child(["mutate-run", uri, str(committed), str(args.batches), str(args.rows), spread, check_rows])
+                out[f"{committed}/{spread}/{mode}"] = {
+                    "committed_rows": committed,
+                    "keys": spread,
+                    "check": mode,
+                    "build_s": round(build_s, 1),
+                    "merge_s": got["merge_s"],
+                    "merge_s_median": round(statistics.median(got["merge_s"]), 3),
+                    "delete_s": got["delete_s"],
+                    "delete_s_median": round(statistics.median(got["delete_s"]), 3),
+                    "peak_rss_mb": got["peak_rss_mb"],
+                }
+                log.info("%s", out[f"{committed}/{spread}/{mode}"])
+        shutil.rmtree(uri, ignore_errors=True)
+    return out
+
+
 # -- memory: a large Python-source load ------------------------------------------------------
 
 
@@ -314,6 +407,9 @@ def child(argv: list[str]) -> None:
         got = {"commit_s": stream_commits(uri, int(batches), int(rows), keys, mode == "in_memory", checks)}
         got["checks_s"] = [round(w, 3) for w, _, _ in checks]
         got["checks_cpu_s"] = [round(c, 3) for _, c, _ in checks]
+    elif kind == "mutate-run":
+        uri, committed, batches, rows, spread, check_rows = rest
+        got = mutate_commits(uri, int(committed), int(batches), int(rows), spread, check_rows)
     elif kind == "stage":
         uri, type_, path, tasks, msgs = rest
         stage_load(uri, type_, path, int(tasks), msgs)
@@ -341,6 +437,7 @@ def main(argv=None) -> int:
     p.add_argument("--batches", type=int, default=5)
     p.add_argument("--rows", type=int, default=10_000)
     p.add_argument("--keys", choices=("ordered", "random"), default="ordered")
+    p.add_argument("--mutate-keys", default="recent,spread", help="mutate: which committed keys (recent, spread)")
     p.add_argument("--nodes", type=int, default=1_000_000)
     p.add_argument("--tasks", type=int, default=4)
     p.add_argument("--check-rows", default="default", help="distributedCheckRows for the bounded run")
@@ -356,6 +453,8 @@ def main(argv=None) -> int:
         sections = args.sections.split(",")
         if "stream" in sections:
             results["stream"] = run_stream(args, work)
+        if "mutate" in sections:
+            results["mutate"] = run_mutate(args, work)
         if "memory" in sections:
             results["memory"] = run_memory(args, work)
     finally:

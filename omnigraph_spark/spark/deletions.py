@@ -9,16 +9,19 @@ deleted nodes, find the edges a node overwrite orphans, recheck @card's min) of 
 ``reader(rows, (table key, columns), ...)`` picks per part from the rows that part reads:
 :class:`InMemory` reads the columns into the driver's memory (:mod:`..ingest.integrity`);
 :class:`~.dist_integrity.Distributed` runs Spark jobs over the pinned committed tables and the
-staged files (above option ``distributedCheckRows``, with a SparkSession). Both give the same
+staged files (above option ``distributedCheckRows``, with a SparkSession); :class:`Bounded`
+asks the committed indexes and scans a batch at a time (above it, without a SparkSession, I27). Both give the same
 answers, so every error is worded here, once, and is the same on both paths.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import lance
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -28,7 +31,9 @@ from ..ingest import check_cardinality
 from ..ingest import integrity as _integrity
 from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS
 from ..schema.catalog import Catalog, TypeDef
+from ..store.id_probe import ROW_ADDR, SCAN_BATCH_ROWS, CommittedIds
 from ..store.writes import StagedTable
+from . import bounded as _bounded
 from .dist_integrity import Edges
 
 log = logging.getLogger(__name__)
@@ -78,7 +83,93 @@ class InMemory:
         check_cardinality(etd, edges.filter(pc.invert(_integrity.member(edges.column("id"), ids))).column("src"))
 
 
-Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory or Distributed
+class Bounded(InMemory):
+    """I18's reads of committed tables in bounded memory (I24, I27), for a commit with no
+    SparkSession to run them as Spark jobs: the Python source's commit. ``table_of(key)`` opens
+    a committed table at the snapshot's version. A delete's ids, and the edges incident to its
+    nodes, are found through the committed tables' BTree indexes on ``id``, ``src`` and ``dst``
+    (:meth:`~..store.id_probe.CommittedIds.locate`: memory and reads follow the delete, not the
+    table); an overwrite's orphans and ``@card``'s min after a delete read the committed edges a
+    batch at a time (memory: a batch, the load's ids and the answer; ``@card`` counts bucket by
+    bucket, :func:`~.bounded.card_counts`). The staged reads are :class:`InMemory`'s (the load's
+    own rows). Every answer is the in-memory one, in the same table order."""
+
+    def __init__(
+        self,
+        table_of: Callable[[str], lance.LanceDataset],
+        staged_cols: Callable[[str, Sequence[str]], pa.Table],
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(self._no_whole_column, staged_cols)
+        self.table_of = table_of
+        self.storage_options = storage_options
+
+    @staticmethod
+    def _no_whole_column(key: str, cols: Sequence[str]) -> pa.Table:
+        raise AssertionError(f"the bounded I18 reader never reads {key}'s whole {list(cols)}")
+
+    def _located(self, key: str, column: str, values: pa.Array, cols: Sequence[str] = ()) -> pa.Table:
+        return CommittedIds(self.table_of(key), column, self.storage_options).locate(values, cols)
+
+    def resolve(self, td: TypeDef, keys: pa.Table) -> tuple[pa.Array, int]:
+        if not td.is_edge or "id" in keys.column_names:
+            wanted = pc.unique(_strings(keys.column("id")))
+            found = pc.unique(_strings(self._located(td.table_key, "id", wanted).column("id")))
+            return found, len(wanted) - len(found)
+        pairs = keys.select(["src", "dst"]).group_by(["src", "dst"], use_threads=False).aggregate([])
+        # every edge of the keys' sources, then those ending at the key's dst
+        edges = self._located(td.table_key, "src", pc.unique(pairs.column("src").combine_chunks()), EDGE_COLUMNS)
+        return _integrity.resolve_edge_delete(edges, keys)
+
+    def incident(self, ekey: str, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Array:
+        parts = [
+            self._located(ekey, col, gone, EDGE_COLUMNS)
+            for col, gone in (("src", src_gone), ("dst", dst_gone))
+            if gone is not None and len(gone)
+        ]
+        if not parts:
+            return pa.array([], pa.string())
+        hit = pa.concat_tables(parts)
+        # in table order, an edge found by both ends once
+        _, first = np.unique(hit.column(ROW_ADDR).to_numpy(), return_index=True)
+        return _strings(hit.take(pa.array(first)).column("id"))
+
+    def orphaned(self, ekey: str, src_after: str | None, dst_after: str | None, with_ids: bool) -> Edges:
+        ends = {
+            col: None if nkey is None else self.staged_cols(nkey, ["id"]).column("id")
+            for col, nkey in (("src", src_after), ("dst", dst_after))
+        }
+        count = 0
+        first: list[pa.Table] = []
+        ids: list[pa.Array] = []
+        for batch in self.table_of(ekey).to_batches(columns=list(EDGE_COLUMNS), batch_size=SCAN_BATCH_ROWS):
+            bad = _integrity.orphaned_edges(pa.Table.from_batches([batch]), ends["src"], ends["dst"])
+            count += bad.num_rows
+            if bad.num_rows and sum(t.num_rows for t in first) < DESCRIBED_EDGES:
+                first.append(bad.slice(0, DESCRIBED_EDGES))
+            if with_ids and bad.num_rows:
+                ids.append(_strings(bad.column("id")))
+        schema = pa.schema([self.table_of(ekey).schema.field(c) for c in EDGE_COLUMNS])
+        head = pa.concat_tables(first).slice(0, DESCRIBED_EDGES) if first else schema.empty_table()
+        out = (pa.concat_arrays(ids) if ids else pa.array([], pa.string())) if with_ids else None
+        return Edges(count, head, out)
+
+    def card_after_delete(self, etd: TypeDef, ids: pa.Array) -> None:
+        ds = self.table_of(etd.table_key)
+
+        def kept() -> Iterator[pa.Array]:
+            for batch in ds.to_batches(columns=["id", "src"], batch_size=SCAN_BATCH_ROWS):
+                yield pc.filter(batch.column("src"), pc.invert(_integrity.member(batch.column("id"), ids)))
+
+        _bounded.card_counts(etd, [kept], ds.count_rows())
+
+
+def _strings(a) -> pa.Array:
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    return a if a.type == pa.string() else pc.cast(a, pa.string())
+
+
+Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory, Bounded or Distributed
 
 
 def deletions(
@@ -179,4 +270,4 @@ def deletions(
     return result, missing
 
 
-__all__ = ["InMemory", "deletions"]
+__all__ = ["Bounded", "InMemory", "deletions"]

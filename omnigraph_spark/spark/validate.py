@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import cast
 
 import pyarrow as pa
@@ -43,7 +43,7 @@ from ..store.writes import (
     proven_src_bound,
 )
 from . import bounded as _bounded
-from .deletions import InMemory
+from .deletions import Bounded, InMemory
 from .deletions import deletions as _deletions
 from .dist_checks import DistChecks, committed_pin
 from .dist_integrity import Distributed
@@ -188,6 +188,28 @@ def make_validator(
                         return
             most = _bounded.card_counts(td, [new, *old], rows)
             if card.max is not None:
+                facts[key] = {SRC_BOUND_PROP: str(most)}
+
+        def card_merge_bounded(td: TypeDef, key: str) -> None:
+            """:func:`_card_of` of a merge in bounded memory (I27): the committed sources a batch
+            at a time, less the rows the merge replaces (its ids: bounded by the merge), plus the
+            merge's own, counted bucket by bucket. A merge repeating an id is refused by its id
+            check, which comes first, so its rows need no collapsing by id here."""
+            s = staged[key]
+            ds = table_of(key) if snap.table(key).row_count else None
+            merged = staged_cols(key, ["id"]).column("id")
+
+            def kept() -> Iterator[pa.Array]:
+                if ds is None:
+                    return
+                for batch in ds.to_batches(columns=["id", "src"], batch_size=_bounded.SCAN_BATCH_ROWS):
+                    keep = pc.invert(pc.fill_null(pc.is_in(batch.column("id"), value_set=merged), False))
+                    yield pc.filter(batch.column("src"), keep)
+
+            most = _bounded.card_counts(
+                td, [_bounded.staged_column(s, "src", so), kept], s.rows + snap.table(key).row_count
+            )
+            if td.cardinality.max is not None:
                 facts[key] = {SRC_BOUND_PROP: str(most)}
 
         def node_ids(type_name: str) -> pa.ChunkedArray:
@@ -360,6 +382,8 @@ def make_validator(
                     checks.append((functools.partial(card_dist, td, mode, s.ends, key), True))
                 elif mode != "merge" and big(read):  # I24
                     checks.append((functools.partial(card_bounded, td, mode, s.ends, key), False))
+                elif big(read):  # I27
+                    checks.append((functools.partial(card_merge_bounded, td, key), False))
                 else:
                     checks.append((functools.partial(card_check, td, mode, s.ends, key, end_cols), False))
 
@@ -380,16 +404,18 @@ def make_validator(
             replaced[key] = jobs.replaced(key, staged[key], schema_of(key), committed_pin(snap, key))
 
         def integrity() -> tuple[dict[str, pa.Array], dict[str, int]]:
-            """I18, each part in memory or as Spark jobs (I21) by the rows it reads."""
+            """I18, each part in memory, in bounded memory (I27) or as Spark jobs (I21) by the
+            rows it reads."""
             in_memory = InMemory(committed, staged_cols)
+            bounded = Bounded(table_of, staged_cols, so)
             spark_jobs = Distributed(dist, snap, staged, schema_of) if dist is not None else None
-            return _deletions(
-                catalog,
-                snap,
-                staged,
-                cascade,
-                lambda rows, *keys_cols: spark_jobs if spread(rows, *keys_cols) else in_memory,
-            )
+
+            def reader(rows: int, *keys_cols: tuple[str, Sequence[str]]) -> object:
+                if spread(rows, *keys_cols):
+                    return spark_jobs
+                return bounded if big(rows) else in_memory
+
+            return _deletions(catalog, snap, staged, cascade, reader)
 
         if distributed_only:
             if dist is not None:

@@ -24,13 +24,20 @@ page read costs about two rows of a scan per row) plus that tail come to more ro
 table has, the whole column is scanned instead, a batch at a time.
 Either way the answer is Lance's rows, and memory holds the probe values, the lookups and one
 page or batch.
+
+Finding rows. A commit that deletes rows (a merge's replaced rows, a delete and its cascade:
+invariant I27) needs where they are, not only whether: :meth:`CommittedIds.locate` reads the
+same pages for the entries' row ids (stable row ids, or addresses), takes those rows from the
+table version, which drops deleted ones, and keeps those whose value matches. There a segment
+over fragments with deletion files is still used when it holds one entry per physical row of
+them (built before the deletes), since taken rows are checked against the table.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import lance
@@ -46,6 +53,14 @@ SCAN_BATCH_ROWS = 65_536
 #: a row read from a page (one read per run of pages) costs about this many rows of a scan
 PAGE_READ_COST = 2
 _BTREE_URL = "BTreeIndexDetails"
+#: a BTree page's column of row ids (row addresses unless the table has stable row ids)
+ROW_IDS = "ids"
+#: Lance's row address column: fragment id << 32 | offset in the fragment
+ROW_ADDR = "_rowaddr"
+#: Lance's row id column: the stable row id, or the address in a table without stable row ids
+ROW_ID = "_rowid"
+#: candidate addresses taken from the table per read
+TAKE_ROWS = 8_192
 
 
 @dataclass(frozen=True)
@@ -78,16 +93,31 @@ class CommittedIds:
         self.fragments = {f.fragment_id: f for f in ds.get_fragments()}
         self.rows = sum(int(f.metadata.num_rows) for f in self.fragments.values())
         self.segments: list[_Segment] = []
+        #: segments that hold an entry for every physical row of their fragments, deleted or
+        #: not: they find row addresses (:meth:`locate`), each then checked against the table
+        self.locators: list[_Segment] = []
         covered: set[int] = set()
+        located: set[int] = set()
+        #: what an index entry's row id is, and what names a row to Lance: its stable row id, or
+        #: its address (a fragment's ``delete`` matches ``_rowaddr`` in no row of a table with
+        #: stable row ids)
+        self.row_id = ROW_ID if getattr(ds, "has_stable_row_ids", False) else ROW_ADDR
         for seg, frags in self._btree_segments():
             opened = self._trusted(seg, frags)
-            if opened is not None:
+            if opened is None:
+                continue
+            self.locators.append(opened)
+            located |= frags
+            if not any(self.fragments[f].metadata.deletion_file is not None for f in frags):
                 self.segments.append(opened)
                 covered |= frags
         #: fragments no trusted segment answers for: scanned on every probe
         self.tail = [f for fid, f in sorted(self.fragments.items()) if fid not in covered]
         self.tail_rows = sum(int(f.metadata.num_rows) for f in self.tail)
-        #: what the last :meth:`contains` did: "none", "pages" or "scan", and the rows it read
+        #: fragments no locator covers: scanned by every :meth:`locate`
+        self.locate_tail = [f for fid, f in sorted(self.fragments.items()) if fid not in located]
+        #: what the last :meth:`contains` or :meth:`locate` did: "none", "pages" or "scan", and
+        #: the rows it read
         self.last: tuple[str, int] = ("none", 0)
 
     def _btree_segments(self) -> Iterator[tuple[object, set[int]]]:
@@ -102,9 +132,10 @@ class CommittedIds:
                     yield seg, set(seg.fragment_ids)
 
     def _trusted(self, seg, frags: set[int]) -> _Segment | None:
-        """The segment, if it holds exactly the rows of the fragments it covers."""
+        """The segment, if it holds one entry per physical row of the live fragments it covers
+        (rows deleted since it was built included; one built over deleted rows has fewer)."""
         live = [self.fragments.get(f) for f in frags]
-        if not frags or any(f is None or f.metadata.deletion_file is not None for f in live):
+        if not frags or any(f is None for f in live):
             return None
         physical = sum(int(f.metadata.physical_rows) for f in live if f is not None)
         for base in self._index_dirs(seg.uuid):
@@ -178,10 +209,71 @@ class CommittedIds:
         self.last = ("pages", in_pages + self.tail_rows)
         return pc.unique(_concat(parts, probe.type))
 
-    def _from_pages(self, seg: _Segment, pages: list[int], probe: pa.Array) -> Iterator[pa.Array]:
+    def locate(self, values: pa.Array | pa.ChunkedArray, columns: Sequence[str] = ()) -> pa.Table:
+        """The live rows whose ``column`` is one of ``values`` (strings; nulls ignored): their
+        ``columns`` (``column`` first unless among them), ``_rowid`` and ``_rowaddr`` (fragment
+        id << 32 | offset), in table order.
+
+        Index entries give candidate row ids (the pages ``values`` fall in, on every segment
+        that holds an entry per physical row of its fragments: stable row ids, or addresses);
+        the candidates are then taken from the table, which drops deleted rows, and kept only
+        where the value matches.
+        Fragments no such segment covers are scanned a batch at a time, and when pages and tail
+        come to more rows than the table has, the whole column is. Memory: the values, the
+        rows found, the index lookups and one page or batch."""
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        probe = pc.unique(values.drop_null().cast(self.ds.schema.field(self.column).type))
+        cols = list(columns) if self.column in columns else [self.column, *columns]
+        schema = pa.schema(
+            [*(self.ds.schema.field(c) for c in cols), pa.field(ROW_ID, pa.uint64()), pa.field(ROW_ADDR, pa.uint64())]
+        )
+        if not len(probe) or not self.rows:
+            self.last = ("none", 0)
+            return schema.empty_table()
+        wanted = np.array(probe.to_pylist(), dtype=str) if self.locators else np.array([], dtype=str)
+        touched = [seg.pages_of(wanted).tolist() for seg in self.locators]
+        in_pages = sum(len(t) for t in touched) * max((s.page_rows for s in self.locators), default=0)
+        tail_rows = sum(int(f.metadata.num_rows) for f in self.locate_tail)
+        parts: list[pa.Table] = []
+        if PAGE_READ_COST * in_pages + tail_rows >= self.rows:
+            self.last = ("scan", self.rows)
+            parts.extend(self._scan_rows(sorted(self.fragments.values(), key=_fid), probe, cols))
+        else:
+            candidates = [
+                a for seg, pages in zip(self.locators, touched) for a in self._from_pages(seg, pages, probe, ROW_IDS)
+            ]
+            row_ids = pc.unique(pa.concat_arrays(candidates)) if candidates else pa.array([], pa.uint64())
+            for i in range(0, len(row_ids), TAKE_ROWS):
+                chunk = row_ids.slice(i, TAKE_ROWS)
+                got = self.ds.to_table(
+                    columns=cols,
+                    with_row_id=True,
+                    with_row_address=True,
+                    filter=f"{self.row_id} IN ({', '.join(str(a) for a in chunk.to_pylist())})",
+                )
+                parts.append(got.filter(pc.fill_null(pc.is_in(got.column(self.column), value_set=probe), False)))
+            parts.extend(self._scan_rows(self.locate_tail, probe, cols))
+            self.last = ("pages", in_pages + tail_rows)
+        got = pa.concat_tables([p.select([*cols, ROW_ID, ROW_ADDR]).cast(schema) for p in parts]) if parts else None
+        if got is None or not got.num_rows:
+            return schema.empty_table()
+        return got.take(pc.sort_indices(got.column(ROW_ADDR)))
+
+    def _scan_rows(self, fragments: list, probe: pa.Array, cols: list[str]) -> Iterator[pa.Table]:
+        for frag in fragments:
+            batches = frag.to_batches(columns=cols, with_row_id=True, with_row_address=True, batch_size=SCAN_BATCH_ROWS)
+            for batch in batches:
+                hit = pc.fill_null(pc.is_in(batch.column(self.column), value_set=probe), False)
+                yield pa.Table.from_batches([batch.filter(hit)])
+
+    def _from_pages(
+        self, seg: _Segment, pages: list[int], probe: pa.Array, column: str = "values"
+    ) -> Iterator[pa.Array]:
+        """``column`` of the entries of ``pages`` whose value is in ``probe``: the values, or
+        their row ids (:data:`ROW_IDS`)."""
         if not pages:
             return
-        reader = LanceFileReader(seg.data_uri, storage_options=self.storage_options, columns=["values"])
+        reader = LanceFileReader(seg.data_uri, storage_options=self.storage_options, columns=["values", column])
         i = 0
         while i < len(pages):  # consecutive pages are one read
             j = i
@@ -190,8 +282,8 @@ class CommittedIds:
             start = pages[i] * seg.page_rows
             n = min((pages[j] + 1) * seg.page_rows, seg.rows) - start
             for batch in reader.read_range(start, n, batch_size=seg.page_rows).to_batches():
-                col = batch.column(0)
-                yield pc.filter(col, pc.fill_null(pc.is_in(col, value_set=probe), False))
+                hit = pc.fill_null(pc.is_in(batch.column("values"), value_set=probe), False)
+                yield pc.filter(batch.column(column), hit)
             i = j + 1
 
     def _scan(self, fragments: list, probe: pa.Array) -> Iterator[pa.Array]:
@@ -201,9 +293,18 @@ class CommittedIds:
                 yield pc.filter(col, pc.fill_null(pc.is_in(col, value_set=probe), False))
 
 
+def _fid(frag) -> int:
+    return int(frag.fragment_id)
+
+
+def fragments_of(addrs: pa.Array) -> np.ndarray:
+    """The fragment id of each row address."""
+    return (np.asarray(addrs.to_numpy(zero_copy_only=False), dtype=np.uint64) >> np.uint64(32)).astype(np.int64)
+
+
 def _concat(parts: Iterator[pa.Array] | list[pa.Array], type_: pa.DataType) -> pa.Array:
     got = [p.cast(type_) for p in parts if len(p)]
     return pc.unique(pa.concat_arrays(got)) if got else pa.array([], type_)
 
 
-__all__ = ["CommittedIds", "SCAN_BATCH_ROWS"]
+__all__ = ["CommittedIds", "ROW_ADDR", "ROW_ID", "SCAN_BATCH_ROWS", "fragments_of"]

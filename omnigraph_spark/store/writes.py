@@ -26,6 +26,7 @@ from lance.fragment import FragmentMetadata
 from ..errors import (
     CommitRebasedError,
     ExpectedVersionMismatchError,
+    GraphError,
     OptionError,
     RecoveryPendingError,
     TableDriftError,
@@ -41,6 +42,7 @@ from . import side_files as _side_files
 from . import sidecar as _sidecar
 from . import tables as _tables
 from .fs import RootStorage
+from .id_probe import ROW_ADDR, CommittedIds, fragments_of
 from .layout import MAIN, RootPaths, join, table_uri
 
 log = logging.getLogger(__name__)
@@ -539,32 +541,62 @@ def _merge_operation(
     if also is not None:
         parts.append(also)
     ids = pa.chunked_array(parts, pa.string()) if parts else None
-    return _delete_operation(ds, ids, list(staged.fragments))
+    return _delete_operation(ds, ids, list(staged.fragments), storage_options)
 
 
 def _delete_operation(
-    ds: lance.LanceDataset, ids: pa.ChunkedArray | None, new_fragments: Sequence[FragmentMetadata] = ()
+    ds: lance.LanceDataset,
+    ids: pa.ChunkedArray | None,
+    new_fragments: Sequence[FragmentMetadata] = (),
+    storage_options: dict[str, str] | None = None,
 ) -> lance.LanceOperation.Update:
     """One Update that deletes the rows whose ``id`` is in ``ids`` through deletion files (a
-    fragment left empty is removed; no other row is rewritten) and adds ``new_fragments``."""
+    fragment left empty is removed; no other row is rewritten) and adds ``new_fragments``.
+
+    The rows are found through the table's ``id`` index (:meth:`~.id_probe.CommittedIds.locate`:
+    the index pages the ids fall in, then the candidate rows taken and checked), so memory and
+    reads follow ``ids``, not the table (I27); only the fragments holding one get a deletion file."""
     updated: list[FragmentMetadata] = []
     removed: list[int] = []
     if ids is not None and len(ids) and ds.count_rows():
         ids = pc.unique(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
-        for frag in ds.get_fragments():
-            existing = frag.to_table(columns=["id"]).column("id")
-            hits = pc.filter(existing, pc.is_in(existing, value_set=ids)).to_pylist()
-            if not hits:
-                continue
-            pred = "id IN (" + ", ".join(quote_sql_string(h) for h in hits) + ")"
-            new_meta = frag.delete(pred)
+        probe = CommittedIds(ds, "id", storage_options)
+        found = probe.locate(ids)
+        frag_of = fragments_of(found.column(ROW_ADDR).combine_chunks())
+        names = found.column(probe.row_id).combine_chunks()
+        for fid in sorted(set(frag_of.tolist())):
+            frag = ds.get_fragment(fid)
+            assert frag is not None  # an address found in this version names one of its fragments
+            # by row id: exactly the live rows found (and an IN list of integers is far cheaper
+            # for Lance than one of strings)
+            hits = pc.filter(names, pa.array(frag_of == fid)).to_pylist()
+            new_meta = frag.delete(f"{probe.row_id} IN ({', '.join(str(a) for a in hits)})")
+            _check_deleted(ds, frag, new_meta, len(hits))
             if new_meta is None:
-                removed.append(frag.fragment_id)
+                removed.append(fid)
             else:
                 updated.append(new_meta)
     return lance.LanceOperation.Update(
         removed_fragment_ids=removed, updated_fragments=updated, new_fragments=list(new_fragments)
     )
+
+
+def _check_deleted(ds: lance.LanceDataset, frag, new_meta: FragmentMetadata | None, n: int) -> None:
+    """A fragment's delete of ``n`` rows found live in it deleted exactly ``n`` (a predicate Lance
+    does not match would silently delete nothing)."""
+    before = frag.metadata.deletion_file
+    deleted_before = 0 if before is None else int(before.num_deleted_rows or 0)
+    if new_meta is None:
+        got = int(frag.metadata.physical_rows) - deleted_before
+    else:
+        after = new_meta.deletion_file
+        got = (0 if after is None else int(after.num_deleted_rows or 0)) - deleted_before
+    if got != n:
+        raise GraphError(
+            f"{ds.uri} fragment {frag.fragment_id}: deleting the {n} live rows found deleted {got}; "
+            "nothing was committed",
+            fragment=frag.fragment_id,
+        )
 
 
 def quote_sql_string(v: str) -> str:
@@ -585,10 +617,10 @@ def _operation(
     version and nothing else is deleted; otherwise it reads the load's ids here."""
     dels = None if deletions is None else pa.chunked_array([deletions], pa.string())
     if staged is None or staged.mode == "delete":
-        return _delete_operation(ds, dels)
+        return _delete_operation(ds, dels, (), storage_options)
     if staged.mode == "append":
         if dels is not None:
-            return _delete_operation(ds, dels, staged.fragments)
+            return _delete_operation(ds, dels, staged.fragments, storage_options)
         return lance.LanceOperation.Append(list(staged.fragments))
     if staged.mode == "overwrite":
         return lance.LanceOperation.Overwrite(ds.schema, list(staged.fragments))
