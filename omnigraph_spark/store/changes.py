@@ -47,6 +47,7 @@ from ..errors import ChangeFeedRangeError, ChangeFeedVersionUnavailableError, Co
 from . import commits as _commits
 from . import deletions as _deletions
 from . import manifest as _manifest
+from .fs import RootStorage
 from .layout import MAIN, MANIFEST, join, normalize_branch
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,7 @@ class _Lineage:
     _ds: lance.LanceDataset | None = None
     _branches: dict | None = None
     _cache: dict = field(default_factory=dict)
+    _storage: RootStorage | None = None
 
     def dataset(self) -> lance.LanceDataset:
         if self._ds is None:
@@ -143,6 +145,12 @@ class _Lineage:
                 return branch
             branch = info.get("parent_branch")
         return None
+
+    def storage(self) -> RootStorage:
+        """Reads the dataset's side files (deletion files) with the lineage's storage options."""
+        if self._storage is None:
+            self._storage = RootStorage(self.uri, self.storage_options)
+        return self._storage
 
     def location(self, branch: str | None, version: int) -> str:
         """The directory of the Lance branch that holds ``version`` of ``branch``'s history."""
@@ -199,13 +207,13 @@ def _fragment(ds: lance.LanceDataset, fragment_id: int) -> lance.LanceFragment:
     return frag
 
 
-def _newly_deleted(lin: _Lineage, base: Pin, head: Pin, fragment_id: int, storage_options) -> np.ndarray | None:
+def _newly_deleted(lin: _Lineage, base: Pin, head: Pin, fragment_id: int) -> np.ndarray | None:
     """The rows of one fragment live at ``base`` and deleted at ``head``, as positions among the
     fragment's live rows at ``base``; None when a row deleted at ``base`` is live again at
     ``head``. Reads the fragment's two deletion files only (:mod:`.deletions`)."""
     before, after = (
         _deletions.deleted_offsets(
-            lin.at(p.branch, p.version), lin.location(p.branch, p.version), fragment_id, storage_options
+            lin.at(p.branch, p.version), lin.location(p.branch, p.version), fragment_id, lin.storage()
         )
         for p in (base, head)
     )
@@ -297,7 +305,7 @@ def _table_changes(
         elif now[0] != files:
             return None  # rewritten data files (a column replaced in place): compare rows
         elif now[1] != dele:
-            gone = _newly_deleted(lin, base, head, fid, storage_options)
+            gone = _newly_deleted(lin, base, head, fid)
             if gone is None:
                 return None  # rows live again (a Lance restore between the endpoints): compare rows
             if len(gone):

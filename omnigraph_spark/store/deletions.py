@@ -150,11 +150,12 @@ def branch_location(uri: str, branch: str | None) -> str:
 
 
 def deleted_offsets(
-    ds: lance.LanceDataset, location: str, fragment_id: int, storage_options: dict[str, str] | None = None
+    ds: lance.LanceDataset, location: str, fragment_id: int, storage: RootStorage | None = None
 ) -> np.ndarray:
     """The sorted physical offsets deleted from fragment ``fragment_id`` at ``ds``'s version;
     ``location`` is the directory of the Lance branch that holds the version
-    (:func:`branch_location`: a checked-out branch version's ``uri`` names the dataset's root).
+    (:func:`branch_location`: a checked-out branch version's ``uri`` names the dataset's root);
+    ``storage`` reads the file (default: one made for ``location``, without storage options).
 
     Raises:
         CorruptGraphError: the fragment is not in the version, or its deletion file is malformed
@@ -178,7 +179,7 @@ def deleted_offsets(
             d.base_id,
         )
         return _from_row_addresses(ds, fragment_id)
-    buf = RootStorage(uri, storage_options).read_bytes(uri)
+    buf = (storage or RootStorage(location)).read_bytes(uri)
     try:
         out = decode_roaring(buf) if d.file_type == "bitmap" else _decode_array(buf)
     except CorruptGraphError as e:
