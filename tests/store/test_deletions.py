@@ -170,3 +170,21 @@ def test_I25_feed_plans_deletes_from_deletion_files(test_graph, monkeypatch):
     want = [(r["id"], "update_preimage", -r["age"]) for r in merged]
     want += [(r["id"], "update_postimage", r["age"]) for r in merged]
     assert _feed(g, v) == sorted(want)
+
+
+def test_newly_deleted_positions_take_exactly_the_deleted_rows(tmp_path):
+    """The offsets a version deleted, as positions among the fragment's live rows at the old
+    version: a take there returns exactly the rows the new version lost. Rows live again (the
+    endpoints reversed) give None: the caller compares rows."""
+    ds = _dataset(tmp_path)
+    ds.delete("x % 3 = 0 and x < 10000")  # v2: 3,334 rows of fragment 0 (an array file)
+    ds.delete("(x % 5 in (1, 2) and x < 10000) or x = 9998")  # v3: 2,668 more (a bitmap file)
+    kinds = [lance.dataset(ds.uri, version=v).get_fragment(0).metadata.deletion_file.file_type for v in (2, 3)]
+    assert kinds == ["array", "bitmap"]
+    lin = changes._Lineage(ds.uri, None)
+    v2, v3 = changes.Pin(ds.uri, None, 2), changes.Pin(ds.uri, None, 3)
+    pos = changes._newly_deleted(lin, v2, v3, 0)
+    assert pos is not None
+    gone = lance.dataset(ds.uri, version=2).get_fragment(0).take(pos.tolist(), columns=["x"]).column("x").to_pylist()
+    assert gone == [x for x in range(10_000) if x % 3 != 0 and (x % 5 in (1, 2) or x == 9998)]
+    assert changes._newly_deleted(lin, v3, v2, 0) is None
