@@ -508,8 +508,9 @@ def _plan(
             raise _Unavailable(v, e) from e
         if found is None:
             log.warning(
-                "%s: graph version %d rewrote rows beside changing them: its change is found by comparing "
-                "both versions row by row (reads the whole table)",
+                "%s: graph version %d rewrote rows beside changing them, made deleted rows live again, or "
+                "holds a step cleanup removed: its change is found by comparing both versions row by row "
+                "(reads the whole table)",
                 table_key,
                 v,
             )
