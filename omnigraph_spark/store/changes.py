@@ -7,8 +7,10 @@ table between ``p0`` and ``p1``, found from fragment metadata, never from the wh
 
 - a fragment in ``p1`` and not in ``p0`` holds new rows (its live rows at ``p1``);
 - a fragment in ``p0`` and not in ``p1`` lost its live rows at ``p0``;
-- a fragment in both with the same data files lost the rows live at ``p0`` and not at ``p1``
-  (the deletion-vector difference, read from row addresses only);
+- a fragment in both with the same data files lost the rows its deletion file at ``p1`` names
+  and its deletion file at ``p0`` does not (Lance never rewrites a deletion file in place, so the
+  two files are the two versions' deleted offsets: :mod:`.deletions`); the planning reads those
+  files, never the fragment's rows;
 - deleted rows whose ``id`` is also inserted are update pre/post images, the others deletes and
   inserts.
 
@@ -37,12 +39,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ChangeFeedRangeError, ChangeFeedVersionUnavailableError, CorruptGraphError, GraphError
 from . import commits as _commits
+from . import deletions as _deletions
 from . import manifest as _manifest
+from .fs import RootStorage
 from .layout import MAIN, MANIFEST, join, normalize_branch
 
 log = logging.getLogger(__name__)
@@ -68,7 +73,6 @@ META_FIELDS = (
 _NO_CHANGE_OPS = frozenset({"Rewrite", "CreateIndex", "UpdateConfig", "ReserveFragments", "Project"})
 #: operations whose change the fragment endpoints describe exactly
 _ROW_OPS = frozenset({"Append", "Delete", "Update", "Restore"})
-_FRAGMENT_SHIFT = 32
 #: row addresses per piece: a piece is one read task's share of one fragment
 MAX_PIECE_ROWS = 262_144
 
@@ -124,6 +128,7 @@ class _Lineage:
     _ds: lance.LanceDataset | None = None
     _branches: dict | None = None
     _cache: dict = field(default_factory=dict)
+    _storage: RootStorage | None = None
 
     def dataset(self) -> lance.LanceDataset:
         if self._ds is None:
@@ -140,6 +145,16 @@ class _Lineage:
                 return branch
             branch = info.get("parent_branch")
         return None
+
+    def storage(self) -> RootStorage:
+        """Reads the dataset's side files (deletion files) with the lineage's storage options."""
+        if self._storage is None:
+            self._storage = RootStorage(self.uri, self.storage_options)
+        return self._storage
+
+    def location(self, branch: str | None, version: int) -> str:
+        """The directory of the Lance branch that holds ``version`` of ``branch``'s history."""
+        return _deletions.branch_location(self.uri, self.owner(branch, version))
 
     def at(self, branch: str | None, version: int) -> lance.LanceDataset:
         owner = self.owner(branch, version)
@@ -192,11 +207,20 @@ def _fragment(ds: lance.LanceDataset, fragment_id: int) -> lance.LanceFragment:
     return frag
 
 
-def _live_offsets(ds: lance.LanceDataset, fragment_id: int) -> pa.Array:
-    """Physical offsets of the live rows of one fragment (reads its deletion vector only)."""
-    t = _fragment(ds, fragment_id).to_table(columns=[], with_row_address=True)
-    addr = t.column("_rowaddr").combine_chunks()
-    return pc.bit_wise_and(addr, pa.scalar((1 << _FRAGMENT_SHIFT) - 1, pa.uint64()))
+def _newly_deleted(lin: _Lineage, base: Pin, head: Pin, fragment_id: int) -> np.ndarray | None:
+    """The rows of one fragment live at ``base`` and deleted at ``head``, as positions among the
+    fragment's live rows at ``base``; None when a row deleted at ``base`` is live again at
+    ``head``. Reads the fragment's two deletion files only (:mod:`.deletions`)."""
+    before, after = (
+        _deletions.deleted_offsets(
+            lin.at(p.branch, p.version), lin.location(p.branch, p.version), fragment_id, lin.storage()
+        )
+        for p in (base, head)
+    )
+    if len(np.setdiff1d(before, after, assume_unique=True)):
+        return None
+    gone = np.setdiff1d(after, before, assume_unique=True).astype(np.int64)
+    return gone - np.searchsorted(before, gone)
 
 
 def _split(pin: Pin, fid: int, offsets: Sequence[int] | None, side: str, rows: int) -> list[Piece]:
@@ -281,11 +305,11 @@ def _table_changes(
         elif now[0] != files:
             return None  # rewritten data files (a column replaced in place): compare rows
         elif now[1] != dele:
-            before = _live_offsets(old_ds, fid)
-            after = _live_offsets(new_ds, fid)
-            gone = pc.indices_nonzero(pc.invert(pc.is_in(before, value_set=after)))
+            gone = _newly_deleted(lin, base, head, fid)
+            if gone is None:
+                return None  # rows live again (a Lance restore between the endpoints): compare rows
             if len(gone):
-                pieces += _split(base, fid, gone.to_pylist(), "old", len(gone))
+                pieces += _split(base, fid, gone.tolist(), "old", len(gone))
     for fid, (_, _, n) in new_frags.items():
         if fid not in old_frags:
             pieces += _split(head, fid, None, "new", n)
@@ -422,7 +446,7 @@ def plan_changes(
     root: str, table_key: str, rng: FeedRange, storage_options: dict[str, str] | None = None, *, pair: bool = True
 ) -> list[CommitChanges]:
     """Driver: the changes of ``table_key`` in each graph version of ``rng`` that changed it,
-    oldest first. Reads manifests, fragment metadata, deletion vectors of the fragments a
+    oldest first. Reads manifests, fragment metadata, the deletion files of the fragments a
     version touched, and the ``id``s of the changed rows (to pair update images; ``pair``
     False skips them, for sizing a micro-batch).
 
@@ -484,8 +508,9 @@ def _plan(
             raise _Unavailable(v, e) from e
         if found is None:
             log.warning(
-                "%s: graph version %d rewrote rows beside changing them: its change is found by comparing "
-                "both versions row by row (reads the whole table)",
+                "%s: graph version %d rewrote rows beside changing them, made deleted rows live again, or "
+                "holds a step cleanup removed: its change is found by comparing both versions row by row "
+                "(reads the whole table)",
                 table_key,
                 v,
             )

@@ -86,6 +86,18 @@ class RootStorage:
         except OSError as e:
             raise StorageError(f"cannot read '{path}': {e}", path=path) from e
 
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            if self.local:
+                with open(path, "rb") as f:
+                    return f.read()
+            with self._pafs().open_input_stream(self._strip(path)) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise StorageError(f"cannot read '{path}': {e}", path=path) from e
+
     def write_text(self, path: str, text: str) -> None:
         """Atomic replace: temp file + rename locally, a single PUT on object stores."""
         try:

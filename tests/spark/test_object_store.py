@@ -11,12 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
 from omnigraph_spark.errors import DanglingEdgeError
+from omnigraph_spark.ingest.integrity import delete_keys
+from omnigraph_spark.spark.validate import make_validator
+from omnigraph_spark.store import writes
 from tests.object_store import ACCESS_KEY, SECRET_KEY
 from tests.spark.test_jvm_read import scans_in_jvm
+from tests.store.helpers import write_rows
 
 pytestmark = [
     pytest.mark.spark,
@@ -59,6 +64,40 @@ def _jvm_staged(caplog, key):
     hits = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"staged {key} (")]
     assert hits, f"no staging log line for {key}"
     return hits[-1].split("(")[1].split(")")[0]
+
+
+def _kept_deletion_kinds(g, key: str) -> set[str]:
+    ds = g.open_table(key, g.snapshot())
+    return {f.metadata.deletion_file.file_type for f in ds.get_fragments() if f.metadata.deletion_file}
+
+
+def test_I25_batch_feed_on_s3(spark, s3, s3_graph):
+    """readChangeFeed of an s3:// graph, classic: a merge over most of a fragment (its deletion
+    file a bitmap), then a delete of a row of that fragment and two of the merge's fragment (its
+    first deletion file, an array); each version's rows found from the deletion files on the
+    object store."""
+    so, g = s3.storage_options(), s3_graph
+    write_rows(g, "node:Person", [{"id": f"p{i:04d}", "name": f"p{i:04d}", "age": i} for i in range(6000)])
+    merged = [{"id": f"p{i:04d}", "name": f"p{i:04d}", "age": -i} for i in range(0, 6000) if i % 10]
+    write_rows(g, "node:Person", merged, mode="merge")
+    v_merge = g.snapshot().version
+    assert _kept_deletion_kinds(g, "node:Person") == {"bitmap"}
+    target = writes.prepare_target(g, "main", "node:Person", "delete")
+    keys = delete_keys(g.catalog.by_table_key("node:Person"), pa.table({"name": ["p0000", "p0001", "p5999"]}))
+    staged = writes.StagedTable("node:Person", "delete", target.stage_uri, target.base_version, (), 3, 0, deletes=keys)
+    writes.commit_load(g, "main", [staged], validate=make_validator(g))
+    v_delete = g.snapshot().version
+    assert _kept_deletion_kinds(g, "node:Person") == {"bitmap", "array"}
+
+    def feed(v):
+        r = spark.read.format("omnigraph").option("type", "Person").option("readChangeFeed", "true")
+        r = _storage(r.option("startingVersion", str(v)).option("endingVersion", str(v)), so)
+        return sorted((x["id"], x["_change_type"], x["age"]) for x in r.load(g.root).collect())
+
+    want = [(r["id"], "update_preimage", -r["age"]) for r in merged]
+    want += [(r["id"], "update_postimage", r["age"]) for r in merged]
+    assert feed(v_merge) == sorted(want)
+    assert feed(v_delete) == [("p0000", "delete", 0), ("p0001", "delete", -1), ("p5999", "delete", -5999)]
 
 
 def _staging_left(s3, root):
