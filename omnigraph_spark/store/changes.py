@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from ..errors import ChangeFeedRangeError, ChangeFeedVersionUnavailableError, CorruptGraphError, GraphError
 from . import commits as _commits
-from . import deletions as _deletions
+from . import deletion_files as _deletion_files
 from . import manifest as _manifest
 from .fs import RootStorage
 from .layout import MAIN, MANIFEST, join, normalize_branch
@@ -154,7 +154,7 @@ class _Lineage:
 
     def location(self, branch: str | None, version: int) -> str:
         """The directory of the Lance branch that holds ``version`` of ``branch``'s history."""
-        return _deletions.branch_location(self.uri, self.owner(branch, version))
+        return _deletion_files.branch_location(self.uri, self.owner(branch, version))
 
     def at(self, branch: str | None, version: int) -> lance.LanceDataset:
         owner = self.owner(branch, version)
@@ -212,7 +212,7 @@ def _newly_deleted(lin: _Lineage, base: Pin, head: Pin, fragment_id: int) -> np.
     fragment's live rows at ``base``; None when a row deleted at ``base`` is live again at
     ``head``. Reads the fragment's two deletion files only (:mod:`.deletions`)."""
     before, after = (
-        _deletions.deleted_offsets(
+        _deletion_files.deleted_offsets(
             lin.at(p.branch, p.version), lin.location(p.branch, p.version), fragment_id, lin.storage()
         )
         for p in (base, head)

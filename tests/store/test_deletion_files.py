@@ -1,4 +1,4 @@
-"""Deletion vectors read from Lance deletion files (store/deletions.py), and the change feed's
+"""Deletion vectors read from Lance deletion files (store/deletion_files.py), and the change feed's
 planning from them (I25): both file kinds, branches, fragments that gain deletions and
 fragments deleted wholly."""
 
@@ -14,7 +14,7 @@ import pytest
 from omnigraph_spark.errors import CorruptGraphError
 from omnigraph_spark.ingest.integrity import delete_keys
 from omnigraph_spark.spark.validate import make_validator
-from omnigraph_spark.store import changes, deletions, writes
+from omnigraph_spark.store import changes, deletion_files, writes
 
 from .helpers import write_rows
 
@@ -23,7 +23,7 @@ P = "node:Person"
 
 def _scanned(ds: lance.LanceDataset, fid: int) -> list[int]:
     """The deleted offsets by the slow road: every physical offset whose row address is gone."""
-    return deletions._from_row_addresses(ds, fid).tolist()
+    return deletion_files._from_row_addresses(ds, fid).tolist()
 
 
 def _dataset(tmp_path, n: int = 20_000) -> lance.LanceDataset:
@@ -38,10 +38,10 @@ def test_array_and_bitmap_files_decode_to_the_deleted_offsets(tmp_path):
     ds = lance.dataset(ds.uri)
     kinds = {f.fragment_id: f.metadata.deletion_file.file_type for f in ds.get_fragments()}
     assert kinds == {0: "array", 1: "bitmap"}
-    assert deletions.deleted_offsets(ds, ds.uri, 0).tolist() == [*range(10), 9999]
-    assert deletions.deleted_offsets(ds, ds.uri, 1).tolist() == [i for i in range(7000) if (10_000 + i) % 7 != 3]
+    assert deletion_files.deleted_offsets(ds, ds.uri, 0).tolist() == [*range(10), 9999]
+    assert deletion_files.deleted_offsets(ds, ds.uri, 1).tolist() == [i for i in range(7000) if (10_000 + i) % 7 != 3]
     for fid in (0, 1):
-        assert deletions.deleted_offsets(ds, ds.uri, fid).tolist() == _scanned(ds, fid)
+        assert deletion_files.deleted_offsets(ds, ds.uri, fid).tolist() == _scanned(ds, fid)
 
 
 def test_branch_files_and_inherited_files(tmp_path):
@@ -53,11 +53,11 @@ def test_branch_files_and_inherited_files(tmp_path):
     br = lance.dataset(ds.uri).checkout_version(("b1", None))
     br.delete("x < 5")
     br = lance.dataset(ds.uri).checkout_version(("b1", None))
-    loc = deletions.branch_location(ds.uri, "b1")
+    loc = deletion_files.branch_location(ds.uri, "b1")
     assert br.get_fragment(1).metadata.deletion_file.base_id is not None
-    assert deletions.deleted_offsets(br, loc, 0).tolist() == [0, 1, 2, 3, 4] == _scanned(br, 0)
-    assert deletions.deleted_offsets(br, loc, 1).tolist() == list(range(6000)) == _scanned(br, 1)
-    assert deletions.deleted_offsets(br, loc, 1).dtype == np.uint32
+    assert deletion_files.deleted_offsets(br, loc, 0).tolist() == [0, 1, 2, 3, 4] == _scanned(br, 0)
+    assert deletion_files.deleted_offsets(br, loc, 1).tolist() == list(range(6000)) == _scanned(br, 1)
+    assert deletion_files.deleted_offsets(br, loc, 1).dtype == np.uint32
 
 
 def _roaring(containers: list[tuple[int, str, list[int]]], runs_cookie: bool) -> bytes:
@@ -102,18 +102,18 @@ def test_decode_roaring_containers(runs_cookie):
     if runs_cookie:
         conts += [(9, "run", [*range(100, 200), *range(300, 301)]), (10, "run", list(range(65536)))]
     want = [(k << 16) | v for k, _, lows in conts for v in lows]
-    assert deletions.decode_roaring(_roaring(conts, runs_cookie)).tolist() == want
+    assert deletion_files.decode_roaring(_roaring(conts, runs_cookie)).tolist() == want
 
 
 def test_decode_roaring_refuses_bad_bytes():
     good = _roaring([(0, "array", [1, 2, 3])], False)
     for bad in (b"", b"\x00\x00\x00\x00", good[:-1], struct.pack("<II", 12346, 1) + struct.pack("<HH", 0, 0)):
         with pytest.raises(CorruptGraphError) as e:
-            deletions.decode_roaring(bad)
+            deletion_files.decode_roaring(bad)
         assert e.value.code == "GRAPH_CORRUPT"
     unsorted = struct.pack("<IIHHHH", 12346, 2, 1, 0, 0, 0) + b"\0" * 8 + struct.pack("<HH", 1, 1)
     with pytest.raises(CorruptGraphError):
-        deletions.decode_roaring(unsorted)
+        deletion_files.decode_roaring(unsorted)
 
 
 def _names(n: int, start: int = 0) -> list[dict]:
@@ -148,7 +148,7 @@ def test_I25_feed_plans_deletes_from_deletion_files(test_graph, monkeypatch):
     def no_scan(*a, **k):
         raise AssertionError("planning scanned row addresses")
 
-    monkeypatch.setattr(deletions, "_from_row_addresses", no_scan)
+    monkeypatch.setattr(deletion_files, "_from_row_addresses", no_scan)
     write_rows(g, P, _names(12_000))
     write_rows(g, P, _names(100, start=20_000))
     few = [f"p{i:05d}" for i in (3, 7, 11_999)]
