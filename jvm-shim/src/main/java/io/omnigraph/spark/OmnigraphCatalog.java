@@ -33,6 +33,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * the driver. docs/sql.md.
  */
 public final class OmnigraphCatalog implements TableCatalog, SupportsNamespaces, ProcedureCatalog {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OmnigraphCatalog.class);
+
   private String name;
   private Map<String, String> options = Map.of(); // the catalog's own options, as Spark gave them
 
@@ -156,6 +158,20 @@ public final class OmnigraphCatalog implements TableCatalog, SupportsNamespaces,
   @Override
   public Table loadTable(Identifier ident) {
     return load(ident, null, null);
+  }
+
+  /**
+   * A table a write statement names. A statement that updates rows (UPDATE, a MERGE with an
+   * UPDATE clause) gets the table without {@code ACCEPT_ANY_SCHEMA}, so Spark aligns its
+   * assignments to the type's columns and plans it as a row-level operation ({@link
+   * CatalogRowLevel}); every other write keeps matching columns by name.
+   */
+  @Override
+  public Table loadTable(Identifier ident, java.util.Set<org.apache.spark.sql.connector.catalog.TableWritePrivilege> privileges) {
+    LOG.info("omnigraph catalog: {} loaded for {}", ident, privileges);
+    Table t = load(ident, null, null);
+    return privileges.contains(org.apache.spark.sql.connector.catalog.TableWritePrivilege.UPDATE)
+        ? ((CatalogTable) t).forUpdates() : t;
   }
 
   @Override
