@@ -119,7 +119,8 @@ final class CatalogRowLevel implements SupportsDelta {
   private DeltaBatchWrite plan(LogicalWriteInfo info) {
     Map<String, String> options = table.writeOptions(info.options());
     options.put("writeMode", "merge");
-    StructType schema = info.schema();
+    // a DELETE's rows carry no data columns: plan the sink for the type's (it stages nothing)
+    StructType schema = info.schema().getFieldIndex("id").isDefined() ? info.schema() : table.readSchema();
     Rules rules = Rules.of(schema, table.properties());
     // a node's id is its @key's text, which the tasks check (Rules.change): the sink derives it
     // from the key, as it does for a DataFrame without an id column
@@ -162,26 +163,38 @@ final class CatalogRowLevel implements SupportsDelta {
     final int key; // -1: no @key, or one whose text the JVM does not render (the sink's KEY_ID_MISMATCH checks it)
     final String keyName;
     final String keyKind;
+    final DataType[] types; // the row's columns
 
-    Rules(int id, int key, String keyName, String keyKind) {
+    Rules(int id, int key, String keyName, String keyKind, DataType[] types) {
       this.id = id;
       this.key = key;
       this.keyName = keyName;
       this.keyKind = keyKind;
+      this.types = types;
+    }
+
+    /** {@code row} with a null id (Spark's row-level rows may not be updated in place). */
+    InternalRow withoutId(InternalRow row) {
+      Object[] values = new Object[types.length];
+      for (int i = 0; i < types.length; i++) {
+        values[i] = i == id || row.isNullAt(i) ? null : row.get(i, types[i]);
+      }
+      return new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(values);
     }
 
     static Rules of(StructType schema, Map<String, String> properties) {
       int id = schema.fieldIndex("id");
+      DataType[] types = java.util.Arrays.stream(schema.fields()).map(f -> f.dataType()).toArray(DataType[]::new);
       String keyName = "node".equals(properties.get("omnigraph.kind")) ? properties.get("omnigraph.key") : null;
       if (keyName == null || !java.util.Arrays.asList(schema.fieldNames()).contains(keyName)) {
-        return new Rules(id, -1, null, null);
+        return new Rules(id, -1, null, null, types);
       }
       int key = schema.fieldIndex(keyName);
       DataType t = schema.fields()[key].dataType();
       String kind = t instanceof StringType ? "string" : t instanceof LongType ? "long" : t instanceof IntegerType
           ? "int" : t instanceof ShortType ? "short" : t instanceof ByteType ? "byte" : t instanceof BooleanType
           ? "bool" : null;
-      return kind == null ? new Rules(id, -1, null, null) : new Rules(id, key, keyName, kind);
+      return kind == null ? new Rules(id, -1, null, null, types) : new Rules(id, key, keyName, kind, types);
     }
 
     /** The id a node's @key derives (its text, as the planner casts it), or null for a null key. */
@@ -286,9 +299,13 @@ final class CatalogRowLevel implements SupportsDelta {
       rows++;
     }
 
+    /** An inserted row; an id left out (the table's default, '') is the sink's to derive or mint. */
     @Override
     public void insert(InternalRow row) throws IOException {
       if (refused == null) {
+        if (!row.isNullAt(rules.id) && row.getUTF8String(rules.id).numBytes() == 0) {
+          row = rules.withoutId(row);
+        }
         sink.write(row);
         rows++;
       }

@@ -90,7 +90,19 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete,
 
   /** This table as an UPDATE or a MERGE with an UPDATE clause loads it ({@link OmnigraphCatalog#loadTable}). */
   CatalogTable forUpdates() {
-    return new CatalogTable(catalog, ident, options, pinned, readSchema, schema, properties, inner, true);
+    // id defaults to '': a MERGE's INSERT clause may leave it out (Spark fills the default; the
+    // row id must stay non-nullable), and the tasks hand the sink a null for it, which derives it
+    // from @key or mints a fresh one, as for an INSERT INTO (CatalogRowLevel.Writer#insert)
+    StructField[] fields = schema.fields().clone();
+    for (int i = 0; i < fields.length; i++) {
+      if ("id".equals(fields[i].name())) {
+        Metadata meta = new MetadataBuilder().withMetadata(fields[i].metadata())
+            .putString("CURRENT_DEFAULT", "''").putString("EXISTS_DEFAULT", "''").build();
+        fields[i] = new StructField("id", fields[i].dataType(), fields[i].nullable(), meta);
+      }
+    }
+    return new CatalogTable(catalog, ident, options, pinned, readSchema, new StructType(fields), properties, inner,
+        true);
   }
 
   /** The table the planner's {@code table} answer describes. */
@@ -214,6 +226,11 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete,
       }
     };
     return ((SupportsWrite) inner).newWriteBuilder(withOptions);
+  }
+
+  /** The provider's schema of this table (no comments, no defaults). */
+  StructType readSchema() {
+    return readSchema;
   }
 
   /** The options a write of this table plans with: the table's, the statement's over them. */
