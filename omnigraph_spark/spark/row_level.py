@@ -79,7 +79,9 @@ def _key_change(typedef: TypeDef, command: str, column: str, row_id: str, old: A
     )
 
 
-def staged(graph: Graph, typedef: TypeDef, target: WriteTarget, got: Sequence[StagedTable], rl: RowLevel) -> list[StagedTable]:
+def staged(
+    graph: Graph, typedef: TypeDef, target: WriteTarget, got: Sequence[StagedTable], rl: RowLevel
+) -> list[StagedTable]:
     """The statement's load: ``got`` (the merge rows the sink staged) and the delete of the
     collected ids, pinned to the scanned table version, after the checks of the module doc."""
     if rl.refused:

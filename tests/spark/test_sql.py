@@ -316,6 +316,19 @@ def test_update_sets_non_key_columns_in_one_commit(og, request):
         ("carol", "carol", None, None),
     ]
     assert len(_rows(spark.sql(f"SELECT * FROM {g}.Knows"))) == 2  # a node update keeps its edges
+    feed = (
+        spark.read.format("omnigraph")
+        .option("type", "Person")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", v + 1)
+        .load(graph.root)
+    )
+    assert _rows(feed.select("_change_type", "name", "age", "_commit_version")) == [
+        ("update_postimage", "alice", 31, v + 1),
+        ("update_postimage", "bob", 41, v + 1),
+        ("update_preimage", "alice", 30, v + 1),
+        ("update_preimage", "bob", 40, v + 1),
+    ]
     spark.sql(f"UPDATE {g}.Person SET age = 1 WHERE name = 'nobody'")
     assert graph.snapshot().version == v + 1
     spark.sql(f"UPDATE {g}.Person SET age = 7 WHERE length(name) = 5")  # any Spark condition
@@ -405,6 +418,19 @@ def test_merge_clause_forms(og, request):
     )
     assert graph.snapshot().version == v + 1
     assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person")) == [("alice", 33), ("bob", 40), ("erin", 25)]
+    feed = (
+        spark.read.format("omnigraph")
+        .option("type", "Person")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", v + 1)
+        .load(graph.root)
+    )
+    assert _rows(feed.select("_change_type", "name", "age")) == [
+        ("delete", "carol", None),
+        ("insert", "erin", 25),
+        ("update_postimage", "alice", 33),
+        ("update_preimage", "alice", 30),
+    ]
     assert _rows(spark.sql(f"SELECT src, dst FROM {g}.Knows")) == [("alice", "bob")]  # bob -> carol cascaded
     spark.sql(
         f"MERGE INTO {g}.Person t USING src_changes s ON t.name = s.name "
@@ -472,32 +498,51 @@ def test_merge_insert_is_a_strict_insert_and_a_failed_statement_changes_nothing(
     assert _rows(spark.sql(f"SELECT * FROM {g}.Person")) == before
 
 
-def test_update_refuses_a_table_that_moved_since_its_scan(og, request, monkeypatch):
-    """The concurrency rule: the statement's rows come from one pinned snapshot; if another
-    commit moved the type's table before this one commits, it is EXPECTED_VERSION_MISMATCH and
-    nothing of it lands (the other writer's change stays)."""
-    from omnigraph_spark.spark import row_level
+def test_update_refuses_a_table_that_moved_since_its_scan(og, request, tmp_path):
+    """The concurrency rule: a statement's rows come from the ONE snapshot it scanned; if another
+    writer committed to the type's table before the statement commits, the statement is
+    EXPECTED_VERSION_MISMATCH and nothing of it lands (the other writer's row stays). The other
+    writer here commits from inside the statement's own job (a UDF in its SET), once."""
+    from pyspark.sql.functions import udf
 
     spark, _, _ = og
     g, graph = _graph(og, request)
     _seed(spark, g)
-    # the planner runs in its own process: move the table between the scan's pin and the commit
-    # by pinning an older version there (what a concurrent commit in between looks like)
+    marker = str(tmp_path / "wrote")
+    root = graph.root
+
+    @udf("int")
+    def bump(age):
+        from omnigraph_spark import Graph as G  # an executor's Python worker
+        from tests.store.helpers import people, write_rows
+
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return age + 1
+        os.close(fd)
+        write_rows(G.open(root), "node:Person", people("zoe", age=5), "merge")
+        return age + 1
+
+    spark.udf.register("og_bump_once", bump)
     v = graph.snapshot().version
-    spark.sql(f"UPDATE {g}.Person SET age = 1 WHERE name = 'alice'")
-    assert graph.snapshot().version == v + 1
-    staged_at = row_level.RowLevel("UPDATE", v, graph.snapshot(version=v).table("node:Person").version, (), ())
-    from omnigraph_spark.store.writes import StagedTable
-
-    s = StagedTable("node:Person", "merge", "", staged_at.table_version, (), 0, 0, strict_base=True)
-    from omnigraph_spark.errors import ExpectedVersionMismatchError
-    from omnigraph_spark.spark.graph_io import _write_options  # noqa: F401  # the write path's options
-
-    with pytest.raises(ExpectedVersionMismatchError):
-        from omnigraph_spark.store.writes import commit_load
-
-        commit_load(graph, "main", [s])
-    assert graph.snapshot().version == v + 1
+    with pytest.raises(Exception) as e:
+        spark.sql(f"UPDATE {g}.Person SET age = og_bump_once(age) WHERE age IS NOT NULL")
+    assert _code(e) == "EXPECTED_VERSION_MISMATCH"
+    assert graph.snapshot().version == v + 1  # the other writer's commit only
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person")) == [
+        ("alice", 30),
+        ("bob", 40),
+        ("carol", None),
+        ("zoe", 5),
+    ]
+    spark.sql(f"UPDATE {g}.Person SET age = og_bump_once(age) WHERE age IS NOT NULL")  # again: it lands
+    assert graph.snapshot().version == v + 2
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person WHERE age IS NOT NULL")) == [
+        ("alice", 31),
+        ("bob", 41),
+        ("zoe", 6),
+    ]
 
 
 def test_a_sql_script_commits_once_per_statement(og, request):
