@@ -43,11 +43,12 @@ def test_sql_writes_are_read_by_engine(engine, spark, fixtures_dir, tmp_path):
         "INSERT INTO {g}.Knows (src, dst) VALUES ('Alice', 'Bob')",
         "UPDATE {g}.Person SET age = age + 1 WHERE name = 'Alice'",
         "UPDATE {g}.Knows SET since = DATE'2021-03-04' WHERE src = 'Alice'",
-        "MERGE INTO {g}.Person t USING (SELECT 'Bob' AS name, 27 AS age UNION ALL SELECT 'Dana', 22) s "
-        "ON t.name = s.name WHEN MATCHED THEN UPDATE SET age = s.age "
-        "WHEN NOT MATCHED THEN INSERT (name, age) VALUES (s.name, s.age)",
-        "MERGE INTO {g}.Person t USING (SELECT 'Dana' AS name) s ON t.name = s.name "
-        "WHEN MATCHED THEN DELETE",
+        (
+            "MERGE INTO {g}.Person t USING (SELECT 'Bob' AS name, 27 AS age UNION ALL SELECT 'Dana', 22) s "
+            "ON t.name = s.name WHEN MATCHED THEN UPDATE SET age = s.age "
+            "WHEN NOT MATCHED THEN INSERT (name, age) VALUES (s.name, s.age)"
+        ),
+        ("MERGE INTO {g}.Person t USING (SELECT 'Dana' AS name) s ON t.name = s.name WHEN MATCHED THEN DELETE"),
         "DELETE FROM {g}.Knows WHERE since IS NOT NULL",
     ]
     for stmt in statements:

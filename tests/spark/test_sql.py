@@ -494,11 +494,29 @@ def test_merge_insert_is_a_strict_insert_and_a_failed_statement_changes_nothing(
             "WHEN MATCHED THEN UPDATE SET name = s.new WHEN NOT MATCHED THEN INSERT (name) VALUES (s.new)"
         )
     assert _code(e) == "KEY_CHANGE"
+    with pytest.raises(Exception) as e:  # a target row matched twice: Spark's own error
+        spark.sql(
+            f"MERGE INTO {g}.Person t USING (SELECT 'bob' AS name, 1 AS age UNION ALL SELECT 'bob', 2) s "
+            "ON t.name = s.name WHEN MATCHED THEN UPDATE SET age = s.age"
+        )
+    assert "MERGE_CARDINALITY_VIOLATION" in str(e.value)
+    with pytest.raises(Exception) as e:  # no UPDATE clause beside an INSERT clause: Spark's analysis error
+        spark.sql(
+            f"MERGE INTO {g}.Person t USING (SELECT 'dora' AS name) s ON t.name = s.name "
+            "WHEN NOT MATCHED THEN INSERT (name) VALUES (s.name)"
+        )
+    assert "UNRESOLVED_COLUMN" in str(e.value)
     assert graph.snapshot().version == v
     assert _rows(spark.sql(f"SELECT * FROM {g}.Person")) == before
+    spark.sql(  # ... written with an UPDATE clause that matches nothing, it inserts
+        f"MERGE INTO {g}.Person t USING (SELECT 'dora' AS name) s ON t.name = s.name "
+        "WHEN MATCHED AND false THEN UPDATE SET age = t.age WHEN NOT MATCHED THEN INSERT (name) VALUES (s.name)"
+    )
+    assert graph.snapshot().version == v + 1
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("bob",), ("carol",), ("dora",)]
 
 
-def test_update_refuses_a_table_that_moved_since_its_scan(og, request, tmp_path):
+def test_I26_an_update_refuses_a_table_that_moved_since_its_scan(og, request, tmp_path):
     """The concurrency rule: a statement's rows come from the ONE snapshot it scanned; if another
     writer committed to the type's table before the statement commits, the statement is
     EXPECTED_VERSION_MISMATCH and nothing of it lands (the other writer's row stays). The other
