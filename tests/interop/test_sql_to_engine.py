@@ -48,7 +48,7 @@ def test_sql_writes_are_read_by_engine(engine, spark, fixtures_dir, tmp_path):
             "ON t.name = s.name WHEN MATCHED THEN UPDATE SET age = s.age "
             "WHEN NOT MATCHED THEN INSERT (name, age) VALUES (s.name, s.age)"
         ),
-        ("MERGE INTO {g}.Person t USING (SELECT 'Dana' AS name) s ON t.name = s.name WHEN MATCHED THEN DELETE"),
+        "MERGE INTO {g}.Person t USING (SELECT 'Dana' AS name) s ON t.name = s.name WHEN MATCHED THEN DELETE",
         "DELETE FROM {g}.Knows WHERE since IS NOT NULL",
     ]
     for stmt in statements:
