@@ -31,7 +31,7 @@ from ..ingest.checks import raise_key_conflict
 from ..ingest.integrity import delete_keys, member
 from ..schema.catalog import TypeDef
 from ..store.tables import read_staged_columns
-from ..store.writes import StagedTable, WriteTarget
+from ..store.writes import StagedTable, WriteTarget, quote_sql_string
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,21 @@ def pin(graph: Graph, typedef: TypeDef, branch: str) -> dict[str, int]:
     return {"version": snap.version, "table_version": snap.table(typedef.table_key).version}
 
 
+#: up to this many ids are looked up with a Lance filter (the `id` index); more scan the column
+FILTER_IDS = 10_000
+
+
+def _committed(ds, cols: Sequence[str], ids: pa.Array) -> pa.Table:
+    """The committed rows (``cols``) whose id is in ``ids``, in the scanned version ``ds``."""
+    if not len(ids):
+        return pa.table({c: pa.array([], pa.string()) for c in cols})
+    if len(ids) <= FILTER_IDS:
+        values = pc.unique(ids).to_pylist()
+        return ds.to_table(columns=list(cols), filter="id IN (" + ", ".join(quote_sql_string(v) for v in values) + ")")
+    t = ds.to_table(columns=list(cols))
+    return t.filter(member(t.column("id"), ids))
+
+
 def _key_change(typedef: TypeDef, command: str, column: str, row_id: str, old: Any, new: Any) -> KeyChangeError:
     return KeyChangeError(
         f"{command} of {typedef.kind} {typedef.name}: row id {row_id!r} would change its {column!r} "
@@ -100,12 +115,13 @@ def staged(
     updated = pa.array(rl.updated, pa.string())
     is_update = member(rows.column("id"), updated)
     if rows.num_rows:
-        committed = graph.open_table(key, snap).to_table(columns=cols)
+        ds = graph.open_table(key, snap)
         inserted = pc.filter(rows.column("id"), pc.invert(is_update))
-        taken = pc.unique(pc.filter(inserted, member(inserted, committed.column("id"))))
+        taken = _committed(ds, ["id"], inserted).column("id")
         if len(taken):
-            raise_key_conflict(typedef, taken, f"already committed on branch '{branch}'")
+            raise_key_conflict(typedef, pc.unique(taken), f"already committed on branch '{branch}'")
         if typedef.is_edge and len(updated):
+            committed = _committed(ds, cols, updated)
             changed = rows.filter(is_update).join(committed, "id", right_suffix="_was")
             for c in ("src", "dst"):
                 differs = pc.fill_null(pc.not_equal(changed.column(c), changed.column(f"{c}_was")), True)
