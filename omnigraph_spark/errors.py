@@ -325,6 +325,14 @@ class KeyIdMismatchError(DataError):
     code = "KEY_ID_MISMATCH"
 
 
+class KeyChangeError(DataError):
+    """An ``UPDATE`` or ``MERGE INTO ... UPDATE`` changes a row's identity: its ``id``, a node's
+    @key or an edge's ``src``/``dst``. Names the table, the column and the row's id; nothing is
+    committed. Delete the row and insert the new one instead."""
+
+    code = "KEY_CHANGE"
+
+
 class UnsupportedValueError(DataError):
     """Input the connector cannot write faithfully yet (Blob values, a @key type whose id
     text the engine does not define)."""

@@ -320,6 +320,18 @@ def sql_statements(spark, root: str, schema: str) -> dict[str, Any]:
         out["bad_identifier"] = None
     except Exception as e:  # the typed error's first line, as the client sees it
         out["bad_identifier"] = str(e).splitlines()[0]
+    spark.sql("UPDATE ogc.social.Person SET age = age + 1 WHERE name = 'Ann'")
+    spark.sql(
+        "MERGE INTO ogc.social.Person t USING (SELECT 'Ann' AS name, 50 AS age UNION ALL SELECT 'Cy', 25) s "
+        "ON t.name = s.name WHEN MATCHED THEN UPDATE SET age = s.age "
+        "WHEN NOT MATCHED THEN INSERT (name, age) VALUES (s.name, s.age)"
+    )
+    out["after_merge"] = _rows(spark.sql("SELECT name, age FROM ogc.social.Person"))
+    try:
+        spark.sql("UPDATE ogc.social.Person SET name = 'Zed' WHERE name = 'Cy'")
+        out["key_change"] = None
+    except Exception as e:  # the typed error's first line, as the client sees it
+        out["key_change"] = str(e).splitlines()[0]
     return out
 
 

@@ -16,7 +16,8 @@ request         answer
                 The process keeps the load (graph, target, journal) for the next request
 ``commit``      after the Spark job: the fragments the tasks staged (the sink's hand-off file), or
                 a delete's keys (``deletes``: each partition's rows), validated and published as
-                ONE graph commit, exactly as ``write_table`` does it
+                ONE graph commit, exactly as ``write_table`` does it; with ``row_level`` (a SQL
+                UPDATE / MERGE, :mod:`.row_level`) plus the collected deletes, on the scanned version
 ``abort``       the job failed: every file it staged deleted
 (catalog)       the SQL catalog's requests (``OmnigraphCatalog``): answered by :mod:`.catalog`
 ==============  =====================================================================================
@@ -60,6 +61,7 @@ from ..ingest.integrity import delete_columns, delete_keys
 from ..store import side_files
 from ..store.writes import LoadResult, StagedTable, WriteTarget, prepare_target
 from . import catalog as _catalog
+from . import row_level as _row_level
 from . import types as _types
 from .error_tags import tag_error, unwrap_error
 from .journal import Journal
@@ -203,6 +205,8 @@ class _Load:
     ends: Any
     fresh: Any
     keys: pa.Schema | None = None  # a delete: the Arrow schema of the key columns the tasks collect
+    #: a SQL UPDATE / MERGE (:mod:`.row_level`): the commit request's ``row_level`` field
+    row_level: Any = None
 
 
 def _plan_delete(graph: Graph, opts: WriteOptions, typedef, schema, unavailable) -> tuple[dict[str, Any], _Load | None]:
@@ -353,6 +357,10 @@ def commit(
         if not got:  # no partitions: still one (empty) commit, so an overwrite empties the table
             t = load.target
             got = [StagedTable(t.table_key, t.mode, t.stage_uri, t.base_version, (), 0, 0)]
+        if load.row_level is not None:  # a SQL UPDATE / MERGE: its checks and its deletes
+            got = _row_level.staged(
+                load.graph, load.typedef, load.target, got, _row_level.RowLevel.from_json(load.row_level)
+            )
         log.info(
             "staged %s (jvm provider): %d rows in %d fragments from %d tasks",
             load.typedef.table_key,
@@ -425,6 +433,8 @@ class Bridge:
             raise RuntimeError(f"'{op}' without a planned write")
         if op == "commit":  # the commit owns the load from here: it cleans up after itself if it fails
             load, self.load = self.load, None
+            if request.get("row_level") is not None:
+                load.row_level = request["row_level"]  # type: ignore[union-attr]  # checked for None above
             result = self._commit(load, request)  # type: ignore[arg-type]  # checked for None above
             return {
                 "ok": {

@@ -57,6 +57,7 @@ from . import filters as _filters
 from .journal import Journal
 from .options import STORAGE_PREFIX, WriteOptions
 from .reader import column_kinds
+from .row_level import pin as row_level_pin
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ OPS = frozenset(
         "create_graph",
         "drop_graph",
         "delete_where",
+        "row_level_pin",
         "procedure",
         "call",
     )
@@ -559,6 +561,9 @@ def answer(request: Mapping[str, Any]) -> Any:
         return {"dropped": drop_graph(opts, ns, bool(request.get("cascade")))}
     if op == "delete_where":
         return delete_where(opts, ns, request["name"], request.get("filters") or [])
+    if op == "row_level_pin":
+        graph, _, typedef, branch = resolve_identifier(opts, ns, request["name"])
+        return row_level_pin(graph, typedef, branch or "main")
     if op == "procedure":
         return procedure(ns, request["name"])
     if op == "call":

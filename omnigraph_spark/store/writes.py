@@ -167,6 +167,9 @@ class StagedTable:
     #: mode "delete": the rows to delete, as a table of ``id`` (or, for edges, ``src`` + ``dst``)
     #: strings; the validator resolves them (and their cascades) against the fresh snapshot
     deletes: pa.Table | None = field(default=None, compare=False, repr=False)
+    #: the rows were computed from the table at ``base_version`` (a SQL UPDATE or MERGE): the
+    #: commit refuses a moved pin, as an overwrite does, instead of retrying on top of it
+    strict_base: bool = False
 
     @staticmethod
     def merge(parts: Sequence[StagedTable]) -> StagedTable:
@@ -184,6 +187,7 @@ class StagedTable:
             *_merged_key_hashes(parts),
             fresh=_merged_fresh([p.fresh for p in parts]),
             deletes=_merged_deletes(parts),
+            strict_base=any(p.strict_base for p in parts),
         )
 
 
@@ -774,10 +778,11 @@ def _commit_once(
     heads: dict[str, lance.LanceDataset] = {}
     for key, s in by_key.items():
         t = snap.table(key)
-        if s.mode == "overwrite" and t.version != s.base_version:
+        if (s.mode == "overwrite" or s.strict_base) and t.version != s.base_version:
+            what = "overwrite" if s.mode == "overwrite" else "statement"
             raise ExpectedVersionMismatchError(
-                f"overwrite of '{key}' was planned on version {s.base_version} but the manifest now pins "
-                f"{t.version}; another writer changed it — re-run the overwrite",
+                f"{what} of '{key}' was planned on version {s.base_version} but the manifest now pins "
+                f"{t.version}; another writer changed it — re-run the {what}",
                 table=key,
                 expected=s.base_version,
                 actual=t.version,

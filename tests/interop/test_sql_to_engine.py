@@ -1,6 +1,7 @@
 """Every SQL write through the shim's catalog (docs/sql.md) leaves a graph the Omnigraph 0.7.2
 engine opens clean and exports row for row, with our commit graph: INSERT INTO, INSERT
-OVERWRITE, DELETE FROM ... WHERE (with its cascade), a write on a branch, CALL optimize."""
+OVERWRITE, DELETE FROM ... WHERE (with its cascade), UPDATE and MERGE INTO on node and edge
+types and on a branch, a write on a branch, CALL optimize."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def test_sql_writes_are_read_by_engine(engine, spark, fixtures_dir, tmp_path):
         "INSERT OVERWRITE {g}.Person (name, age) VALUES ('Alice', 31), ('Bob', 26), ('Charlie', 36)",
         "DELETE FROM {g}.Person WHERE name = 'Charlie'",  # cascades to Bob -> Charlie
         "DELETE FROM {g}.Knows WHERE since IS NOT NULL",
+        "INSERT INTO {g}.Knows (src, dst) VALUES ('Alice', 'Bob')",
+        "UPDATE {g}.Person SET age = age + 1 WHERE name = 'Alice'",
+        "UPDATE {g}.Knows SET since = DATE'2021-03-04' WHERE src = 'Alice'",
+        (
+            "MERGE INTO {g}.Person t USING (SELECT 'Bob' AS name, 27 AS age UNION ALL SELECT 'Dana', 22) s "
+            "ON t.name = s.name WHEN MATCHED THEN UPDATE SET age = s.age "
+            "WHEN NOT MATCHED THEN INSERT (name, age) VALUES (s.name, s.age)"
+        ),
+        "MERGE INTO {g}.Person t USING (SELECT 'Dana' AS name) s ON t.name = s.name WHEN MATCHED THEN DELETE",
+        "DELETE FROM {g}.Knows WHERE since IS NOT NULL",
     ]
     for stmt in statements:
         before = len(g.log())
@@ -50,6 +61,11 @@ def test_sql_writes_are_read_by_engine(engine, spark, fixtures_dir, tmp_path):
 
     g.create_branch("feature")
     spark.sql(f"INSERT INTO {cat}.g.Person.branch_feature (name, age) VALUES ('Eve', 41)")
+    check("feature")
+    spark.sql(
+        f"MERGE INTO {cat}.g.Person.branch_feature t USING (SELECT 'Eve' AS id, 'Eve' AS name, 42 AS age) s "
+        "ON t.name = s.name WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
     check("feature")
     for _ in range(2):
         spark.sql(f"INSERT INTO {cat}.g.Company (name) VALUES ('C{uuid.uuid4().hex[:6]}')")

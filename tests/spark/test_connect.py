@@ -102,8 +102,9 @@ def test_streams_through_connect_commit_every_row_once(connect_server, tmp_path,
 
 def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_dir):
     """``spark.sql`` from a Connect client: the catalog set at runtime, CREATE NAMESPACE, INSERT,
-    SELECT with pushdown, DELETE cascading to edges, CALL optimize, and a bad identifier's
-    typed error with its code on the first line (docs/sql.md)."""
+    SELECT with pushdown, DELETE cascading to edges, CALL optimize, a bad identifier's typed
+    error with its code on the first line, UPDATE, MERGE INTO and a refused UPDATE's KEY_CHANGE
+    (docs/sql.md)."""
     need_shim(spark)
     from omnigraph_spark import Graph
 
@@ -118,5 +119,8 @@ def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_d
     assert got["knows_after_delete"] == []  # the delete cascaded to Ann -> Bo
     assert "node:Person" in got["optimize"]
     assert "[UNKNOWN_TYPE]" in got["bad_identifier"] and "'Persn'" in got["bad_identifier"]
-    # init, two INSERTs, the DELETE (optimize found one fragment per table: nothing to compact)
-    assert len(Graph.open(str(root / "social")).log()) == 1 + 3
+    assert got["after_merge"] == [["Ann", 50], ["Cy", 25]]  # UPDATE, then MERGE INTO
+    assert "[KEY_CHANGE]" in got["key_change"] and "'name'" in got["key_change"]
+    # init, two INSERTs, the DELETE (optimize found one fragment per table: nothing to compact),
+    # the UPDATE and the MERGE (the refused UPDATE commits nothing)
+    assert len(Graph.open(str(root / "social")).log()) == 1 + 5

@@ -291,11 +291,276 @@ def test_delete_where_refuses_a_condition_it_cannot_evaluate_exactly(og, request
         spark.sql(f"DELETE FROM {g}.Person WHERE score > 1.5")
     assert _code(e) == "SQL_UNSUPPORTED"
     assert "score" in str(e.value)
-    with pytest.raises(Exception) as e:  # no data source filter at all: Spark's own refusal
-        spark.sql(f"DELETE FROM {g}.Person WHERE length(name) = 5")
-    assert "DELETE" in str(e.value).upper()
     assert len(graph.log()) == before
     assert len(_rows(spark.sql(f"SELECT * FROM {g}.Person"))) == 3
+    # no data source filter at all: Spark evaluates it, as a row-level delete of the matching ids
+    # (one commit, cascading to edges, on the snapshot it scanned)
+    spark.sql(f"DELETE FROM {g}.Person WHERE length(name) = 5")
+    assert len(graph.log()) == before + 1
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("bob",)]
+    assert _rows(spark.sql(f"SELECT * FROM {g}.Knows")) == []
+
+
+def test_update_sets_non_key_columns_in_one_commit(og, request):
+    """I1: an UPDATE is ONE graph commit of the changed rows (a writeMode=merge of them); rows
+    the WHERE does not match are untouched; an UPDATE matching nothing commits nothing."""
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    v = graph.snapshot().version
+    spark.sql(f"UPDATE {g}.Person SET age = age + 1, score = 2.5 WHERE age >= 30")
+    assert graph.snapshot().version == v + 1
+    assert _rows(spark.sql(f"SELECT id, name, age, score FROM {g}.Person")) == [
+        ("alice", "alice", 31, 2.5),
+        ("bob", "bob", 41, 2.5),
+        ("carol", "carol", None, None),
+    ]
+    assert len(_rows(spark.sql(f"SELECT * FROM {g}.Knows"))) == 2  # a node update keeps its edges
+    feed = (
+        spark.read.format("omnigraph")
+        .option("type", "Person")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", v + 1)
+        .load(graph.root)
+    )
+    assert _rows(feed.select("_change_type", "name", "age", "_commit_version")) == [
+        ("update_postimage", "alice", 31, v + 1),
+        ("update_postimage", "bob", 41, v + 1),
+        ("update_preimage", "alice", 30, v + 1),
+        ("update_preimage", "bob", 40, v + 1),
+    ]
+    spark.sql(f"UPDATE {g}.Person SET age = 1 WHERE name = 'nobody'")
+    assert graph.snapshot().version == v + 1
+    spark.sql(f"UPDATE {g}.Person SET age = 7 WHERE length(name) = 5")  # any Spark condition
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person")) == [("alice", 7), ("bob", 41), ("carol", 7)]
+    assert graph.snapshot().version == v + 2
+
+
+def test_update_on_an_edge_type_and_on_a_branch(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    graph.create_branch("dev")
+    main_v = graph.snapshot().version
+    dev_v = graph.snapshot("dev").version
+    spark.sql(f"UPDATE {g}.Knows.branch_dev SET since = DATE'1999-09-09' WHERE src = 'bob'")
+    spark.sql(f"UPDATE {g}.Person.branch_dev SET age = 99 WHERE name = 'carol'")
+    assert graph.snapshot("dev").version == dev_v + 2
+    assert graph.snapshot().version == main_v  # main untouched
+    assert _rows(spark.sql(f"SELECT src, dst, since FROM {g}.Knows.branch_dev")) == [
+        ("alice", "bob", dt.date(2020, 1, 1)),
+        ("bob", "carol", dt.date(1999, 9, 9)),
+    ]
+    assert _rows(spark.sql(f"SELECT src, dst, since FROM {g}.Knows"))[1] == ("bob", "carol", None)
+    assert ("carol", 99) in _rows(spark.sql(f"SELECT name, age FROM {g}.Person.branch_dev"))
+    assert ("carol", None) in _rows(spark.sql(f"SELECT name, age FROM {g}.Person"))
+
+
+def test_update_refuses_to_change_a_rows_identity(og, request):
+    """KEY_CHANGE names the column: a node's @key (its id's text), ``id``, an edge's src/dst;
+    nothing is committed."""
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    v = graph.snapshot().version
+    for sql, column in [
+        (f"UPDATE {g}.Person SET name = 'zed' WHERE name = 'bob'", "name"),
+        (f"UPDATE {g}.Person SET id = 'zed' WHERE name = 'bob'", "id"),
+        (f"UPDATE {g}.Knows SET dst = 'alice' WHERE src = 'bob'", "dst"),
+        (f"UPDATE {g}.Knows SET src = 'carol' WHERE src = 'alice'", "src"),
+    ]:
+        with pytest.raises(Exception) as e:
+            spark.sql(sql)
+        assert _code(e) == "KEY_CHANGE", sql
+        assert f"'{column}'" in str(e.value).splitlines()[0], sql
+    assert graph.snapshot().version == v
+    spark.sql(f"UPDATE {g}.Person SET name = name WHERE name = 'bob'")  # the same key: not a change
+    assert graph.snapshot().version == v + 1
+
+
+def test_merge_upserts_with_update_set_star_and_insert_star(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    v = graph.snapshot().version
+    spark.createDataFrame([("bob", 50, 1.0), ("dora", 20, None)], "name string, age int, score double").selectExpr(
+        "name AS id", "name", "age", "score"
+    ).createOrReplaceTempView("src_people")
+    spark.sql(
+        f"MERGE INTO {g}.Person t USING src_people s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    assert graph.snapshot().version == v + 1
+    assert _rows(spark.sql(f"SELECT id, name, age, score FROM {g}.Person")) == [
+        ("alice", "alice", 30, None),
+        ("bob", "bob", 50, 1.0),
+        ("carol", "carol", None, None),
+        ("dora", "dora", 20, None),
+    ]
+    assert len(_rows(spark.sql(f"SELECT * FROM {g}.Knows"))) == 2
+
+
+def test_merge_clause_forms(og, request):
+    """UPDATE SET a = s.a, WHEN MATCHED AND cond THEN DELETE (cascading to edges), INSERT (cols)
+    VALUES (...), WHEN NOT MATCHED BY SOURCE: each statement ONE graph commit."""
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    spark.createDataFrame(
+        [("alice", 33, False), ("carol", 0, True), ("erin", 25, False)], "name string, age int, gone boolean"
+    ).createOrReplaceTempView("src_changes")
+    v = graph.snapshot().version
+    spark.sql(
+        f"MERGE INTO {g}.Person t USING src_changes s ON t.name = s.name "
+        "WHEN MATCHED AND s.gone THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET age = s.age "
+        "WHEN NOT MATCHED THEN INSERT (name, age) VALUES (s.name, s.age)"
+    )
+    assert graph.snapshot().version == v + 1
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person")) == [("alice", 33), ("bob", 40), ("erin", 25)]
+    feed = (
+        spark.read.format("omnigraph")
+        .option("type", "Person")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", v + 1)
+        .load(graph.root)
+    )
+    assert _rows(feed.select("_change_type", "name", "age")) == [
+        ("delete", "carol", None),
+        ("insert", "erin", 25),
+        ("update_postimage", "alice", 33),
+        ("update_preimage", "alice", 30),
+    ]
+    assert _rows(spark.sql(f"SELECT src, dst FROM {g}.Knows")) == [("alice", "bob")]  # bob -> carol cascaded
+    spark.sql(
+        f"MERGE INTO {g}.Person t USING src_changes s ON t.name = s.name "
+        "WHEN NOT MATCHED BY SOURCE AND t.name = 'bob' THEN UPDATE SET age = 41"
+    )
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person")) == [("alice", 33), ("bob", 41), ("erin", 25)]
+    spark.sql(f"MERGE INTO {g}.Person t USING src_changes s ON t.name = s.name WHEN NOT MATCHED BY SOURCE THEN DELETE")
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("erin",)]
+    assert _rows(spark.sql(f"SELECT * FROM {g}.Knows")) == []  # alice -> bob went with bob
+    assert graph.snapshot().version == v + 3
+
+
+def test_merge_on_an_edge_type_and_a_branch(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    graph.create_branch("dev")
+    v = graph.snapshot("dev").version
+    spark.createDataFrame(
+        [("alice", "bob", dt.date(2021, 2, 2)), ("carol", "alice", None)], "src string, dst string, since date"
+    ).createOrReplaceTempView("src_knows")
+    spark.sql(
+        f"MERGE INTO {g}.Knows.branch_dev t USING src_knows s ON t.src = s.src AND t.dst = s.dst "
+        "WHEN MATCHED THEN UPDATE SET since = s.since "
+        "WHEN NOT MATCHED THEN INSERT (src, dst, since) VALUES (s.src, s.dst, s.since)"
+    )
+    assert graph.snapshot("dev").version == v + 1
+    assert _rows(spark.sql(f"SELECT src, dst, since FROM {g}.Knows.branch_dev")) == [
+        ("alice", "bob", dt.date(2021, 2, 2)),
+        ("bob", "carol", None),
+        ("carol", "alice", None),
+    ]
+    assert len(_rows(spark.sql(f"SELECT * FROM {g}.Knows"))) == 2  # main untouched
+    with pytest.raises(Exception) as e:  # an inserted edge to a missing node: the API's check
+        spark.sql(
+            f"MERGE INTO {g}.Knows.branch_dev t USING (SELECT 'alice' AS src, 'zed' AS dst) s "
+            "ON t.src = s.src AND t.dst = s.dst WHEN MATCHED THEN UPDATE SET since = NULL "
+            "WHEN NOT MATCHED THEN INSERT (src, dst) VALUES (s.src, s.dst)"
+        )
+    assert _code(e) == "DANGLING_EDGE"
+    assert graph.snapshot("dev").version == v + 1
+
+
+def test_merge_insert_is_a_strict_insert_and_a_failed_statement_changes_nothing(og, request):
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    v = graph.snapshot().version
+    before = _rows(spark.sql(f"SELECT * FROM {g}.Person"))
+    with pytest.raises(Exception) as e:  # ON is not the key: 'alice' is "not matched" yet committed
+        spark.sql(
+            f"MERGE INTO {g}.Person t USING (SELECT 'alice' AS name, 77 AS age) s ON t.age = s.age "
+            "WHEN MATCHED THEN UPDATE SET score = 1.0 "
+            "WHEN NOT MATCHED THEN INSERT (name, age) VALUES (s.name, s.age)"
+        )
+    assert _code(e) == "KEY_CONFLICT"
+    assert "'alice'" in str(e.value)
+    with pytest.raises(Exception) as e:  # the key refusal stops the whole statement, inserts too
+        spark.sql(
+            f"MERGE INTO {g}.Person t USING (SELECT 'bob' AS name, 'bobby' AS new) s ON t.name = s.name "
+            "WHEN MATCHED THEN UPDATE SET name = s.new WHEN NOT MATCHED THEN INSERT (name) VALUES (s.new)"
+        )
+    assert _code(e) == "KEY_CHANGE"
+    with pytest.raises(Exception) as e:  # a target row matched twice: Spark's own error
+        spark.sql(
+            f"MERGE INTO {g}.Person t USING (SELECT 'bob' AS name, 1 AS age UNION ALL SELECT 'bob', 2) s "
+            "ON t.name = s.name WHEN MATCHED THEN UPDATE SET age = s.age"
+        )
+    assert "MERGE_CARDINALITY_VIOLATION" in str(e.value)
+    with pytest.raises(Exception) as e:  # no UPDATE clause beside an INSERT clause: Spark's analysis error
+        spark.sql(
+            f"MERGE INTO {g}.Person t USING (SELECT 'dora' AS name) s ON t.name = s.name "
+            "WHEN NOT MATCHED THEN INSERT (name) VALUES (s.name)"
+        )
+    assert "UNRESOLVED_COLUMN" in str(e.value)
+    assert graph.snapshot().version == v
+    assert _rows(spark.sql(f"SELECT * FROM {g}.Person")) == before
+    spark.sql(  # ... written with an UPDATE clause that matches nothing, it inserts
+        f"MERGE INTO {g}.Person t USING (SELECT 'dora' AS name) s ON t.name = s.name "
+        "WHEN MATCHED AND false THEN UPDATE SET age = t.age WHEN NOT MATCHED THEN INSERT (name) VALUES (s.name)"
+    )
+    assert graph.snapshot().version == v + 1
+    assert _rows(spark.sql(f"SELECT name FROM {g}.Person")) == [("alice",), ("bob",), ("carol",), ("dora",)]
+
+
+def test_I26_an_update_refuses_a_table_that_moved_since_its_scan(og, request, tmp_path):
+    """The concurrency rule: a statement's rows come from the ONE snapshot it scanned; if another
+    writer committed to the type's table before the statement commits, the statement is
+    EXPECTED_VERSION_MISMATCH and nothing of it lands (the other writer's row stays). The other
+    writer here commits from inside the statement's own job (a UDF in its SET), once."""
+    from pyspark.sql.functions import udf
+
+    spark, _, _ = og
+    g, graph = _graph(og, request)
+    _seed(spark, g)
+    marker = str(tmp_path / "wrote")
+    root = graph.root
+
+    @udf("int")
+    def bump(age):
+        from omnigraph_spark import Graph as G  # an executor's Python worker
+        from tests.store.helpers import people, write_rows
+
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return age + 1
+        os.close(fd)
+        write_rows(G.open(root), "node:Person", people("zoe", age=5), "merge")
+        return age + 1
+
+    spark.udf.register("og_bump_once", bump)
+    v = graph.snapshot().version
+    with pytest.raises(Exception) as e:
+        spark.sql(f"UPDATE {g}.Person SET age = og_bump_once(age) WHERE age IS NOT NULL")
+    assert _code(e) == "EXPECTED_VERSION_MISMATCH"
+    assert graph.snapshot().version == v + 1  # the other writer's commit only
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person")) == [
+        ("alice", 30),
+        ("bob", 40),
+        ("carol", None),
+        ("zoe", 5),
+    ]
+    spark.sql(f"UPDATE {g}.Person SET age = og_bump_once(age) WHERE age IS NOT NULL")  # again: it lands
+    assert graph.snapshot().version == v + 2
+    assert _rows(spark.sql(f"SELECT name, age FROM {g}.Person WHERE age IS NOT NULL")) == [
+        ("alice", 31),
+        ("bob", 41),
+        ("zoe", 6),
+    ]
 
 
 def test_a_sql_script_commits_once_per_statement(og, request):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import lance
@@ -84,6 +85,24 @@ def test_overwrite_is_strict_about_pins(test_graph):
     assert e.value.code == "EXPECTED_VERSION_MISMATCH"
     assert test_graph.snapshot().version == before
     assert rows_of(test_graph, "node:Person") == people("a")
+
+
+def test_I26_a_strict_base_merge_refuses_a_moved_pin_and_a_plain_one_retargets(test_graph):
+    """``StagedTable.strict_base`` (a SQL UPDATE / MERGE's rows, computed from the table at
+    ``base_version``): a moved pin is EXPECTED_VERSION_MISMATCH, as for an overwrite, and the
+    other writer's rows stay; the same merge without it lands on top."""
+    write_rows(test_graph, "node:Person", people("a", "b", age=1))
+    staged = stage_rows(test_graph, "node:Person", people("a", age=2), mode="merge")
+    strict = dataclasses.replace(staged, strict_base=True)
+    assert writes.StagedTable.merge([staged, strict]).strict_base
+    write_rows(test_graph, "node:Person", people("c", age=3))
+    before = test_graph.snapshot().version
+    with pytest.raises(ExpectedVersionMismatchError) as e:
+        writes.commit_load(test_graph, "main", [strict])
+    assert "statement of 'node:Person'" in str(e.value)
+    assert test_graph.snapshot().version == before
+    writes.commit_load(test_graph, "main", [staged])
+    assert rows_of(test_graph, "node:Person") == people("a", age=2) + people("b", age=1) + people("c", age=3)
 
 
 def test_append_retargets_after_concurrent_publish(test_graph):

@@ -12,12 +12,15 @@ import java.util.Set;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.SupportsDelete;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsRowLevelOperations;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
+import org.apache.spark.sql.connector.write.RowLevelOperationInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.sources.AlwaysFalse;
 import org.apache.spark.sql.sources.AlwaysTrue;
@@ -51,10 +54,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * column comments and table properties DESCRIBE shows, the options a statement or reader gives
  * (merged over the table's; {@code path} and {@code type} are the identifier's), writes whose
  * columns are matched by name ({@code ACCEPT_ANY_SCHEMA}: the planner checks them, as for a
- * DataFrame write), and {@code DELETE FROM ... WHERE}, which the planner runs
- * ({@code delete_where}). Runs on the driver.
+ * DataFrame write), {@code DELETE FROM ... WHERE}, which the planner runs
+ * ({@code delete_where}), and {@code UPDATE} / {@code MERGE INTO} (and a {@code DELETE} whose
+ * condition is no data source filter) as Spark's row-level operations ({@link CatalogRowLevel}).
+ * Runs on the driver.
  */
-final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete {
+final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete, SupportsRowLevelOperations {
   /** Options the identifier fixes: a statement's or reader's options may not name them. */
   private static final Set<String> FIXED = Set.of("path", "type");
 
@@ -66,9 +71,12 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
   private final StructType schema; // readSchema with the column comments
   private final Map<String, String> properties;
   private final Table inner;
+  // loaded for a statement that updates rows (UPDATE, MERGE with an UPDATE clause): no
+  // ACCEPT_ANY_SCHEMA, which would keep Spark from aligning the statement's assignments to the columns
+  private final boolean updates;
 
   private CatalogTable(OmnigraphCatalog catalog, Identifier ident, Map<String, String> options, boolean pinned,
-      StructType readSchema, StructType schema, Map<String, String> properties, Table inner) {
+      StructType readSchema, StructType schema, Map<String, String> properties, Table inner, boolean updates) {
     this.catalog = catalog;
     this.ident = ident;
     this.options = options;
@@ -77,6 +85,24 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
     this.schema = schema;
     this.properties = properties;
     this.inner = inner;
+    this.updates = updates;
+  }
+
+  /** This table as an UPDATE or a MERGE with an UPDATE clause loads it ({@link OmnigraphCatalog#loadTable}). */
+  CatalogTable forUpdates() {
+    // id defaults to '': a MERGE's INSERT clause may leave it out (Spark fills the default; the
+    // row id must stay non-nullable), and the tasks hand the sink a null for it, which derives it
+    // from @key or mints a fresh one, as for an INSERT INTO (CatalogRowLevel.Writer#insert)
+    StructField[] fields = schema.fields().clone();
+    for (int i = 0; i < fields.length; i++) {
+      if ("id".equals(fields[i].name())) {
+        Metadata meta = new MetadataBuilder().withMetadata(fields[i].metadata())
+            .putString("CURRENT_DEFAULT", "''").putString("EXISTS_DEFAULT", "''").build();
+        fields[i] = new StructField("id", fields[i].dataType(), fields[i].nullable(), meta);
+      }
+    }
+    return new CatalogTable(catalog, ident, options, pinned, readSchema, new StructType(fields), properties, inner,
+        true);
   }
 
   /** The table the planner's {@code table} answer describes. */
@@ -97,7 +123,7 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
     }
     Map<String, String> props = strings(answer.get("properties"));
     props.put("provider", OmnigraphProvider.NAME);
-    return new CatalogTable(catalog, ident, options, pinned, read, new StructType(fields), props, inner);
+    return new CatalogTable(catalog, ident, options, pinned, read, new StructType(fields), props, inner, false);
   }
 
   private static Map<String, String> strings(JsonNode object) {
@@ -124,6 +150,9 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
 
   @Override
   public Set<TableCapability> capabilities() {
+    if (updates) {
+      return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE);
+    }
     return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE,
         TableCapability.ACCEPT_ANY_SCHEMA);
   }
@@ -197,6 +226,28 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete 
       }
     };
     return ((SupportsWrite) inner).newWriteBuilder(withOptions);
+  }
+
+  /** The provider's schema of this table (no comments, no defaults). */
+  StructType readSchema() {
+    return readSchema;
+  }
+
+  /** The options a write of this table plans with: the table's, the statement's over them. */
+  Map<String, String> writeOptions(CaseInsensitiveStringMap given) {
+    return merged(given);
+  }
+
+  // -- UPDATE, MERGE INTO ------------------------------------------------------------------------
+
+  /** A row-level statement on the branch head, its scan pinned to the head's version now. */
+  @Override
+  public RowLevelOperationBuilder newRowLevelOperationBuilder(RowLevelOperationInfo info) {
+    if (pinned) {
+      throw OmnigraphCatalog.unsupported(info.command() + " of " + name() + " read AS OF a version or timestamp");
+    }
+    JsonNode pin = OmnigraphCatalog.ask(catalog.tableRequest("row_level_pin", ident));
+    return () -> new CatalogRowLevel(this, info.command(), pin);
   }
 
   // -- DELETE FROM ... WHERE --------------------------------------------------------------------

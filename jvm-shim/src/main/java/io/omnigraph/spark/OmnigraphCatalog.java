@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
 import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
@@ -18,6 +19,7 @@ import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.connector.catalog.TableWritePrivilege;
 
 /**
  * The SQL catalog: {@code spark.sql.catalog.og = io.omnigraph.spark.OmnigraphCatalog} with
@@ -33,6 +35,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * the driver. docs/sql.md.
  */
 public final class OmnigraphCatalog implements TableCatalog, SupportsNamespaces, ProcedureCatalog {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(OmnigraphCatalog.class);
+
   private String name;
   private Map<String, String> options = Map.of(); // the catalog's own options, as Spark gave them
 
@@ -156,6 +160,25 @@ public final class OmnigraphCatalog implements TableCatalog, SupportsNamespaces,
   @Override
   public Table loadTable(Identifier ident) {
     return load(ident, null, null);
+  }
+
+  /**
+   * A table a write statement names. A statement that updates or deletes rows (UPDATE, DELETE,
+   * a MERGE with an UPDATE or only DELETE clauses) gets the table without {@code
+   * ACCEPT_ANY_SCHEMA}, so Spark resolves it against the type's columns and plans it as a
+   * row-level operation ({@link CatalogRowLevel}); an INSERT ({@code INSERT}, and {@code INSERT,
+   * DELETE} for INSERT OVERWRITE) keeps matching columns by name. A MERGE whose clauses ask for
+   * the same privileges as an INSERT (only INSERT, or DELETE and INSERT clauses) is therefore
+   * Spark's analysis error (docs/sql.md).
+   */
+  @Override
+  public Table loadTable(Identifier ident, Set<TableWritePrivilege> privileges) {
+    Table t = load(ident, null, null);
+    boolean insert = privileges.contains(TableWritePrivilege.INSERT);
+    boolean rowLevel = privileges.contains(TableWritePrivilege.UPDATE)
+        || (!insert && privileges.contains(TableWritePrivilege.DELETE));
+    LOG.debug("omnigraph catalog: {} loaded for {} ({})", ident, privileges, rowLevel ? "row-level" : "by name");
+    return rowLevel ? ((CatalogTable) t).forUpdates() : t;
   }
 
   @Override

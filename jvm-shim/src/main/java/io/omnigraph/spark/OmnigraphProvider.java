@@ -291,21 +291,29 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
           LOG.info("omnigraph delete from {}: keys collected by the tasks", jvm.get("table").asText());
           return new DeleteKeysWrite(bridge, jvm.get("delete"), SparkSession.active());
         }
-        Map<String, String> sink = new HashMap<>();
-        sink.put("spec", jvm.get("spec").toString());
-        if (jvm.hasNonNull("storageSecrets")) {
-          sink.put("storageSecrets", jvm.get("storageSecrets").asText());
-        }
-        ProjectedRow.Mapping mapping = new ProjectedRow.Mapping(jvm.get("projection"), info.schema());
-        boolean identity = mapping.identity(info.schema().size());
-        LOG.info("omnigraph write of {} on the JVM sink ({})", jvm.get("table").asText(), identity ? "rows as given"
-            : mapping.reorder() != null ? "columns read in the input's order" : "rows projected per task");
-        LanceFragmentSink.WriteSpec spec = LanceFragmentSink.WriteSpec.parse(sink);
-        spec.startIndexesIfLocal();
-        return new ProviderBatchWrite(bridge, new LanceFragmentSink.StagingBatchWrite(spec),
-            identity ? null : mapping, SparkSession.active());
+        return sinkWrite(bridge, jvm, info.schema());
       }
     }
+  }
+
+  /**
+   * The planner's answer to {@code plan_write} for rows of {@code schema}: the JVM sink's
+   * write, which the planner behind {@code bridge} commits.
+   */
+  static ProviderBatchWrite sinkWrite(PythonBridge bridge, JsonNode jvm, StructType schema) {
+    Map<String, String> sink = new HashMap<>();
+    sink.put("spec", jvm.get("spec").toString());
+    if (jvm.hasNonNull("storageSecrets")) {
+      sink.put("storageSecrets", jvm.get("storageSecrets").asText());
+    }
+    ProjectedRow.Mapping mapping = new ProjectedRow.Mapping(jvm.get("projection"), schema);
+    boolean identity = mapping.identity(schema.size());
+    LOG.info("omnigraph write of {} on the JVM sink ({})", jvm.get("table").asText(), identity ? "rows as given"
+        : mapping.reorder() != null ? "columns read in the input's order" : "rows projected per task");
+    LanceFragmentSink.WriteSpec spec = LanceFragmentSink.WriteSpec.parse(sink);
+    spec.startIndexesIfLocal();
+    return new ProviderBatchWrite(bridge, new LanceFragmentSink.StagingBatchWrite(spec),
+        identity ? null : mapping, SparkSession.active());
   }
 
   /**
