@@ -8,14 +8,19 @@ Invariants: I1 (one statement, one graph commit), I22 (one planner: the provider
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
 from omnigraph_spark import Graph, unwrap_error
 from omnigraph_spark.errors import OptionError, SqlUnsupportedError
 from omnigraph_spark.spark import catalog as C
+from omnigraph_spark.spark.options import ReadOptions, WriteOptions
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
@@ -408,6 +413,170 @@ def test_without_the_catalog_sql_reads_a_temporary_view(spark, test_graph):
     assert len(test_graph.log()) == before + 1
     person_view()  # a view reads the snapshot it was planned at: a new one sees the write
     assert _rows(spark.sql(f"SELECT name, age FROM {view} WHERE age > 10")) == [("ann2", 13), ("bo2", 14)]
+
+
+# -- the session catalog and temporary views USING omnigraph ----------------------------------
+
+NOJAR_APP = str(Path(__file__).with_name("sql_nojar_app.py"))
+
+
+def _session_graph(tmp_path) -> Graph:
+    return Graph.init(str(tmp_path / f"g{uuid.uuid4().hex[:8]}"), SOCIAL_PG)
+
+
+@pytest.mark.parametrize("engine", ["auto", "python"])
+def test_a_temporary_view_using_omnigraph_reads_and_writes(spark, tmp_path, engine):
+    """``CREATE TEMPORARY VIEW ... USING omnigraph OPTIONS (...)`` with its columns declared:
+    SELECT with filters, INSERT INTO (by position, the id derived from @key) and INSERT
+    OVERWRITE, each write ONE graph commit with the DataFrame API's checks (I1). ``auto``
+    takes the JVM provider when the jar is on the class path, ``python`` the Python source the
+    provider hands it to (the no-jar run is test_without_the_jar_...)."""
+    graph = _session_graph(tmp_path)
+    v = f"p_{uuid.uuid4().hex[:8]}"
+    k = f"k_{uuid.uuid4().hex[:8]}"
+    opts = f"path '{graph.root}', engine '{engine}'"
+    spark.sql(f"CREATE TEMPORARY VIEW {v} (name STRING, age INT) USING omnigraph OPTIONS ({opts}, type 'Person')")
+    spark.sql(f"CREATE TEMPORARY VIEW {k} (src STRING, dst STRING) USING omnigraph OPTIONS ({opts}, type 'Knows')")
+    before = len(graph.log())
+    spark.sql(f"INSERT INTO {v} VALUES ('ann', 30), ('bo', 40)")
+    spark.sql(f"INSERT INTO {v} SELECT 'cy' AS name, 50 AS age")
+    spark.sql(f"INSERT INTO {k} VALUES ('ann', 'bo')")
+    assert len(graph.log()) == before + 3
+    assert _rows(spark.sql(f"SELECT name, age FROM {v} WHERE age > 35")) == [("bo", 40), ("cy", 50)]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"INSERT INTO {v} VALUES ('ann', 31)")
+    assert unwrap_error(e.value).code == "KEY_CONFLICT"
+    with pytest.raises(Exception) as e:  # bo's edge would point at a removed node
+        spark.sql(f"INSERT OVERWRITE {v} VALUES ('ann', 1)")
+    assert unwrap_error(e.value).code == "DANGLING_EDGE"
+    assert len(graph.log()) == before + 3
+    spark.sql(f"INSERT OVERWRITE {v} VALUES ('ann', 1), ('bo', 2)")
+    assert len(graph.log()) == before + 4
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {v} USING omnigraph OPTIONS ({opts}, type 'Person')")
+    assert _rows(spark.sql(f"SELECT id, name, age FROM {v}")) == [("ann", "ann", 1), ("bo", "bo", 2)]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"CREATE TEMPORARY VIEW bad_{v} USING omnigraph OPTIONS ({opts}, type 'Person', bogus 'x')")
+    assert unwrap_error(e.value).code == "OPTION_INVALID"
+
+
+def test_a_session_catalog_table_using_omnigraph_with_the_jar(jvm, tmp_path):
+    """With the jar, ``CREATE TABLE t USING omnigraph OPTIONS (path, type)`` (or ``LOCATION``) in
+    Spark's session catalog is a table of the JVM provider: the session catalog's own keys are
+    dropped by name, a user key the connector does not know is OPTION_INVALID; SELECT pushes its
+    filter down; INSERT INTO and INSERT OVERWRITE match columns by name, each ONE graph commit
+    with the DataFrame API's checks (I1)."""
+    graph = _session_graph(tmp_path)
+    t, loc, knows = (f"{n}_{uuid.uuid4().hex[:8]}" for n in ("people", "located", "knows"))
+    try:
+        jvm.sql(f"CREATE TABLE {t} USING omnigraph OPTIONS (path '{graph.root}', type 'Person')")
+        jvm.sql(f"CREATE TABLE {loc} USING omnigraph OPTIONS (type 'Person') LOCATION '{graph.root}'")
+        jvm.sql(f"CREATE TABLE {knows} USING omnigraph OPTIONS (path '{graph.root}', type 'Knows')")
+        before = len(graph.log())
+        jvm.sql(f"INSERT INTO {t} (name, age) VALUES ('ann', 30), ('bo', 40)")
+        jvm.sql(f"INSERT INTO {t} SELECT 'cy' AS name, 50 AS age")
+        jvm.sql(f"INSERT INTO {knows} (src, dst) VALUES ('ann', 'bo')")
+        assert len(graph.log()) == before + 3
+        df = jvm.sql(f"SELECT name, age FROM {t} WHERE age > 35")
+        assert _rows(df) == [("bo", 40), ("cy", 50)]
+        assert _rows(jvm.sql(f"SELECT id, name FROM {loc}")) == [("ann", "ann"), ("bo", "bo"), ("cy", "cy")]
+        with pytest.raises(Exception) as e:
+            jvm.sql(f"INSERT INTO {t} (name) VALUES ('ann')")
+        assert _code(e) == "KEY_CONFLICT"
+        with pytest.raises(Exception) as e:
+            jvm.sql(f"INSERT OVERWRITE {t} (name) VALUES ('ann')")
+        assert _code(e) == "DANGLING_EDGE"
+        assert len(graph.log()) == before + 3
+        jvm.sql(f"INSERT OVERWRITE {t} SELECT name, age + 1 AS age FROM VALUES ('ann', 1), ('bo', 2) AS v(name, age)")
+        assert len(graph.log()) == before + 4
+        assert _rows(jvm.sql(f"SELECT name, age FROM {t}")) == [("ann", 2), ("bo", 3)]
+        for bad in (
+            f"CREATE TABLE bad_{t} USING omnigraph OPTIONS (path '{graph.root}', type 'Person', bogus 'x')",
+            f"CREATE TABLE bad_{t} USING omnigraph OPTIONS (path '{graph.root}', type 'Person') TBLPROPERTIES (k 'v')",
+        ):
+            with pytest.raises(Exception) as e:
+                jvm.sql(bad)
+            assert _code(e) == "OPTION_INVALID", bad
+        assert not jvm.catalog.tableExists(f"bad_{t}")
+    finally:
+        for name in (t, loc, knows):
+            jvm.sql(f"DROP TABLE IF EXISTS {name}")  # the catalog entry only: the graph stays
+    assert len(graph.log()) == before + 4
+
+
+@pytest.mark.slow
+def test_without_the_jar_sql_runs_on_a_temporary_view_using_omnigraph(tmp_path):
+    """Where only the Python source runs (no jar, a Spark application of its own): a temporary
+    view ``USING omnigraph`` reads, INSERTs and INSERT OVERWRITEs, one graph commit each with
+    the API's checks; a session catalog table ``USING omnigraph`` is created, but Spark hands
+    its reads and writes no options (PythonDataSourceV2.getTable keeps only the schema), so
+    they are SQL_UNSUPPORTED naming the view instead (docs/sql.md)."""
+    graph = _session_graph(tmp_path)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    p = subprocess.run(
+        [sys.executable, NOJAR_APP, graph.root, str(tmp_path / "warehouse")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert p.returncode == 0 and p.stdout.rstrip().endswith("DONE"), p.stdout[-3000:] + p.stderr[-3000:]
+    r = json.loads(p.stdout.strip().splitlines()[-2])
+    assert r["shim"] is False
+    for write in ("insert_values", "insert_select", "insert_edge", "overwrite", "insert_with_id"):
+        assert r[write] == {"rows": [], "commits": 1}, write
+    assert r["select"]["rows"] == [["bo", 40], ["cy", 50]]
+    assert r["select_full"]["rows"] == [["ann", "ann", 31], ["bo", "bo", 41], ["eve", "eve", 70]]
+    for refused, code in (
+        ("key_conflict", "KEY_CONFLICT"),
+        ("overwrite_dangling", "DANGLING_EDGE"),
+        ("bad_option_view", "OPTION_INVALID"),
+        ("create_table_bad_option", "OPTION_INVALID"),
+        ("table_select", "SQL_UNSUPPORTED"),
+        ("table_insert", "SQL_UNSUPPORTED"),
+        ("table_location_select", "SQL_UNSUPPORTED"),
+    ):
+        assert r[refused]["code"] == code and r[refused]["commits"] == 0, (refused, r[refused])
+        # Spark's own first line for an error of a Python data source (docs/sql.md, "Errors")
+        assert r[refused]["first_line"].startswith("[PYTHON_DATA_SOURCE_ERROR] "), r[refused]["first_line"]
+    assert "CREATE TEMPORARY VIEW" in r["table_select"]["text"]
+    assert r["create_table"]["commits"] == 0 and "code" not in r["create_table"]
+    assert r["create_table_location"]["commits"] == 0 and "code" not in r["create_table_location"]
+    assert r["graph_commits"] == len(graph.log())
+
+
+def test_the_session_catalogs_own_keys_are_accepted_by_name_only():
+    """What Spark's session catalog hands a source for ``CREATE TABLE t USING omnigraph OPTIONS
+    (path '/g', type 'Person')``: its reserved properties, each option again as ``option.<key>``,
+    the location qualified as ``file:``. Accepted only with ``provider`` omnigraph; anything
+    else stays OPTION_INVALID."""
+    given = {
+        "location": "file:/g",
+        "option.type": "Person",
+        "owner": "root",
+        "type": "Person",
+        "path": "file:/g",
+        "provider": "omnigraph",
+    }
+    r = ReadOptions.from_options(given)
+    assert (r.path, r.type) == ("file:/g", "Person")
+    w = WriteOptions.from_options({**given, "comment": "people", "option.branch": "main", "branch": "main"})
+    assert (w.path, w.type, w.branch) == ("file:/g", "Person", "main")
+    located = {k: v for k, v in given.items() if k != "path"}  # LOCATION '/g' without a path option
+    assert ReadOptions.from_options(located).path == "file:/g"
+    for bad, key in (
+        ({**given, "bogus": "x"}, "bogus"),  # a user key (OPTIONS or TBLPROPERTIES)
+        ({**given, "option.type": "Company"}, "option.type"),  # not a copy of an option
+        ({"path": "/g", "type": "Person", "owner": "root"}, "owner"),  # no session catalog: a user key
+    ):
+        with pytest.raises(OptionError) as e:
+            ReadOptions.from_options(bad)
+        assert e.value.context["option"] == key
+
+
+def test_a_hadoop_file_uri_is_a_local_graph_root(tmp_path):
+    """The session catalog qualifies a table's location as ``file:/path``: the same graph."""
+    graph = _session_graph(tmp_path)
+    assert Graph.open("file:" + graph.root).root == graph.root
 
 
 def test_every_golden_filter_reads_back_as_the_read_path_translates_it():
