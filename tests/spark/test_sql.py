@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -144,6 +145,48 @@ def test_drop_namespace_refuses_a_non_empty_graph_unless_cascade(og, request):
     graph2.delete_branch("dev")
     spark.sql(f"DROP NAMESPACE {empty}")
     assert not os.path.exists(graph2.root)
+
+
+def test_drop_namespace_cascade_takes_the_graphs_commit_lease(jvm, tmp_path):
+    """DROP NAMESPACE ... CASCADE deletes a graph only holding its commit lease: under a writer
+    holding it past the catalog's ``commitLeaseTimeout`` it is LEASE_TIMEOUT naming the holder
+    and the graph stays; a drop waiting for a holder that releases drops once it is free."""
+    from omnigraph_spark.store import lease as _lease
+
+    root = str(tmp_path)
+    cats = {}
+    for timeout in ("1", "600"):
+        cat = f"og{uuid.uuid4().hex[:8]}"
+        jvm.conf.set(f"spark.sql.catalog.{cat}", "io.omnigraph.spark.OmnigraphCatalog")
+        jvm.conf.set(f"spark.sql.catalog.{cat}.root", root)
+        jvm.conf.set(f"spark.sql.catalog.{cat}.commitLeaseTimeout", timeout)
+        cats[timeout] = cat
+    jvm.sql(f"CREATE NAMESPACE {cats['1']}.held WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    jvm.sql(f"INSERT INTO {cats['1']}.held.Person (name) VALUES ('alice')")
+    graph = Graph.open(os.path.join(root, "held"))
+    with _lease.hold(graph.storage, graph.root, owner="a-test-writer"):
+        with pytest.raises(Exception) as e:
+            jvm.sql(f"DROP NAMESPACE {cats['1']}.held CASCADE")
+        assert _code(e) == "LEASE_TIMEOUT"
+        assert "owner 'a-test-writer'" in str(e.value).splitlines()[0]
+    assert len(Graph.open(graph.root).snapshot("main").tables) > 0  # untouched
+    done: list[BaseException | None] = []
+
+    def drop():
+        try:
+            jvm.sql(f"DROP NAMESPACE {cats['600']}.held CASCADE")
+            done.append(None)
+        except BaseException as ex:  # handed to the test thread
+            done.append(ex)
+
+    with _lease.hold(graph.storage, graph.root, owner="a-test-writer"):
+        t = threading.Thread(target=drop)
+        t.start()
+        t.join(timeout=5)
+        assert done == [] and Graph.open(graph.root).root == graph.root  # waiting: the graph is there
+    t.join(timeout=600)
+    assert done == [None]
+    assert not os.path.exists(graph.root)
 
 
 def test_bad_identifiers_name_the_graph_the_type_and_what_exists(og, request):
