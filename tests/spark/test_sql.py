@@ -222,6 +222,115 @@ def test_bad_identifiers_name_the_graph_the_type_and_what_exists(og, request):
     assert _code(e) == "UNKNOWN_TYPE"
 
 
+#: Every SQL path's refusal, as a user sees it: (id, action, the connector's code). The action
+#: gets (spark, catalog, qualified graph name, graph root); docs/sql.md, "Errors".
+FIRST_LINE_CASES = (
+    ("unknown_type", lambda s, c, g, r: s.sql(f"SELECT * FROM {g}.Persn").collect(), "UNKNOWN_TYPE"),
+    ("unknown_graph", lambda s, c, g, r: s.sql(f"SELECT * FROM {c}.nograph.Person").collect(), "GRAPH_NOT_FOUND"),
+    ("show_tables", lambda s, c, g, r: s.sql(f"SHOW TABLES IN {c}.nograph").collect(), "GRAPH_NOT_FOUND"),
+    ("unknown_branch", lambda s, c, g, r: s.sql(f"SELECT * FROM {g}.Person.branch_no").collect(), "BRANCH_NOT_FOUND"),
+    (
+        "version",
+        lambda s, c, g, r: s.sql(f"SELECT * FROM {g}.Person VERSION AS OF 'nope'").collect(),
+        "COMMIT_NOT_FOUND",
+    ),
+    (
+        "bad_schema",
+        lambda s, c, g, r: s.sql(f"CREATE NAMESPACE {c}.bad WITH PROPERTIES ('schema' = 'node {{')"),
+        "SCHEMA_SYNTAX",
+    ),
+    ("no_schema", lambda s, c, g, r: s.sql(f"CREATE NAMESPACE {c}.noschema"), "OPTION_INVALID"),
+    ("not_empty", lambda s, c, g, r: s.sql(f"DROP NAMESPACE {g}"), "GRAPH_NOT_EMPTY"),
+    ("alter_namespace", lambda s, c, g, r: s.sql(f"ALTER NAMESPACE {g} SET PROPERTIES ('a' = 'b')"), "SQL_UNSUPPORTED"),
+    ("create_table", lambda s, c, g, r: s.sql(f"CREATE TABLE {g}.T (x int)"), "SQL_UNSUPPORTED"),
+    ("drop_table", lambda s, c, g, r: s.sql(f"DROP TABLE {g}.Person"), "SQL_UNSUPPORTED"),
+    ("key_conflict", lambda s, c, g, r: s.sql(f"INSERT INTO {g}.Person (name) VALUES ('alice')"), "KEY_CONFLICT"),
+    (
+        "dangling",
+        lambda s, c, g, r: s.sql(f"INSERT INTO {g}.Knows (src, dst) VALUES ('alice', 'zed')"),
+        "DANGLING_EDGE",
+    ),
+    ("unknown_column", lambda s, c, g, r: s.sql(f"INSERT INTO {g}.Person VALUES ('x', 1)"), "UNKNOWN_COLUMN"),
+    ("overwrite", lambda s, c, g, r: s.sql(f"INSERT OVERWRITE {g}.Person (name) VALUES ('alice')"), "DANGLING_EDGE"),
+    ("delete_float", lambda s, c, g, r: s.sql(f"DELETE FROM {g}.Person WHERE score > 1.0"), "SQL_UNSUPPORTED"),
+    ("call_graph", lambda s, c, g, r: s.sql(f"CALL {c}.system.optimize(graph => 'nograph')"), "GRAPH_NOT_FOUND"),
+    ("read_option", lambda s, c, g, r: s.read.option("bogus", "x").table(f"{g}.Person").collect(), "OPTION_INVALID"),
+    ("fixed_option", lambda s, c, g, r: s.read.option("path", "/x").table(f"{g}.Person").collect(), "OPTION_INVALID"),
+    (
+        "write_option",
+        lambda s, c, g, r: (
+            s.range(1).selectExpr("'q' AS name").writeTo(f"{g}.Person").option("writeMode", "bogus").append()
+        ),
+        "OPTION_INVALID",
+    ),
+    (
+        "session_table",
+        lambda s, c, g, r: s.sql(
+            f"CREATE TABLE t_{uuid.uuid4().hex[:8]} USING omnigraph OPTIONS (path '{r}', type 'Nope')"
+        ),
+        "UNKNOWN_TYPE",
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def seeded(og):
+    """A graph of SOCIAL_PG with rows and an edge, shared by the first-line cases (none changes it)."""
+    spark, cat, root = og
+    spark.sql(f"CREATE NAMESPACE {cat}.firstlines WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    _seed(spark, f"{cat}.firstlines")
+    return spark, cat, f"{cat}.firstlines", os.path.join(root, "firstlines")
+
+
+@pytest.mark.parametrize("case", FIRST_LINE_CASES, ids=[c[0] for c in FIRST_LINE_CASES])
+def test_every_sql_refusal_starts_with_the_connectors_code(seeded, case):
+    """The exception a user sees (str(exc), its first line) starts with the typed error's
+    ``[CODE] `` on every SQL path: catalog answers, INSERT checks, DELETE refusals, CALL, read
+    and write options, a session catalog table."""
+    spark, cat, g, root = seeded
+    _, action, code = case
+    version = len(Graph.open(root).log())
+    with pytest.raises(Exception) as e:
+        action(spark, cat, g, root)
+    typed = unwrap_error(e.value)
+    assert typed is not None, str(e.value)[:800]
+    assert typed.code == code, (typed.code, str(e.value)[:800])
+    assert str(e.value).splitlines()[0].startswith(f"[{typed.code}] "), str(e.value)[:800]
+    assert len(Graph.open(root).log()) == version
+
+
+#: Where Spark's own text comes first (docs/sql.md, "Errors"): (id, action, Spark's error
+#: class on the first line, the connector's code inside or None when there is none).
+SPARK_FIRST_CASES = (
+    (
+        "alter_table",
+        lambda s, c, g: s.sql(f"ALTER TABLE {g}.Person ADD COLUMN x int"),
+        "UNSUPPORTED_TABLE_CHANGE",
+        "SQL_UNSUPPORTED",
+    ),
+    ("unknown_procedure", lambda s, c, g: s.sql(f"CALL {c}.system.nope()"), "FAILED_TO_LOAD_ROUTINE", None),
+    ("parse", lambda s, c, g: s.sql(f"SELEC * FROM {g}.Person"), "PARSE_SYNTAX_ERROR", None),
+)
+
+
+@pytest.mark.parametrize("case", SPARK_FIRST_CASES, ids=[c[0] for c in SPARK_FIRST_CASES])
+def test_the_refusals_that_are_sparks_own(seeded, case):
+    """The statements whose first line is Spark's (listed in docs/sql.md): a parser error, an
+    unknown procedure, a table change Spark wraps (``unwrap_error`` still finds ours)."""
+    spark, cat, g, root = seeded
+    _, action, spark_class, code = case
+    with pytest.raises(Exception) as e:
+        action(spark, cat, g)
+    # Spark's line: py4j puts "An error occurred while calling oN.sql." before an exception
+    # pyspark does not convert (classic); a ParseException's text starts with a newline
+    lines = [x.lstrip(": ").removeprefix("org.apache.spark.SparkException: ") for x in str(e.value).splitlines()]
+    lines = [x for x in lines if x.strip()]
+    first = next(x for x in lines if not x.startswith("An error occurred while calling"))
+    assert first.startswith(f"[{spark_class}]"), first
+    typed = unwrap_error(e.value)
+    assert (typed.code if typed else None) == code, str(e.value)[:800]
+
+
 # -- reads ------------------------------------------------------------------------------------
 
 
