@@ -117,6 +117,11 @@ def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_d
     assert got["after_delete"] == [["Ann"]]
     assert got["knows_after_delete"] == []  # the delete cascaded to Ann -> Bo
     assert "node:Person" in got["optimize"]
-    assert "[UNKNOWN_TYPE]" in got["bad_identifier"] and "'Persn'" in got["bad_identifier"]
+    assert got["bad_identifier"].startswith("[UNKNOWN_TYPE] ") and "'Persn'" in got["bad_identifier"]
+    # every refusal's first line starts with the connector's code through Connect too
+    assert {c: (line or "").startswith(f"[{c}] ") for c, line in got["first_lines"].items()} == dict.fromkeys(
+        ("KEY_CONFLICT", "DANGLING_EDGE", "SQL_UNSUPPORTED", "GRAPH_NOT_FOUND", "OPTION_INVALID", "GRAPH_NOT_EMPTY"),
+        True,
+    ), got["first_lines"]
     # init, two INSERTs, the DELETE (optimize found one fragment per table: nothing to compact)
     assert len(Graph.open(str(root / "social")).log()) == 1 + 3
