@@ -56,13 +56,13 @@ STATEMENTS = {
     "overwrite_dangling": "INSERT OVERWRITE people VALUES ('dee', 60)",
     "overwrite": "INSERT OVERWRITE people VALUES ('ann', 31), ('bo', 41)",
     "full_view": f"CREATE TEMPORARY VIEW everyone USING omnigraph OPTIONS (path '{root}', type 'Person')",
-    "insert_with_id": "INSERT INTO everyone (id, name, age) VALUES ('eve', 'eve', 70)",
+    "insert_with_id": "INSERT INTO everyone (id, name, age, score) VALUES ('eve', 'eve', 70, NULL)",  # all: 4.0
     "select_full": "SELECT id, name, age FROM everyone",
     "bad_option_view": f"CREATE TEMPORARY VIEW bad USING omnigraph OPTIONS (path '{root}', type 'Person', bogus 'x')",
     "create_table": f"CREATE TABLE people_t USING omnigraph OPTIONS (path '{root}', type 'Person')",
     "create_table_location": f"CREATE TABLE people_l USING omnigraph OPTIONS (type 'Person') LOCATION '{root}'",
     "table_select": "SELECT name FROM people_t",
-    "table_insert": "INSERT INTO people_t (id, name, age) VALUES ('fay', 'fay', 80)",
+    "table_insert": "INSERT INTO people_t (id, name, age, score) VALUES ('fay', 'fay', 80, NULL)",
     "table_location_select": "SELECT name FROM people_l",
     "create_table_bad_option": f"CREATE TABLE people_b USING omnigraph {OPTS[:-1]}, bogus 'x')",
 }
