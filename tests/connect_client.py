@@ -335,6 +335,13 @@ def sql_statements(spark, root: str, schema: str) -> dict[str, Any]:
             out["first_lines"][code] = None
         except Exception as e:  # the refusal is the result
             out["first_lines"][code] = str(e).splitlines()[0]
+    # a table of the session catalog USING omnigraph (the JVM provider): an INSERT, a SELECT
+    spark.sql(f"CREATE TABLE people_c USING omnigraph OPTIONS (path '{root}/social', type 'Person')")
+    try:
+        spark.sql("INSERT INTO people_c (name, age) VALUES ('Cy', 25)")
+        out["session_table"] = _rows(spark.sql("SELECT name, age FROM people_c WHERE age < 28"))
+    finally:
+        spark.sql("DROP TABLE people_c")  # the catalog entry only
     return out
 
 

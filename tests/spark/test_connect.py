@@ -102,8 +102,9 @@ def test_streams_through_connect_commit_every_row_once(connect_server, tmp_path,
 
 def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_dir):
     """``spark.sql`` from a Connect client: the catalog set at runtime, CREATE NAMESPACE, INSERT,
-    SELECT with pushdown, DELETE cascading to edges, CALL optimize, and a bad identifier's
-    typed error with its code on the first line (docs/sql.md)."""
+    SELECT with pushdown, DELETE cascading to edges, CALL optimize, a bad identifier's and other
+    refusals' typed errors with their codes first on the first line, and a session catalog
+    table USING omnigraph (docs/sql.md)."""
     need_shim(spark)
     from omnigraph_spark import Graph
 
@@ -123,5 +124,7 @@ def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_d
         ("KEY_CONFLICT", "DANGLING_EDGE", "SQL_UNSUPPORTED", "GRAPH_NOT_FOUND", "OPTION_INVALID", "GRAPH_NOT_EMPTY"),
         True,
     ), got["first_lines"]
-    # init, two INSERTs, the DELETE (optimize found one fragment per table: nothing to compact)
-    assert len(Graph.open(str(root / "social")).log()) == 1 + 3
+    assert got["session_table"] == [["Cy", 25]]  # CREATE TABLE ... USING omnigraph, INSERT, SELECT
+    # init, two INSERTs, the DELETE, the session table's INSERT (optimize found one fragment per
+    # table: nothing to compact; the refusals committed nothing)
+    assert len(Graph.open(str(root / "social")).log()) == 1 + 4
