@@ -332,6 +332,28 @@ def sql_statements(spark, root: str, schema: str) -> dict[str, Any]:
         out["key_change"] = None
     except Exception as e:  # the typed error's first line, as the client sees it
         out["key_change"] = str(e).splitlines()[0]
+    refusals = {  # docs/sql.md, "Errors": each one's first line as the client sees it
+        "KEY_CONFLICT": lambda: spark.sql("INSERT INTO ogc.social.Person (name) VALUES ('Ann')"),
+        "DANGLING_EDGE": lambda: spark.sql("INSERT INTO ogc.social.Knows (src, dst) VALUES ('Ann', 'Zed')"),
+        "SQL_UNSUPPORTED": lambda: spark.sql("CREATE TABLE ogc.social.T (x int)"),
+        "GRAPH_NOT_FOUND": lambda: spark.sql("CALL ogc.system.optimize(graph => 'nograph')").collect(),
+        "OPTION_INVALID": lambda: spark.read.option("bogus", "x").table("ogc.social.Person").collect(),
+        "GRAPH_NOT_EMPTY": lambda: spark.sql("DROP NAMESPACE ogc.social"),
+    }
+    out["first_lines"] = {}
+    for code, run in refusals.items():
+        try:
+            run()
+            out["first_lines"][code] = None
+        except Exception as e:  # the refusal is the result
+            out["first_lines"][code] = str(e).splitlines()[0]
+    # a table of the session catalog USING omnigraph (the JVM provider): an INSERT, a SELECT
+    spark.sql(f"CREATE TABLE people_c USING omnigraph OPTIONS (path '{root}/social', type 'Person')")
+    try:
+        spark.sql("INSERT INTO people_c (name, age) VALUES ('Di', 26)")
+        out["session_table"] = _rows(spark.sql("SELECT name, age FROM people_c WHERE name = 'Di'"))
+    finally:
+        spark.sql("DROP TABLE people_c")  # the catalog entry only
     return out
 
 

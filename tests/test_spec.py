@@ -177,11 +177,15 @@ def test_the_planners_answers_are_the_bridges():
         err = c["answer"]["error"]
         want = c["jvm"]
         assert want["code"] == err["code"], c["name"]
-        # PythonBridge.call: 'Class: message' unless the message already starts so
+        # PythonBridge.call: a typed error's message as tagged ('[CODE] ...': the code first);
+        # an untyped one's 'Class: message' unless the message already starts so
         cls_prefix = err["class"] + ":"
-        assert want["message"] == (
-            err["message"] if err["message"].startswith(cls_prefix) else f"{err['class']}: {err['message']}"
-        ), c["name"]
+        if err["code"] is not None:
+            assert want["message"] == err["message"] and want["message"].startswith(f"[{err['code']}] "), c["name"]
+        else:
+            assert want["message"] == (
+                err["message"] if err["message"].startswith(cls_prefix) else f"{err['class']}: {err['message']}"
+            ), c["name"]
 
 
 # -- error codes ---------------------------------------------------------------------------------

@@ -50,12 +50,13 @@ from ..errors import (
 from ..graph import Graph
 from ..ingest.integrity import delete_keys
 from ..schema.catalog import TypeDef
+from ..store import lease as _lease
 from ..store.fs import RootStorage
 from ..store.layout import SCHEMA_PG, RootPaths, normalize_root
 from ..store.writes import StagedTable, prepare_target
 from . import filters as _filters
 from .journal import Journal
-from .options import STORAGE_PREFIX, WriteOptions
+from .options import DEFAULT_LEASE_TIMEOUT_S, STORAGE_PREFIX, WriteOptions
 from .reader import column_kinds
 from .row_level import pin as row_level_pin
 
@@ -83,6 +84,7 @@ BRANCH_PREFIX = "branch_"
 _GRAPH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 #: CREATE NAMESPACE properties: the schema (text or a file), and what Spark adds itself
 _CREATE_KEYS = ("schema", "schemaPath")
+DROP_ACTOR = "drop_namespace"  # the owner a DROP NAMESPACE's commit lease names
 _SPARK_NAMESPACE_KEYS = ("owner",)
 
 
@@ -92,19 +94,35 @@ class CatalogOptions:
 
     root: str
     storage_options: dict[str, str] | None = None
+    #: seconds a DROP NAMESPACE waits for the graph's commit lease (the writers' default)
+    commit_lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> CatalogOptions:
         root = None
         storage: dict[str, str] = {}
+        lease = DEFAULT_LEASE_TIMEOUT_S
         for k, v in options.items():
             if k.lower() == "root":
                 root = v
+            elif k.lower() == "commitleasetimeout":
+                try:
+                    lease = float(v)
+                except ValueError:
+                    lease = -1.0
+                if not lease > 0:
+                    raise OptionError(
+                        f"catalog option 'commitLeaseTimeout' must be a number of seconds > 0, got {v!r}",
+                        option=k,
+                        value=v,
+                    )
             elif k.lower().startswith(STORAGE_PREFIX):
                 storage[k[len(STORAGE_PREFIX) :]] = v
             else:
                 raise OptionError(
-                    f"catalog option '{k}' is unknown (allowed: root, {STORAGE_PREFIX}<key>; docs/sql.md)", option=k
+                    f"catalog option '{k}' is unknown (allowed: root, commitLeaseTimeout, {STORAGE_PREFIX}<key>; "
+                    "docs/sql.md)",
+                    option=k,
                 )
         if not root:
             raise OptionError(
@@ -112,7 +130,7 @@ class CatalogOptions:
                 "prefix holding the graphs (docs/sql.md)",
                 option="root",
             )
-        return cls(normalize_root(root), storage or None)
+        return cls(normalize_root(root), storage or None, lease)
 
     def graph_uri(self, name: str) -> str:
         return f"{self.root}/{name}"
@@ -343,30 +361,42 @@ def create_graph(opts: CatalogOptions, namespace: Sequence[str], properties: Map
 
 
 def drop_graph(opts: CatalogOptions, namespace: Sequence[str], cascade: bool) -> bool:
-    """``DROP NAMESPACE og.<graph> [CASCADE]``: delete the graph's directory. Without cascade a
-    graph holding rows on any branch, branches besides main or a pending recovery sidecar is
-    refused (GRAPH_NOT_EMPTY, naming them)."""
+    """``DROP NAMESPACE og.<graph> [CASCADE]``: delete the graph's directory, holding the
+    graph's commit lease, so that no writer of this package is inside its commit window (a
+    holder that stays past ``commitLeaseTimeout`` is LEASE_TIMEOUT naming it; a dead or
+    expired holder's lease is broken as the writers break it, and CASCADE deletes its pending
+    sidecar with the rest). Without cascade a graph holding rows on any branch, branches
+    besides main or a pending recovery sidecar is refused (GRAPH_NOT_EMPTY, naming them),
+    checked under the lease."""
     graph = open_graph(opts, namespace)
     name = namespace[0]
-    if not cascade:
-        branches = graph.branches()
-        rows = {}
-        for b in branches:
-            for key, t in graph.snapshot(b).tables.items():
-                if t.row_count:
-                    rows[f"{key}@{b}" if b != "main" else key] = t.row_count
-        pending = graph.pending_sidecars()
-        if rows or len(branches) > 1 or pending:
-            what = [f"{k} ({n} rows)" for k, n in sorted(rows.items())]
-            what += [f"branch {b}" for b in branches if b != "main"]
-            what += [f"pending recovery sidecar {p}" for p in pending]
-            raise GraphNotEmptyError(
-                f"graph '{name}' is not empty: {', '.join(what)}; "
-                "DROP NAMESPACE ... CASCADE deletes it with everything in it",
-                graph=name,
-                root=graph.root,
-            )
-    _storage(opts).delete_tree(graph.root)
+    storage = _storage(opts)
+    with _lease.hold(
+        graph.storage, graph.root, timeout_s=opts.commit_lease_timeout, owner=DROP_ACTOR, deletes_graph=True
+    ):
+        if not cascade:
+            graph = Graph.open(graph.root, opts.storage_options)  # what committed before the lease
+            branches = graph.branches()
+            rows = {}
+            for b in branches:
+                for key, t in graph.snapshot(b).tables.items():
+                    if t.row_count:
+                        rows[f"{key}@{b}" if b != "main" else key] = t.row_count
+            pending = graph.pending_sidecars()
+            if rows or len(branches) > 1 or pending:
+                what = [f"{k} ({n} rows)" for k, n in sorted(rows.items())]
+                what += [f"branch {b}" for b in branches if b != "main"]
+                what += [f"pending recovery sidecar {p}" for p in pending]
+                raise GraphNotEmptyError(
+                    f"graph '{name}' is not empty: {', '.join(what)}; "
+                    "DROP NAMESPACE ... CASCADE deletes it with everything in it",
+                    graph=name,
+                    root=graph.root,
+                )
+        # The manifest first: a writer that takes the lease after this one finds no graph
+        # (GRAPH_NOT_FOUND) instead of committing into a half-deleted one.
+        storage.delete_tree(RootPaths(graph.root).manifest)
+        storage.delete_tree(graph.root)
     log.info("catalog: dropped graph %s at %s", name, graph.root)
     return True
 

@@ -40,18 +40,23 @@ def tag_error(e: BaseException) -> BaseException:
 
 
 _TAGGED = re.compile(r"(?:omnigraph_spark\.errors\.)?(\w+): \[([A-Z0-9_]+)\] ([^\n]*)")
+#: the JVM provider's and catalog's form (PythonBridge.OmnigraphException): a line starting ``[CODE] ``
+_CODE_FIRST = re.compile(r"^()\[([A-Z0-9_]+)\] ([^\n]*)", re.M)
 
 
 def unwrap_error(exc: BaseException) -> OmnigraphError | None:
     """The typed OmnigraphError a (Spark-wrapped) exception carries, or None.
 
     Runs on the driver. The original is returned when ``exc`` already is one; otherwise the
-    first ``ClassName: [CODE] message`` line of the Python traceback Spark embeds is parsed
-    (the class is the one of that code; the message keeps its ``[CODE]`` prefix)."""
+    first ``ClassName: [CODE] message`` line of the Python traceback Spark embeds is parsed,
+    else the first line starting ``[CODE] `` with a code of this package (the JVM provider's
+    and catalog's errors; Spark's own ``[ERROR_CLASS]`` lines name no such code). The class is
+    the one of that code; the message keeps its ``[CODE]`` prefix."""
     if isinstance(exc, OmnigraphError):
         return exc
     classes = error_classes()
-    for m in _TAGGED.finditer(str(exc)):
+    text = str(exc)
+    for m in [*_TAGGED.finditer(text), *_CODE_FIRST.finditer(text)]:
         cls = classes.get(m.group(2))
         if cls is None:
             continue

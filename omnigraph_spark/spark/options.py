@@ -204,12 +204,41 @@ def _names(scope: str) -> dict[str, str]:
     return {o.name.lower(): o.name for o in OPTIONS if scope in o.scope and not o.name.startswith(STORAGE_PREFIX)}
 
 
+#: The keys Spark's session catalog adds to a table's options when a table is created ``USING
+#: omnigraph`` (``CREATE TABLE people USING omnigraph OPTIONS (...)``): the reserved table
+#: properties, and each option again as ``option.<key>``. Accepted by name only, when ``provider``
+#: says the map is the session catalog's (docs/sql.md, "CREATE TABLE ... USING omnigraph").
+SESSION_CATALOG_KEYS = ("provider", "location", "owner", "comment", "external", "is_managed_location", "collation")
+SESSION_OPTION_PREFIX = "option."
+
+
+def _without_session_catalog_keys(options: Mapping[str, str]) -> dict[str, str]:
+    """``options`` less the session catalog's own keys (:data:`SESSION_CATALOG_KEYS`) when they
+    are the session catalog's: ``provider`` is ``omnigraph``. Its ``location`` is the graph's
+    ``path``; an ``option.<key>`` must repeat ``<key>`` (else it is an unknown option)."""
+    given = {str(k): v for k, v in dict(options).items()}
+    low = {k.lower(): k for k in given}
+    if str(given.get(low.get("provider", ""), "")).lower() != "omnigraph":
+        return given
+    out: dict[str, str] = {}
+    for key, value in given.items():
+        k = key.lower()
+        if k in SESSION_CATALOG_KEYS:
+            continue
+        if k.startswith(SESSION_OPTION_PREFIX) and given.get(low.get(k[len(SESSION_OPTION_PREFIX) :], "")) == value:
+            continue
+        out[key] = value
+    if "path" not in {k.lower() for k in out} and "location" in low:
+        out["path"] = given[low["location"]]  # CREATE TABLE ... LOCATION '<graph>': Spark sets both
+    return out
+
+
 def _split(options: Mapping[str, str], scope: str) -> tuple[dict[str, str], dict[str, str]]:
     """Lower-case the keys, peel off ``storage.*``, and refuse unknown keys."""
     allowed = _names(scope)
     plain: dict[str, str] = {}
     storage: dict[str, str] = {}
-    for key, value in dict(options).items():
+    for key, value in _without_session_catalog_keys(options).items():
         low = str(key).lower()
         if low.startswith(STORAGE_PREFIX):
             sub = str(key)[len(STORAGE_PREFIX) :]

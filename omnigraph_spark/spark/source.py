@@ -19,6 +19,24 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..errors import SqlUnsupportedError
+from .error_tags import tag_error
+
+#: why a read or write of a session catalog table reaches the Python source with no options
+NO_TABLE_OPTIONS = (
+    "the omnigraph Python data source got no options: Spark hands a Python data source none of a "
+    "session catalog table's options (its PythonDataSourceV2.getTable keeps only the schema), so a "
+    "table created USING omnigraph cannot be read or written without the shim jar. Use CREATE "
+    "TEMPORARY VIEW <name> USING omnigraph OPTIONS (path '<graph>', type '<type>') (SELECT, INSERT "
+    "INTO, INSERT OVERWRITE), or the catalog io.omnigraph.spark.OmnigraphCatalog with the jar (docs/sql.md)"
+)
+
+
+def _options_given(options) -> None:
+    """Refuse the empty option map Spark gives for a session catalog table (:data:`NO_TABLE_OPTIONS`)."""
+    if not options:
+        raise tag_error(SqlUnsupportedError(NO_TABLE_OPTIONS))
+
 
 class OmnigraphDataSource(DataSource):
     """Reads and writes one node or edge type of an Omnigraph 0.7 graph. Instantiated by Spark
@@ -40,6 +58,7 @@ class OmnigraphDataSource(DataSource):
         """Driver: a reader for the resolved schema (a snapshot, or the change feed); a load-wide
         check's view (the reserved option ``__omnigraph_scan``, with its schema given) is read by
         :mod:`.scans`."""
+        _options_given(self.options)
         if "__omnigraph_scan" in self.options:
             from .scans import ScanReader  # lazy: Spark's source lookup must not import pyarrow or lance
 
@@ -60,6 +79,7 @@ class OmnigraphDataSource(DataSource):
         """Driver: plan a write job (one graph commit). ``overwrite`` is Spark's save mode."""
         from .writer import OmnigraphWriter  # lazy: Spark's source lookup must not import pyarrow or lance
 
+        _options_given(self.options)
         return OmnigraphWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:

@@ -36,7 +36,8 @@ _BRANCH_SEGMENT = re.compile(r"^[A-Za-z0-9._\-]+$")
 def normalize_root(uri: str) -> str:
     """The engine's root normalisation (§A.1), made absolute for local paths.
 
-    ``file://`` becomes a plain path, trailing slashes go, and a relative local path is made
+    ``file://`` (and Hadoop's ``file:/``, as Spark's session catalog qualifies a table's
+    location) becomes a plain path, trailing slashes go, and a relative local path is made
     absolute so that paths we write into sidecars match what the engine would resolve.
     """
     if not uri or not uri.strip():
@@ -44,7 +45,7 @@ def normalize_root(uri: str) -> str:
     uri = uri.strip()
     if uri.startswith("s3://") or uri.startswith("gs://") or uri.startswith("az://"):
         return uri.rstrip("/")
-    if uri.startswith("file://"):
+    if uri.startswith("file:/"):
         uri = urlparse(uri).path
     elif "://" in uri:
         raise OptionError(

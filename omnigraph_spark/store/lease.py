@@ -44,8 +44,17 @@ CAS_PRUNE_OLDER_THAN_S = 3600.0
 
 @contextlib.contextmanager
 def hold(
-    storage: RootStorage, root: str, *, timeout_s: float = 300.0, ttl_s: float = DEFAULT_TTL_S, owner: str = ""
+    storage: RootStorage,
+    root: str,
+    *,
+    timeout_s: float = 300.0,
+    ttl_s: float = DEFAULT_TTL_S,
+    owner: str = "",
+    deletes_graph: bool = False,
 ) -> Iterator[str]:
+    """Hold the graph's commit lease for the block; LeaseTimeoutError naming the holder after
+    ``timeout_s``. ``deletes_graph``: the block deletes the graph with the lease in it (DROP
+    NAMESPACE), so a lease gone at release is expected, not a broken one."""
     token = uuid.uuid4().hex
     record = {
         "token": token,
@@ -65,11 +74,13 @@ def hold(
     delay = 0.02
     while not slot.try_take(record):
         if time.monotonic() > deadline:
+            holder = slot.holder()
             raise LeaseTimeoutError(
-                f"could not take the commit lease of graph '{root}' within {timeout_s:.0f} s; "
-                f"another writer holds it ({slot.path})",
+                f"could not take the commit lease of graph '{root}' within {timeout_s:g} s; "
+                f"another writer holds it: {describe_holder(holder)} ({slot.path})",
                 root=root,
                 path=slot.path,
+                holder=holder.get("owner"),
             )
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
@@ -78,8 +89,22 @@ def hold(
     finally:
         try:
             slot.release(token)
-        except (FileNotFoundError, ValueError, OSError) as e:
+        except FileNotFoundError as e:
+            if not deletes_graph:
+                log.warning("commit lease release: %s", e)
+        except (ValueError, OSError) as e:
             log.warning("commit lease release: %s", e)
+
+
+def describe_holder(record: dict) -> str:
+    """A lease record in words: who holds it, where, since when (the lease's own fields)."""
+    if not record.get("token"):
+        return "a writer that released it meanwhile, or whose record is being written"
+    since = dt.datetime.fromtimestamp(float(record.get("acquired_at", 0)), dt.timezone.utc)
+    return (
+        f"owner '{record.get('owner') or '-'}' on host {record.get('host')} pid {record.get('pid')} "
+        f"since {since.isoformat(timespec='seconds')}"
+    )
 
 
 def _is_stale(cur: dict) -> bool:
@@ -110,6 +135,13 @@ class _FileSlot:
             return True
         _break_if_stale(self.storage, self.path)
         return False
+
+    def holder(self) -> dict:
+        """The current record ({} when free or unreadable)."""
+        try:
+            return json.loads(self.storage.read_text(self.path))
+        except (FileNotFoundError, ValueError, OSError):
+            return {}
 
     def release(self, token: str) -> None:
         if json.loads(self.storage.read_text(self.path)).get("token") == token:
@@ -151,6 +183,10 @@ class _LanceSlot:
                 return None
             raise
         return landed if landed.version == expected else None
+
+    def holder(self) -> dict:
+        """The current record ({} when free)."""
+        return self._read()[1]
 
     def try_take(self, record: dict) -> bool:
         ds, cur = self._read()

@@ -102,9 +102,9 @@ def test_streams_through_connect_commit_every_row_once(connect_server, tmp_path,
 
 def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_dir):
     """``spark.sql`` from a Connect client: the catalog set at runtime, CREATE NAMESPACE, INSERT,
-    SELECT with pushdown, DELETE cascading to edges, CALL optimize, a bad identifier's typed
-    error with its code on the first line, UPDATE, MERGE INTO and a refused UPDATE's KEY_CHANGE
-    (docs/sql.md)."""
+    SELECT with pushdown, DELETE cascading to edges, CALL optimize, a bad identifier's and other
+    refusals' typed errors with their codes first on the first line, UPDATE, MERGE INTO and a
+    refused UPDATE's KEY_CHANGE, and a session catalog table USING omnigraph (docs/sql.md)."""
     need_shim(spark)
     from omnigraph_spark import Graph
 
@@ -118,9 +118,15 @@ def test_sql_catalog_through_connect(spark, connect_server, tmp_path, fixtures_d
     assert got["after_delete"] == [["Ann"]]
     assert got["knows_after_delete"] == []  # the delete cascaded to Ann -> Bo
     assert "node:Person" in got["optimize"]
-    assert "[UNKNOWN_TYPE]" in got["bad_identifier"] and "'Persn'" in got["bad_identifier"]
+    assert got["bad_identifier"].startswith("[UNKNOWN_TYPE] ") and "'Persn'" in got["bad_identifier"]
+    # every refusal's first line starts with the connector's code through Connect too
+    assert {c: (line or "").startswith(f"[{c}] ") for c, line in got["first_lines"].items()} == dict.fromkeys(
+        ("KEY_CONFLICT", "DANGLING_EDGE", "SQL_UNSUPPORTED", "GRAPH_NOT_FOUND", "OPTION_INVALID", "GRAPH_NOT_EMPTY"),
+        True,
+    ), got["first_lines"]
+    assert got["session_table"] == [["Di", 26]]  # CREATE TABLE ... USING omnigraph, INSERT, SELECT
     assert got["after_merge"] == [["Ann", 50], ["Cy", 25]]  # UPDATE, then MERGE INTO
-    assert "[KEY_CHANGE]" in got["key_change"] and "'name'" in got["key_change"]
-    # init, two INSERTs, the DELETE (optimize found one fragment per table: nothing to compact),
-    # the UPDATE and the MERGE (the refused UPDATE commits nothing)
-    assert len(Graph.open(str(root / "social")).log()) == 1 + 5
+    assert got["key_change"].startswith("[KEY_CHANGE] ") and "'name'" in got["key_change"]
+    # init, two INSERTs, the DELETE, the UPDATE, the MERGE and the session table's INSERT
+    # (optimize found one fragment per table: nothing to compact; the refusals committed nothing)
+    assert len(Graph.open(str(root / "social")).log()) == 1 + 6

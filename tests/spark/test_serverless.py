@@ -20,7 +20,8 @@ compute type"), and how this test gives the same on one machine:
 The cells are the ```python blocks of docs/databricks.md's "Notebook steps" section, in order,
 with only the volume's path replaced by a temporary directory, so the doc and this test cannot
 drift: create the graph, ``df.write.format("omnigraph")`` with ``.mode``, ``spark.read`` with a
-filter (``display``), ``write_graph``, then a bad row through ``write_graph`` and ``df.write``.
+filter (``display``), ``write_graph``, then a bad row through ``write_graph`` and ``df.write``,
+then SQL on a temporary view ``USING omnigraph`` (an INSERT, a SELECT with a filter).
 What a cell prints must be what the comment after its ``print(...)`` says. After the cells, the
 client runs a load above ``distributedCheckRows`` with a key given twice: its load-wide checks run
 as Spark jobs of the client's session (I21), where a Connect session has no SparkContext.
@@ -61,6 +62,10 @@ STEPS = (
     "omnigraph_spark.write_graph(",
     "except omnigraph_spark.errors.OmnigraphError",
     "omnigraph_spark.unwrap_error(e)",
+    "CREATE OR REPLACE TEMPORARY VIEW person",
+    "USING omnigraph OPTIONS",
+    "INSERT INTO person VALUES",
+    "SELECT name, age FROM person WHERE",
 )
 PRINT = re.compile(r"^\s*print\(.*\)\s*#\s*(.+?)\s*$", re.M)
 #: what Databricks ships with its own pyspark, which the install cell leaves to it
@@ -82,7 +87,7 @@ def matches(line: str, expected: str) -> bool:
 
 def test_the_notebook_cells_are_the_documented_steps():
     cells = notebook_cells(DOC.read_text(encoding="utf-8"))
-    assert len(cells) == 2, cells  # the steps, then the bad row
+    assert len(cells) == 3, cells  # the steps, the bad row, SQL
     text = "\n".join(cells)
     at = [text.find(step) for step in STEPS]
     assert -1 not in at and at == sorted(at), dict(zip(STEPS, at))
@@ -169,7 +174,8 @@ def test_the_documented_notebook_steps_run_on_a_serverless_stand_in(serverless, 
     # the read showed Ada, not Lu (17): Spark applied the filter; the bad row printed what the
     # doc's comments say
     ada = {"id": "Ada", "name": "Ada", "age": 36, "born": None, "city": "Lisbon", "role": "engineer", "skills": None}
-    assert remote["shown"] == [[ada]]
+    # then the SQL cell's SELECT through the view, after its INSERT (Mo): one graph commit
+    assert remote["shown"] == [[ada], [{"name": "Mo", "age": 52}]]
     printed = [line for cell in remote["printed"] for line in cell]
     expected = [m.group(1) for cell in cells for m in PRINT.finditer(cell)]
     assert len(printed) == len(expected) and all(map(matches, printed, expected)), (printed, expected)
@@ -187,8 +193,9 @@ def test_the_documented_notebook_steps_run_on_a_serverless_stand_in(serverless, 
 
     # the graph the steps left: the bad rows committed nothing, and left no staged file
     lu = {"id": "Lu", "name": "Lu", "age": 17, "born": None, "city": "Porto", "role": "designer", "skills": None}
+    mo = {"id": "Mo", "name": "Mo", "age": 52, "born": None, "city": "Braga", "role": "analyst", "skills": None}
     assert remote["graph"] == {
-        "Person": [ada, lu],
+        "Person": [ada, lu, mo],
         "Company": [
             {
                 "id": "Globex",
@@ -201,5 +208,5 @@ def test_the_documented_notebook_steps_run_on_a_serverless_stand_in(serverless, 
         ],
         "WorksAt": [{"src": "Ada", "dst": "Globex", "title": "CTO", "start": None}],
     }
-    assert remote["commits"] == 3  # init, the df.write, the write_graph: none from a refused load
+    assert remote["commits"] == 4  # init, the df.write, the write_graph, the INSERT: none from a refused load
     assert remote["staging_left"] == []

@@ -8,14 +8,22 @@ Invariants: I1 (one statement, one graph commit), I22 (one planner: the provider
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import socket
+import subprocess
+import sys
+import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
 from omnigraph_spark import Graph, unwrap_error
 from omnigraph_spark.errors import OptionError, SqlUnsupportedError
 from omnigraph_spark.spark import catalog as C
+from omnigraph_spark.spark.options import ReadOptions, WriteOptions
+from omnigraph_spark.store.layout import RootPaths
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")]
 
@@ -141,6 +149,57 @@ def test_drop_namespace_refuses_a_non_empty_graph_unless_cascade(og, request):
     assert not os.path.exists(graph2.root)
 
 
+def test_drop_namespace_cascade_takes_the_graphs_commit_lease(jvm, tmp_path):
+    """DROP NAMESPACE ... CASCADE deletes a graph only holding its commit lease: under a writer
+    holding it past the catalog's ``commitLeaseTimeout`` it is LEASE_TIMEOUT naming the holder
+    and the graph stays; a drop waiting for a holder that releases drops once it is free."""
+    from omnigraph_spark.store import lease as _lease
+
+    root = str(tmp_path)
+    cats = {}
+    for timeout in ("1", "600"):
+        cat = f"og{uuid.uuid4().hex[:8]}"
+        jvm.conf.set(f"spark.sql.catalog.{cat}", "io.omnigraph.spark.OmnigraphCatalog")
+        jvm.conf.set(f"spark.sql.catalog.{cat}.root", root)
+        jvm.conf.set(f"spark.sql.catalog.{cat}.commitLeaseTimeout", timeout)
+        cats[timeout] = cat
+    jvm.sql(f"CREATE NAMESPACE {cats['1']}.held WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    jvm.sql(f"INSERT INTO {cats['1']}.held.Person (name) VALUES ('alice')")
+    graph = Graph.open(os.path.join(root, "held"))
+    with _lease.hold(graph.storage, graph.root, owner="a-test-writer"):
+        with pytest.raises(Exception) as e:
+            jvm.sql(f"DROP NAMESPACE {cats['1']}.held CASCADE")
+        assert _code(e) == "LEASE_TIMEOUT"
+        assert "owner 'a-test-writer'" in str(e.value).splitlines()[0]
+    assert len(Graph.open(graph.root).snapshot("main").tables) > 0  # untouched
+    done: list[BaseException | None] = []
+
+    def drop():
+        try:
+            jvm.sql(f"DROP NAMESPACE {cats['600']}.held CASCADE")
+            done.append(None)
+        except BaseException as ex:  # handed to the test thread
+            done.append(ex)
+
+    with _lease.hold(graph.storage, graph.root, owner="a-test-writer"):
+        t = threading.Thread(target=drop)
+        t.start()
+        t.join(timeout=5)
+        assert done == [] and Graph.open(graph.root).root == graph.root  # waiting: the graph is there
+    t.join(timeout=600)
+    assert done == [None]
+    assert not os.path.exists(graph.root)
+    # a writer that died holding the lease (mid-commit) does not block the drop: its lease is stale
+    jvm.sql(f"CREATE NAMESPACE {cats['1']}.stale WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    stale = Graph.open(os.path.join(root, "stale"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    record = {"token": "t", "owner": "dead-writer", "host": socket.gethostname(), "pid": int(dead.stdout)}
+    record |= {"acquired_at": 0.0, "expires_at": 4e9}  # not expired: only the dead pid makes it stale
+    assert stale.storage.create_text(os.path.join(RootPaths(stale.root).spark_dir, "commit.lease"), json.dumps(record))
+    jvm.sql(f"DROP NAMESPACE {cats['1']}.stale CASCADE")
+    assert not os.path.exists(stale.root)
+
+
 def test_bad_identifiers_name_the_graph_the_type_and_what_exists(og, request):
     spark, cat, _ = og
     g, _ = _graph(og, request)
@@ -172,6 +231,115 @@ def test_bad_identifiers_name_the_graph_the_type_and_what_exists(og, request):
     with pytest.raises(Exception) as e:  # a missing type is the typed error here too (docs/sql.md)
         spark.catalog.tableExists(f"{g}.Nope")
     assert _code(e) == "UNKNOWN_TYPE"
+
+
+#: Every SQL path's refusal, as a user sees it: (id, action, the connector's code). The action
+#: gets (spark, catalog, qualified graph name, graph root); docs/sql.md, "Errors".
+FIRST_LINE_CASES = (
+    ("unknown_type", lambda s, c, g, r: s.sql(f"SELECT * FROM {g}.Persn").collect(), "UNKNOWN_TYPE"),
+    ("unknown_graph", lambda s, c, g, r: s.sql(f"SELECT * FROM {c}.nograph.Person").collect(), "GRAPH_NOT_FOUND"),
+    ("show_tables", lambda s, c, g, r: s.sql(f"SHOW TABLES IN {c}.nograph").collect(), "GRAPH_NOT_FOUND"),
+    ("unknown_branch", lambda s, c, g, r: s.sql(f"SELECT * FROM {g}.Person.branch_no").collect(), "BRANCH_NOT_FOUND"),
+    (
+        "version",
+        lambda s, c, g, r: s.sql(f"SELECT * FROM {g}.Person VERSION AS OF 'nope'").collect(),
+        "COMMIT_NOT_FOUND",
+    ),
+    (
+        "bad_schema",
+        lambda s, c, g, r: s.sql(f"CREATE NAMESPACE {c}.bad WITH PROPERTIES ('schema' = 'node {{')"),
+        "SCHEMA_SYNTAX",
+    ),
+    ("no_schema", lambda s, c, g, r: s.sql(f"CREATE NAMESPACE {c}.noschema"), "OPTION_INVALID"),
+    ("not_empty", lambda s, c, g, r: s.sql(f"DROP NAMESPACE {g}"), "GRAPH_NOT_EMPTY"),
+    ("alter_namespace", lambda s, c, g, r: s.sql(f"ALTER NAMESPACE {g} SET PROPERTIES ('a' = 'b')"), "SQL_UNSUPPORTED"),
+    ("create_table", lambda s, c, g, r: s.sql(f"CREATE TABLE {g}.T (x int)"), "SQL_UNSUPPORTED"),
+    ("drop_table", lambda s, c, g, r: s.sql(f"DROP TABLE {g}.Person"), "SQL_UNSUPPORTED"),
+    ("key_conflict", lambda s, c, g, r: s.sql(f"INSERT INTO {g}.Person (name) VALUES ('alice')"), "KEY_CONFLICT"),
+    (
+        "dangling",
+        lambda s, c, g, r: s.sql(f"INSERT INTO {g}.Knows (src, dst) VALUES ('alice', 'zed')"),
+        "DANGLING_EDGE",
+    ),
+    ("unknown_column", lambda s, c, g, r: s.sql(f"INSERT INTO {g}.Person VALUES ('x', 1)"), "UNKNOWN_COLUMN"),
+    ("overwrite", lambda s, c, g, r: s.sql(f"INSERT OVERWRITE {g}.Person (name) VALUES ('alice')"), "DANGLING_EDGE"),
+    ("delete_float", lambda s, c, g, r: s.sql(f"DELETE FROM {g}.Person WHERE score > 1.0"), "SQL_UNSUPPORTED"),
+    ("call_graph", lambda s, c, g, r: s.sql(f"CALL {c}.system.optimize(graph => 'nograph')"), "GRAPH_NOT_FOUND"),
+    ("read_option", lambda s, c, g, r: s.read.option("bogus", "x").table(f"{g}.Person").collect(), "OPTION_INVALID"),
+    ("fixed_option", lambda s, c, g, r: s.read.option("path", "/x").table(f"{g}.Person").collect(), "OPTION_INVALID"),
+    (
+        "write_option",
+        lambda s, c, g, r: (
+            s.range(1).selectExpr("'q' AS name").writeTo(f"{g}.Person").option("writeMode", "bogus").append()
+        ),
+        "OPTION_INVALID",
+    ),
+    (
+        "session_table",
+        lambda s, c, g, r: s.sql(
+            f"CREATE TABLE t_{uuid.uuid4().hex[:8]} USING omnigraph OPTIONS (path '{r}', type 'Nope')"
+        ),
+        "UNKNOWN_TYPE",
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def seeded(og):
+    """A graph of SOCIAL_PG with rows and an edge, shared by the first-line cases (none changes it)."""
+    spark, cat, root = og
+    spark.sql(f"CREATE NAMESPACE {cat}.firstlines WITH PROPERTIES ('schema' = '{SOCIAL_PG}')")
+    _seed(spark, f"{cat}.firstlines")
+    return spark, cat, f"{cat}.firstlines", os.path.join(root, "firstlines")
+
+
+@pytest.mark.parametrize("case", FIRST_LINE_CASES, ids=[c[0] for c in FIRST_LINE_CASES])
+def test_every_sql_refusal_starts_with_the_connectors_code(seeded, case):
+    """The exception a user sees (str(exc), its first line) starts with the typed error's
+    ``[CODE] `` on every SQL path: catalog answers, INSERT checks, DELETE refusals, CALL, read
+    and write options, a session catalog table."""
+    spark, cat, g, root = seeded
+    _, action, code = case
+    version = len(Graph.open(root).log())
+    with pytest.raises(Exception) as e:
+        action(spark, cat, g, root)
+    typed = unwrap_error(e.value)
+    assert typed is not None, str(e.value)[:800]
+    assert typed.code == code, (typed.code, str(e.value)[:800])
+    assert str(e.value).splitlines()[0].startswith(f"[{typed.code}] "), str(e.value)[:800]
+    assert len(Graph.open(root).log()) == version
+
+
+#: Where Spark's own text comes first (docs/sql.md, "Errors"): (id, action, how Spark's first
+#: line starts on each Spark line, the connector's code inside or None when there is none).
+SPARK_FIRST_CASES = (
+    (
+        "alter_table",
+        lambda s, c, g: s.sql(f"ALTER TABLE {g}.Person ADD COLUMN x int"),
+        ("[UNSUPPORTED_TABLE_CHANGE]", "Unsupported table change: [SQL_UNSUPPORTED]"),  # pyspark 4.3, 4.0
+        "SQL_UNSUPPORTED",
+    ),
+    ("unknown_procedure", lambda s, c, g: s.sql(f"CALL {c}.system.nope()"), ("[FAILED_TO_LOAD_ROUTINE]",), None),
+    ("parse", lambda s, c, g: s.sql(f"SELEC * FROM {g}.Person"), ("[PARSE_SYNTAX_ERROR]",), None),
+)
+
+
+@pytest.mark.parametrize("case", SPARK_FIRST_CASES, ids=[c[0] for c in SPARK_FIRST_CASES])
+def test_the_refusals_that_are_sparks_own(seeded, case):
+    """The statements whose first line is Spark's (listed in docs/sql.md): a parser error, an
+    unknown procedure, a table change Spark wraps (``unwrap_error`` still finds ours)."""
+    spark, cat, g, root = seeded
+    _, action, spark_first, code = case
+    with pytest.raises(Exception) as e:
+        action(spark, cat, g)
+    # Spark's line: py4j puts "An error occurred while calling oN.sql." before an exception
+    # pyspark does not convert (classic); a ParseException's text starts with a newline
+    lines = [x.lstrip(": ").removeprefix("org.apache.spark.SparkException: ") for x in str(e.value).splitlines()]
+    lines = [x for x in lines if x.strip()]
+    first = next(x for x in lines if not x.startswith("An error occurred while calling"))
+    assert first.startswith(spark_first), first
+    typed = unwrap_error(e.value)
+    assert (typed.code if typed else None) == code, str(e.value)[:800]
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -673,6 +841,170 @@ def test_without_the_catalog_sql_reads_a_temporary_view(spark, test_graph):
     assert len(test_graph.log()) == before + 1
     person_view()  # a view reads the snapshot it was planned at: a new one sees the write
     assert _rows(spark.sql(f"SELECT name, age FROM {view} WHERE age > 10")) == [("ann2", 13), ("bo2", 14)]
+
+
+# -- the session catalog and temporary views USING omnigraph ----------------------------------
+
+NOJAR_APP = str(Path(__file__).with_name("sql_nojar_app.py"))
+
+
+def _session_graph(tmp_path) -> Graph:
+    return Graph.init(str(tmp_path / f"g{uuid.uuid4().hex[:8]}"), SOCIAL_PG)
+
+
+@pytest.mark.parametrize("engine", ["auto", "python"])
+def test_a_temporary_view_using_omnigraph_reads_and_writes(spark, tmp_path, engine):
+    """``CREATE TEMPORARY VIEW ... USING omnigraph OPTIONS (...)`` with its columns declared:
+    SELECT with filters, INSERT INTO (by position, the id derived from @key) and INSERT
+    OVERWRITE, each write ONE graph commit with the DataFrame API's checks (I1). ``auto``
+    takes the JVM provider when the jar is on the class path, ``python`` the Python source the
+    provider hands it to (the no-jar run is test_without_the_jar_...)."""
+    graph = _session_graph(tmp_path)
+    v = f"p_{uuid.uuid4().hex[:8]}"
+    k = f"k_{uuid.uuid4().hex[:8]}"
+    opts = f"path '{graph.root}', engine '{engine}'"
+    spark.sql(f"CREATE TEMPORARY VIEW {v} (name STRING, age INT) USING omnigraph OPTIONS ({opts}, type 'Person')")
+    spark.sql(f"CREATE TEMPORARY VIEW {k} (src STRING, dst STRING) USING omnigraph OPTIONS ({opts}, type 'Knows')")
+    before = len(graph.log())
+    spark.sql(f"INSERT INTO {v} VALUES ('ann', 30), ('bo', 40)")
+    spark.sql(f"INSERT INTO {v} SELECT 'cy' AS name, 50 AS age")
+    spark.sql(f"INSERT INTO {k} VALUES ('ann', 'bo')")
+    assert len(graph.log()) == before + 3
+    assert _rows(spark.sql(f"SELECT name, age FROM {v} WHERE age > 35")) == [("bo", 40), ("cy", 50)]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"INSERT INTO {v} VALUES ('ann', 31)")
+    assert unwrap_error(e.value).code == "KEY_CONFLICT"
+    with pytest.raises(Exception) as e:  # bo's edge would point at a removed node
+        spark.sql(f"INSERT OVERWRITE {v} VALUES ('ann', 1)")
+    assert unwrap_error(e.value).code == "DANGLING_EDGE"
+    assert len(graph.log()) == before + 3
+    spark.sql(f"INSERT OVERWRITE {v} VALUES ('ann', 1), ('bo', 2)")
+    assert len(graph.log()) == before + 4
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {v} USING omnigraph OPTIONS ({opts}, type 'Person')")
+    assert _rows(spark.sql(f"SELECT id, name, age FROM {v}")) == [("ann", "ann", 1), ("bo", "bo", 2)]
+    with pytest.raises(Exception) as e:
+        spark.sql(f"CREATE TEMPORARY VIEW bad_{v} USING omnigraph OPTIONS ({opts}, type 'Person', bogus 'x')")
+    assert unwrap_error(e.value).code == "OPTION_INVALID"
+
+
+def test_a_session_catalog_table_using_omnigraph_with_the_jar(jvm, tmp_path):
+    """With the jar, ``CREATE TABLE t USING omnigraph OPTIONS (path, type)`` (or ``LOCATION``) in
+    Spark's session catalog is a table of the JVM provider: the session catalog's own keys are
+    dropped by name, a user key the connector does not know is OPTION_INVALID; SELECT pushes its
+    filter down; INSERT INTO and INSERT OVERWRITE match columns by name, each ONE graph commit
+    with the DataFrame API's checks (I1)."""
+    graph = _session_graph(tmp_path)
+    t, loc, knows = (f"{n}_{uuid.uuid4().hex[:8]}" for n in ("people", "located", "knows"))
+    try:
+        jvm.sql(f"CREATE TABLE {t} USING omnigraph OPTIONS (path '{graph.root}', type 'Person')")
+        jvm.sql(f"CREATE TABLE {loc} USING omnigraph OPTIONS (type 'Person') LOCATION '{graph.root}'")
+        jvm.sql(f"CREATE TABLE {knows} USING omnigraph OPTIONS (path '{graph.root}', type 'Knows')")
+        before = len(graph.log())
+        jvm.sql(f"INSERT INTO {t} (name, age) VALUES ('ann', 30), ('bo', 40)")
+        jvm.sql(f"INSERT INTO {t} SELECT 'cy' AS name, 50 AS age")
+        jvm.sql(f"INSERT INTO {knows} (src, dst) VALUES ('ann', 'bo')")
+        assert len(graph.log()) == before + 3
+        df = jvm.sql(f"SELECT name, age FROM {t} WHERE age > 35")
+        assert _rows(df) == [("bo", 40), ("cy", 50)]
+        assert _rows(jvm.sql(f"SELECT id, name FROM {loc}")) == [("ann", "ann"), ("bo", "bo"), ("cy", "cy")]
+        with pytest.raises(Exception) as e:
+            jvm.sql(f"INSERT INTO {t} (name) VALUES ('ann')")
+        assert _code(e) == "KEY_CONFLICT"
+        with pytest.raises(Exception) as e:
+            jvm.sql(f"INSERT OVERWRITE {t} (name) VALUES ('ann')")
+        assert _code(e) == "DANGLING_EDGE"
+        assert len(graph.log()) == before + 3
+        jvm.sql(f"INSERT OVERWRITE {t} SELECT name, age + 1 AS age FROM VALUES ('ann', 1), ('bo', 2) AS v(name, age)")
+        assert len(graph.log()) == before + 4
+        assert _rows(jvm.sql(f"SELECT name, age FROM {t}")) == [("ann", 2), ("bo", 3)]
+        for bad in (
+            f"CREATE TABLE bad_{t} USING omnigraph OPTIONS (path '{graph.root}', type 'Person', bogus 'x')",
+            f"CREATE TABLE bad_{t} USING omnigraph OPTIONS (path '{graph.root}', type 'Person') TBLPROPERTIES (k 'v')",
+        ):
+            with pytest.raises(Exception) as e:
+                jvm.sql(bad)
+            assert _code(e) == "OPTION_INVALID", bad
+        assert not jvm.catalog.tableExists(f"bad_{t}")
+    finally:
+        for name in (t, loc, knows):
+            jvm.sql(f"DROP TABLE IF EXISTS {name}")  # the catalog entry only: the graph stays
+    assert len(graph.log()) == before + 4
+
+
+@pytest.mark.slow
+def test_without_the_jar_sql_runs_on_a_temporary_view_using_omnigraph(tmp_path):
+    """Where only the Python source runs (no jar, a Spark application of its own): a temporary
+    view ``USING omnigraph`` reads, INSERTs and INSERT OVERWRITEs, one graph commit each with
+    the API's checks; a session catalog table ``USING omnigraph`` is created, but Spark hands
+    its reads and writes no options (PythonDataSourceV2.getTable keeps only the schema), so
+    they are SQL_UNSUPPORTED naming the view instead (docs/sql.md)."""
+    graph = _session_graph(tmp_path)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    p = subprocess.run(
+        [sys.executable, NOJAR_APP, graph.root, str(tmp_path / "warehouse")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert p.returncode == 0 and p.stdout.rstrip().endswith("DONE"), p.stdout[-3000:] + p.stderr[-3000:]
+    r = json.loads(p.stdout.strip().splitlines()[-2])
+    assert r["shim"] is False
+    for write in ("insert_values", "insert_select", "insert_edge", "overwrite", "insert_with_id"):
+        assert r[write] == {"rows": [], "commits": 1}, write
+    assert r["select"]["rows"] == [["bo", 40], ["cy", 50]]
+    assert r["select_full"]["rows"] == [["ann", "ann", 31], ["bo", "bo", 41], ["eve", "eve", 70]]
+    for refused, code in (
+        ("key_conflict", "KEY_CONFLICT"),
+        ("overwrite_dangling", "DANGLING_EDGE"),
+        ("bad_option_view", "OPTION_INVALID"),
+        ("create_table_bad_option", "OPTION_INVALID"),
+        ("table_select", "SQL_UNSUPPORTED"),
+        ("table_insert", "SQL_UNSUPPORTED"),
+        ("table_location_select", "SQL_UNSUPPORTED"),
+    ):
+        assert r[refused]["code"] == code and r[refused]["commits"] == 0, (refused, r[refused])
+        # Spark's own first line for an error of a Python data source (docs/sql.md, "Errors")
+        assert r[refused]["first_line"].startswith("[PYTHON_DATA_SOURCE_ERROR] "), r[refused]["first_line"]
+    assert "CREATE TEMPORARY VIEW" in r["table_select"]["text"]
+    assert r["create_table"]["commits"] == 0 and "code" not in r["create_table"]
+    assert r["create_table_location"]["commits"] == 0 and "code" not in r["create_table_location"]
+    assert r["graph_commits"] == len(graph.log())
+
+
+def test_the_session_catalogs_own_keys_are_accepted_by_name_only():
+    """What Spark's session catalog hands a source for ``CREATE TABLE t USING omnigraph OPTIONS
+    (path '/g', type 'Person')``: its reserved properties, each option again as ``option.<key>``,
+    the location qualified as ``file:``. Accepted only with ``provider`` omnigraph; anything
+    else stays OPTION_INVALID."""
+    given = {
+        "location": "file:/g",
+        "option.type": "Person",
+        "owner": "root",
+        "type": "Person",
+        "path": "file:/g",
+        "provider": "omnigraph",
+    }
+    r = ReadOptions.from_options(given)
+    assert (r.path, r.type) == ("file:/g", "Person")
+    w = WriteOptions.from_options({**given, "comment": "people", "option.branch": "main", "branch": "main"})
+    assert (w.path, w.type, w.branch) == ("file:/g", "Person", "main")
+    located = {k: v for k, v in given.items() if k != "path"}  # LOCATION '/g' without a path option
+    assert ReadOptions.from_options(located).path == "file:/g"
+    for bad, key in (
+        ({**given, "bogus": "x"}, "bogus"),  # a user key (OPTIONS or TBLPROPERTIES)
+        ({**given, "option.type": "Company"}, "option.type"),  # not a copy of an option
+        ({"path": "/g", "type": "Person", "owner": "root"}, "owner"),  # no session catalog: a user key
+    ):
+        with pytest.raises(OptionError) as e:
+            ReadOptions.from_options(bad)
+        assert e.value.context["option"] == key
+
+
+def test_a_hadoop_file_uri_is_a_local_graph_root(tmp_path):
+    """The session catalog qualifies a table's location as ``file:/path``: the same graph."""
+    graph = _session_graph(tmp_path)
+    assert Graph.open("file:" + graph.root).root == graph.root
 
 
 def test_every_golden_filter_reads_back_as_the_read_path_translates_it():

@@ -69,6 +69,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
 
   private JsonNode readPlan; // the JVM scan inferSchema planned (null: the Python source reads)
   private CaseInsensitiveStringMap readOptions; // until the first query's scan planned again
+  private boolean inferred; // inferSchema ran: readPlan is its answer (else a stored table's schema came with getTable)
   private PythonDataSourceV2 python;
 
   @Override
@@ -97,6 +98,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
    */
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
+    inferred = true;
     if (options.containsKey(SparkWork.SCAN_OPTION)) { // a check's view: the Python source reads it
       return python().inferSchema(options);
     }
@@ -141,7 +143,12 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
     return new OmnigraphTable(schema, partitioning, properties);
   }
 
-  /** One read or write of {@code format("omnigraph")}. */
+  /**
+   * One read or write of {@code format("omnigraph")}, or a table of Spark's session catalog
+   * created {@code USING omnigraph}: Spark then gives the table's stored options (with the
+   * session catalog's own keys, which the option parser drops) as {@code properties} and a
+   * statement's options (none for SQL) to the scan and the write, so both get the two merged.
+   */
   final class OmnigraphTable implements SupportsRead, SupportsWrite {
     private final StructType schema;
     private final Transform[] partitioning;
@@ -152,6 +159,22 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
       this.schema = schema;
       this.partitioning = partitioning;
       this.properties = properties;
+    }
+
+    /** The table's properties with a scan's or write's options over them (keys case-insensitive). */
+    private CaseInsensitiveStringMap withProperties(CaseInsensitiveStringMap given) {
+      if (properties == null || properties.isEmpty()) {
+        return given;
+      }
+      Map<String, String> out = new HashMap<>();
+      properties.forEach((k, v) -> out.put(k.toLowerCase(java.util.Locale.ROOT), v));
+      given.asCaseSensitiveMap().forEach((k, v) -> out.put(k.toLowerCase(java.util.Locale.ROOT), v));
+      return new CaseInsensitiveStringMap(out);
+    }
+
+    /** A table of Spark's session catalog (created USING omnigraph): its schema came from the catalog. */
+    private boolean storedTable() {
+      return properties != null && NAME.equalsIgnoreCase(properties.get("provider"));
     }
 
     private Table pythonTable() {
@@ -171,10 +194,20 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
       return schema;
     }
 
+    /**
+     * A session catalog table also takes {@code ACCEPT_ANY_SCHEMA}: an {@code INSERT}'s columns
+     * are matched by name, as the catalog's ({@link CatalogTable}) and the DataFrame API's are,
+     * so it may leave out {@code id}. A temporary view {@code USING omnigraph} keeps Spark's
+     * checks against its schema (by position), as without the jar, where the Python source's
+     * table has the same capabilities.
+     */
     @Override
     public Set<TableCapability> capabilities() {
       Set<TableCapability> all = EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
           TableCapability.TRUNCATE);
+      if (storedTable()) {
+        all.add(TableCapability.ACCEPT_ANY_SCHEMA);
+      }
       all.addAll(pythonTable().capabilities());
       return all;
     }
@@ -186,7 +219,15 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
      * 4.0). If the type's columns changed in between, the Python source reads (it handles that).
      */
     @Override
-    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap given) {
+      CaseInsensitiveStringMap options = withProperties(given);
+      if (!inferred && storedTable()) { // a session catalog table: plan its read now
+        inferred = true;
+        JsonNode answer = PythonBridge.ask(planReadRequest(options), null);
+        if (answer.has("jvm")) {
+          readPlan = answer.get("jvm");
+        }
+      }
       if (readPlan == null) { // inferSchema chose the Python source, or the caller gave a schema
         return ((SupportsRead) pythonTable()).newScanBuilder(options);
       }
@@ -225,7 +266,34 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
     }
 
     @Override
-    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo given) {
+      CaseInsensitiveStringMap options = withProperties(given.options());
+      LogicalWriteInfo info = options == given.options() ? given : new LogicalWriteInfo() {
+        @Override
+        public CaseInsensitiveStringMap options() {
+          return options;
+        }
+
+        @Override
+        public String queryId() {
+          return given.queryId();
+        }
+
+        @Override
+        public StructType schema() {
+          return given.schema();
+        }
+
+        @Override
+        public java.util.Optional<StructType> rowIdSchema() {
+          return given.rowIdSchema();
+        }
+
+        @Override
+        public java.util.Optional<StructType> metadataSchema() {
+          return given.metadataSchema();
+        }
+      };
       return new Builder(info);
     }
 

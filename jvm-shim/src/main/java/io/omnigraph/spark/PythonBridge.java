@@ -47,16 +47,29 @@ final class PythonBridge implements AutoCloseable {
   /**
    * An error the Python side answered with (a typed {@code OmnigraphError} when {@code code} is
    * set). An {@link IllegalArgumentException}, so PySpark (classic and Connect) raises it as its
-   * own {@code IllegalArgumentException} whose first line is this message, {@code Class: [CODE] ...},
-   * not py4j's "An error occurred while calling ...". The planner process failing is an
-   * {@link IllegalStateException} instead.
+   * own {@code IllegalArgumentException} whose first line is this message, {@code [CODE] ...}
+   * (a {@code Class: [CODE] ...} message loses its class prefix: the code comes first, as in the
+   * Python API's messages), not py4j's "An error occurred while calling ...". The planner process
+   * failing is an {@link IllegalStateException} instead.
    */
   static final class OmnigraphException extends IllegalArgumentException {
+    private static final java.util.regex.Pattern CLASS_PREFIX =
+        java.util.regex.Pattern.compile("^\\w+: (\\[[A-Z0-9_]+\\] )", java.util.regex.Pattern.DOTALL);
+
     final String code; // the connector's stable error code; null for a failure that is not one
 
     OmnigraphException(String code, String message) {
-      super(message);
+      super(codeFirst(code, message));
       this.code = code;
+    }
+
+    /** {@code message} starting with {@code [code] }: a {@code Class: } before it goes. */
+    static String codeFirst(String code, String message) {
+      if (code == null) {
+        return message;
+      }
+      java.util.regex.Matcher m = CLASS_PREFIX.matcher(message);
+      return m.lookingAt() && m.group(1).equals("[" + code + "] ") ? message.substring(m.start(1)) : message;
     }
   }
 
