@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import setup_logging
-from benchmarks.scale_bench import TreeSampler, session, tree_hwm
+from benchmarks.scale_bench import session, spawn_step, tree_hwm
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("change_feed_bench")
@@ -163,24 +163,11 @@ def run_contender(name: str, work: Path, driver_memory: str) -> dict[str, Any]:
 
 
 def _spawn(args, work: Path, step: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.change_feed_bench", "--step", step, "--work", str(work)]
-    cmd += ["--rows", str(args.rows), "--driver-memory", args.driver_memory]
-    # the driver and Spark's Python workers import the package from the tree this script is in
-    path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=path)
-    load0, t0 = [round(x, 2) for x in os.getloadavg()], time.monotonic()
-    with open(work / f"{step}.stderr", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
-        sampler = TreeSampler(proc.pid)
-        rc = proc.wait()
-        peaks = sampler.stop()
-    if rc != 0:
-        tail = (work / f"{step}.stderr").read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"{step} exited {rc}:\n{tail}")
-    res = json.loads((work / f"{step}.json").read_text())
+    argv = ["--rows", str(args.rows), "--driver-memory", args.driver_memory]
+    res, peaks, load, seconds = spawn_step("benchmarks.change_feed_bench", argv, work, step)
     res["memory_rss_sampled"] = {k: round(v) for k, v in peaks.items()}
-    res["load"] = [load0, [round(x, 2) for x in os.getloadavg()]]
-    res["process_s"] = round(time.monotonic() - t0, 1)
+    res["load"] = load
+    res["process_s"] = round(seconds, 1)
     return res
 
 

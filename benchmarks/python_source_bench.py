@@ -62,7 +62,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -71,7 +70,7 @@ from typing import Any
 
 from benchmarks.common import python_source_session
 from benchmarks.run import SCHEMA
-from benchmarks.scale_bench import TreeSampler, input_files, split_rows, tree_hwm
+from benchmarks.scale_bench import input_files, spawn_step, split_rows, tree_hwm
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENDERS = ("parquet", "floor", "omnigraph")
@@ -231,31 +230,12 @@ def _load() -> list[float]:
 
 def _spawn(args, work: Path, name: str) -> dict[str, Any]:
     code = args.base_code if name.endswith("_base") else args.code
-    out = work / f"{name}.json"
-    out.unlink(missing_ok=True)
-    path = [p for p in [code, str(ROOT)] if p] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]
-    env = dict(
-        os.environ,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        PYTHONPATH=os.pathsep.join(path),
+    res, peaks, load, seconds = spawn_step(
+        "benchmarks.python_source_bench", ["--driver-memory", args.driver_memory], work, name, code
     )
-    # -m puts the working directory first on sys.path: the code's directory, or the checkout
-    cmd = [sys.executable, "-m", "benchmarks.python_source_bench", "--step", name, "--work", str(work)]
-    cmd += ["--driver-memory", args.driver_memory]
-    load0 = _load()
-    t0 = time.perf_counter()
-    with open(work / f"{name}.stderr", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=code or ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
-        sampler = TreeSampler(proc.pid)  # also sees processes gone before the contender reads its peaks
-        rc = proc.wait()
-        peaks = sampler.stop()
-    if rc != 0:
-        raise RuntimeError(f"{name} exited {rc}:\n" + (work / f"{name}.stderr").read_text(errors="replace")[-4000:])
-    res = json.loads(out.read_text())
-    res["job_s"] = round(time.perf_counter() - t0, 3)  # the whole process: start-up included
+    res["job_s"] = round(seconds, 3)  # the whole process: start-up included
     res["memory_rss_sampled"] = peaks
-    res["load"] = [load0, _load()]
+    res["load"] = load
     return res
 
 

@@ -529,40 +529,44 @@ def _delta_available() -> bool:
     return importlib.util.find_spec("delta") is not None
 
 
-def _spawn(args, work: Path, step: str) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchmarks.scale_bench",
-        "--step",
-        step,
-        "--work",
-        str(work),
-        "--rows",
-        str(args.rows),
-        "--seed",
-        str(args.seed),
-        "--rows-per-file",
-        str(args.rows_per_file),
-        "--driver-memory",
-        args.driver_memory,
-    ]
-    # the driver and Spark's Python workers import the package from the tree this script is in
-    path = os.pathsep.join([str(ROOT)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=path)
-    load0, t0 = _load(), time.monotonic()
+def spawn_step(
+    module: str, argv: Sequence[str], work: Path, step: str, code: str | None = None
+) -> tuple[dict[str, Any], dict[str, float], list[list[float]], float]:
+    """Run one step of a benchmark as users run a job, in a fresh process:
+    ``python -m <module> --step <step> --work <work> <argv>``, from ``code`` (a tree of the
+    package to measure) or this checkout, which also comes first on its ``PYTHONPATH`` so the
+    driver and Spark's Python workers import that tree. Its process tree's memory is sampled
+    while it runs. Returns its JSON result (``<work>/<step>.json``), the sampled peaks, the load
+    averages before and after, and its seconds, start-up included."""
+    out = work / f"{step}.json"
+    out.unlink(missing_ok=True)
+    path = [p for p in [code, str(ROOT)] if p] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join(path),
+    )
+    cmd = [sys.executable, "-m", module, "--step", step, "--work", str(work), *argv]
+    load0, t0 = _load(), time.perf_counter()
     with open(work / f"{step}.stderr", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
-        sampler = TreeSampler(proc.pid)
+        proc = subprocess.Popen(cmd, cwd=code or ROOT, env=env, stdout=err, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(proc.pid)  # also sees processes gone before the step reads its peaks
         rc = proc.wait()
         peaks = sampler.stop()
     if rc != 0:
-        tail = (work / f"{step}.stderr").read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"{step} exited {rc}:\n{tail}")
-    res = json.loads((work / f"{step}.json").read_text())
+        raise RuntimeError(f"{step} exited {rc}:\n" + (work / f"{step}.stderr").read_text(errors="replace")[-4000:])
+    return json.loads(out.read_text()), peaks, [load0, _load()], time.perf_counter() - t0
+
+
+def _spawn(args, work: Path, step: str) -> dict[str, Any]:
+    argv = ["--rows", str(args.rows), "--seed", str(args.seed), "--rows-per-file", str(args.rows_per_file)]
+    res, peaks, load, seconds = spawn_step(
+        "benchmarks.scale_bench", [*argv, "--driver-memory", args.driver_memory], work, step
+    )
     res["memory_rss_sampled"] = peaks
-    res["load"] = [load0, _load()]
-    res["subprocess_s"] = round(time.monotonic() - t0, 1)
+    res["load"] = load
+    res["subprocess_s"] = round(seconds, 1)
     return res
 
 
