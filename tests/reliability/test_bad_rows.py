@@ -134,8 +134,9 @@ DATA_CASES = [
     ("UNSUPPORTED_VALUE", "Doc", [("d1", b"x")], "name string, body binary", False),
     ("CHECK_PATTERN_INVALID", "Bad", [("b1", "aa")], "name string, code string", False),
 ]
-#: data-error codes no DataFrame can raise (JSONL only, or reserved): checked through load_jsonl
-NOT_FROM_A_DATAFRAME = {"DATA_INVALID", "INVALID_RECORD", "EMPTY_INPUT"}
+#: data-error codes no DataFrame can raise (JSONL only, or reserved): checked through load_jsonl;
+#: KEY_CHANGE is SQL UPDATE and MERGE INTO's (tests/spark/test_sql.py)
+NOT_FROM_A_DATAFRAME = {"DATA_INVALID", "INVALID_RECORD", "EMPTY_INPUT", "KEY_CHANGE"}
 
 
 def _input_data_codes() -> set:
