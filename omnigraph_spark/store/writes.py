@@ -25,8 +25,8 @@ from lance.fragment import FragmentMetadata
 
 from ..errors import (
     CommitRebasedError,
+    CorruptGraphError,
     ExpectedVersionMismatchError,
-    GraphError,
     OptionError,
     RecoveryPendingError,
     TableDriftError,
@@ -596,7 +596,7 @@ def _check_deleted(ds: lance.LanceDataset, frag, new_meta: FragmentMetadata | No
         after = new_meta.deletion_file
         got = (0 if after is None else int(after.num_deleted_rows or 0)) - deleted_before
     if got != n:
-        raise GraphError(
+        raise CorruptGraphError(
             f"{ds.uri} fragment {frag.fragment_id}: deleting the {n} live rows found deleted {got}; "
             "nothing was committed",
             fragment=frag.fragment_id,
