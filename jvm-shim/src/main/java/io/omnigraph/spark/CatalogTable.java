@@ -7,7 +7,6 @@ import java.time.LocalDate;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Optional;
 import java.util.Set;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.SupportsDelete;
@@ -199,32 +198,7 @@ final class CatalogTable implements SupportsRead, SupportsWrite, SupportsDelete,
       throw OmnigraphCatalog.unsupported("a write to " + name() + " read AS OF a version or timestamp");
     }
     CaseInsensitiveStringMap all = new CaseInsensitiveStringMap(merged(info.options()));
-    LogicalWriteInfo withOptions = new LogicalWriteInfo() {
-      @Override
-      public CaseInsensitiveStringMap options() {
-        return all;
-      }
-
-      @Override
-      public String queryId() {
-        return info.queryId();
-      }
-
-      @Override
-      public StructType schema() {
-        return info.schema();
-      }
-
-      @Override
-      public Optional<StructType> rowIdSchema() {
-        return info.rowIdSchema();
-      }
-
-      @Override
-      public Optional<StructType> metadataSchema() {
-        return info.metadataSchema();
-      }
-    };
+    LogicalWriteInfo withOptions = OmnigraphProvider.withOptions(info, all);
     return ((SupportsWrite) inner).newWriteBuilder(withOptions);
   }
 

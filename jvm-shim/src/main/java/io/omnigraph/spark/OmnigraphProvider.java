@@ -268,32 +268,7 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo given) {
       CaseInsensitiveStringMap options = withProperties(given.options());
-      LogicalWriteInfo info = options == given.options() ? given : new LogicalWriteInfo() {
-        @Override
-        public CaseInsensitiveStringMap options() {
-          return options;
-        }
-
-        @Override
-        public String queryId() {
-          return given.queryId();
-        }
-
-        @Override
-        public StructType schema() {
-          return given.schema();
-        }
-
-        @Override
-        public java.util.Optional<StructType> rowIdSchema() {
-          return given.rowIdSchema();
-        }
-
-        @Override
-        public java.util.Optional<StructType> metadataSchema() {
-          return given.metadataSchema();
-        }
-      };
+      LogicalWriteInfo info = options == given.options() ? given : withOptions(given, options);
       return new Builder(info);
     }
 
@@ -649,5 +624,35 @@ public final class OmnigraphProvider implements TableProvider, DataSourceRegiste
       }
     };
     return (T) Proxy.newProxyInstance(target.getClass().getClassLoader(), interfaces.toArray(new Class<?>[0]), handler);
+  }
+
+  /** {@code info} with {@code options} in place of its own: how a table adds its stored options. */
+  static LogicalWriteInfo withOptions(LogicalWriteInfo info, CaseInsensitiveStringMap options) {
+    return new LogicalWriteInfo() {
+      @Override
+      public CaseInsensitiveStringMap options() {
+        return options;
+      }
+
+      @Override
+      public String queryId() {
+        return info.queryId();
+      }
+
+      @Override
+      public StructType schema() {
+        return info.schema();
+      }
+
+      @Override
+      public java.util.Optional<StructType> rowIdSchema() {
+        return info.rowIdSchema();
+      }
+
+      @Override
+      public java.util.Optional<StructType> metadataSchema() {
+        return info.metadataSchema();
+      }
+    };
   }
 }
