@@ -87,20 +87,21 @@ def delete_keys(typedef: TypeDef, data: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(out, schema=schema)
 
 
-def _strings(a) -> pa.Array:
+def as_strings(a) -> pa.Array:
+    """``a`` as one string array (chunks combined, other types cast)."""
     a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
     return a if a.type == pa.string() else pc.cast(a, pa.string())
 
 
 def member(values, value_set) -> pa.Array:
     """``values`` (as strings) in ``value_set``: a boolean array, null counted as absent."""
-    return pc.fill_null(pc.is_in(_strings(values), value_set=_strings(value_set)), False)
+    return pc.fill_null(pc.is_in(as_strings(values), value_set=as_strings(value_set)), False)
 
 
 def resolve_node_delete(committed_ids, keys) -> tuple[pa.Array, int]:
     """(the committed ids a node delete removes, how many distinct keys matched no row)."""
-    wanted = pc.unique(_strings(keys))
-    ids = _strings(committed_ids)
+    wanted = pc.unique(as_strings(keys))
+    ids = as_strings(committed_ids)
     found = pc.unique(pc.filter(ids, member(ids, wanted)))
     return found, len(wanted) - len(found)
 
@@ -113,9 +114,9 @@ def resolve_edge_delete(committed: pa.Table, keys: pa.Table) -> tuple[pa.Array, 
     pairs = keys.select(["src", "dst"]).group_by(["src", "dst"], use_threads=False).aggregate([])
     edges = pa.table(
         {
-            "id": _strings(committed.column("id")),
-            "src": _strings(committed.column("src")),
-            "dst": _strings(committed.column("dst")),
+            "id": as_strings(committed.column("id")),
+            "src": as_strings(committed.column("src")),
+            "dst": as_strings(committed.column("dst")),
         }
     )
     hit = edges.join(pairs, keys=["src", "dst"], join_type="inner", use_threads=False)
@@ -139,7 +140,7 @@ def pointing_at(edges: pa.Table, src_gone: pa.Array | None, dst_gone: pa.Array |
 def incident_edges(committed: pa.Table, src_gone: pa.Array | None, dst_gone: pa.Array | None) -> pa.Array:
     """Ids of the committed edges whose ``src`` is in ``src_gone`` or ``dst`` in ``dst_gone``
     (the edges a node delete cascades to)."""
-    return _strings(pointing_at(committed, src_gone, dst_gone).column("id"))
+    return as_strings(pointing_at(committed, src_gone, dst_gone).column("id"))
 
 
 def orphaned_edges(committed: pa.Table, src_ids: pa.Array | None, dst_ids: pa.Array | None) -> pa.Table:

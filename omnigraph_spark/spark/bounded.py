@@ -46,6 +46,7 @@ from ..ingest.checks import (
     unique_violation,
 )
 from ..ingest.fingerprints import fingerprints
+from ..ingest.integrity import as_strings
 from ..schema.catalog import TypeDef
 from ..store import tables as _tables
 from ..store.id_probe import SCAN_BATCH_ROWS, CommittedIds
@@ -161,11 +162,6 @@ def _with_pos(b: pa.RecordBatch, columns: Sequence[str], base: int) -> pa.Record
     return pa.RecordBatch.from_arrays(arrays, names=[*columns, POS])
 
 
-def _strings(a) -> pa.Array:
-    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
-    return a if a.type == pa.string() else pc.cast(a, pa.string())
-
-
 # -- endpoint existence -----------------------------------------------------------------------
 
 
@@ -205,7 +201,7 @@ def endpoints(
 
 def _present(values: pa.Array, ids: NodeIds, storage_options) -> pa.Array:
     """The distinct ``values`` that are ids of the node type (committed or staged)."""
-    probe = pc.unique(_strings(values).drop_null())
+    probe = pc.unique(as_strings(values).drop_null())
     found: list[pa.Array] = []
     left = probe
     if ids.committed is not None and len(left):
@@ -214,7 +210,7 @@ def _present(values: pa.Array, ids: NodeIds, storage_options) -> pa.Array:
         left = pc.filter(left, pc.invert(hit))
     if ids.files and len(left):
         for col in file_batches(ids.files, "id", storage_options):
-            col = _strings(col)
+            col = as_strings(col)
             found.append(pc.filter(col, pc.fill_null(pc.is_in(col, value_set=left), False)))
     return pa.concat_arrays(found) if found else pa.array([], pa.string())
 
@@ -223,7 +219,7 @@ def _endpoints_probed(td, s, from_ids: NodeIds, to_ids: NodeIds, storage_options
     ends = _tables.read_staged_columns(s.stage_uri, s.fragments, ["src", "dst"], storage_options)
     if ends is None or not ends.num_rows:
         return
-    src, dst = _strings(ends.column("src")), _strings(ends.column("dst"))
+    src, dst = as_strings(ends.column("src")), as_strings(ends.column("dst"))
     if same:
         present = _present(pa.concat_arrays([src, dst]), from_ids, storage_options)
         check_endpoints(td, src, dst, present, present)
@@ -243,7 +239,7 @@ def _spill_ids(out: Buckets, ids: NodeIds, side: int, storage_options) -> None:
         cols.append(file_batches(ids.files, "id", storage_options))
     for it in cols:
         for col in it:
-            col = _strings(col).drop_null()
+            col = as_strings(col).drop_null()
             out.add(pa.RecordBatch.from_arrays([col, pa.array(np.full(len(col), side, np.int8))], schema=_IDS), "v")
 
 
@@ -257,7 +253,7 @@ def _endpoints_bucketed(td, s, from_ids: NodeIds, to_ids: NodeIds, storage_optio
             for b in staged_batches(s, ["src", "dst"], storage_options):
                 pos = b.column(POS)
                 for side, col in ((0, b.column("src")), (1, b.column("dst"))):
-                    col = _strings(col)
+                    col = as_strings(col)
                     side_arr = pa.array(np.full(len(col), side, np.int8))
                     part = pa.RecordBatch.from_arrays([col, pos, side_arr], schema=_ENDS)
                     valid = pc.is_valid(col)
@@ -325,7 +321,7 @@ def fresh(
     why = f"already committed on branch '{branch}'"
     if probe if probe is not None else s.rows <= PROBE_ROWS:
         staged = _tables.read_staged_columns(s.stage_uri, s.fragments, ["id"], storage_options)
-        ids = _strings(staged.column("id"))
+        ids = as_strings(staged.column("id"))
         index = CommittedIds(committed, storage_options=storage_options)
         hit = index.contains(ids)
         log.info("%s strict append: %d staged ids probed (%s, %d rows read)", td.table_key, len(ids), *index.last)
@@ -338,7 +334,7 @@ def fresh(
                 pa.concat_arrays(
                     [
                         pc.filter(c, pc.fill_null(pc.is_in(c, value_set=found), False))
-                        for c in (_strings(b.column(0)) for b in committed.to_batches(columns=["id"]))
+                        for c in (as_strings(b.column(0)) for b in committed.to_batches(columns=["id"]))
                     ]
                 )
             )
@@ -380,7 +376,7 @@ def fresh(
 
 
 def _vp(b: pa.RecordBatch) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([_strings(b.column(0)), b.column(POS)], names=["v", POS])
+    return pa.RecordBatch.from_arrays([as_strings(b.column(0)), b.column(POS)], names=["v", POS])
 
 
 # -- uniqueness within the load ---------------------------------------------------------------
@@ -498,7 +494,7 @@ def card_counts(
         try:
             for source in sources:
                 for col in source():
-                    col = _strings(col).drop_null()
+                    col = as_strings(col).drop_null()
                     out.add(pa.RecordBatch.from_arrays([col], schema=schema), "src")
         finally:
             out.close()

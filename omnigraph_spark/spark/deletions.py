@@ -29,7 +29,7 @@ from ..errors import DanglingEdgeError
 from ..graph import Snapshot
 from ..ingest import check_cardinality
 from ..ingest import integrity as _integrity
-from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS
+from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS, as_strings
 from ..schema.catalog import Catalog, TypeDef
 from ..store.id_probe import ROW_ADDR, SCAN_BATCH_ROWS, CommittedIds
 from ..store.writes import StagedTable
@@ -113,8 +113,8 @@ class Bounded(InMemory):
 
     def resolve(self, td: TypeDef, keys: pa.Table) -> tuple[pa.Array, int]:
         if not td.is_edge or "id" in keys.column_names:
-            wanted = pc.unique(_strings(keys.column("id")))
-            found = pc.unique(_strings(self._located(td.table_key, "id", wanted).column("id")))
+            wanted = pc.unique(as_strings(keys.column("id")))
+            found = pc.unique(as_strings(self._located(td.table_key, "id", wanted).column("id")))
             return found, len(wanted) - len(found)
         pairs = keys.select(["src", "dst"]).group_by(["src", "dst"], use_threads=False).aggregate([])
         # every edge of the keys' sources, then those ending at the key's dst
@@ -132,24 +132,25 @@ class Bounded(InMemory):
         hit = pa.concat_tables(parts)
         # in table order, an edge found by both ends once
         _, first = np.unique(hit.column(ROW_ADDR).to_numpy(), return_index=True)
-        return _strings(hit.take(pa.array(first)).column("id"))
+        return as_strings(hit.take(pa.array(first)).column("id"))
 
     def orphaned(self, ekey: str, src_after: str | None, dst_after: str | None, with_ids: bool) -> Edges:
         ends = {
             col: None if nkey is None else self.staged_cols(nkey, ["id"]).column("id")
             for col, nkey in (("src", src_after), ("dst", dst_after))
         }
+        ds = self.table_of(ekey)
         count = 0
         first: list[pa.Table] = []
         ids: list[pa.Array] = []
-        for batch in self.table_of(ekey).to_batches(columns=list(EDGE_COLUMNS), batch_size=SCAN_BATCH_ROWS):
+        for batch in ds.to_batches(columns=list(EDGE_COLUMNS), batch_size=SCAN_BATCH_ROWS):
             bad = _integrity.orphaned_edges(pa.Table.from_batches([batch]), ends["src"], ends["dst"])
             count += bad.num_rows
             if bad.num_rows and sum(t.num_rows for t in first) < DESCRIBED_EDGES:
                 first.append(bad.slice(0, DESCRIBED_EDGES))
             if with_ids and bad.num_rows:
-                ids.append(_strings(bad.column("id")))
-        schema = pa.schema([self.table_of(ekey).schema.field(c) for c in EDGE_COLUMNS])
+                ids.append(as_strings(bad.column("id")))
+        schema = pa.schema([ds.schema.field(c) for c in EDGE_COLUMNS])
         head = pa.concat_tables(first).slice(0, DESCRIBED_EDGES) if first else schema.empty_table()
         out = (pa.concat_arrays(ids) if ids else pa.array([], pa.string())) if with_ids else None
         return Edges(count, head, out)
@@ -162,11 +163,6 @@ class Bounded(InMemory):
                 yield pc.filter(batch.column("src"), pc.invert(_integrity.member(batch.column("id"), ids)))
 
         _bounded.card_counts(etd, [kept], ds.count_rows())
-
-
-def _strings(a) -> pa.Array:
-    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
-    return a if a.type == pa.string() else pc.cast(a, pa.string())
 
 
 Reader = Callable[..., Any]  # reader(rows, (key, cols), ...) -> InMemory, Bounded or Distributed

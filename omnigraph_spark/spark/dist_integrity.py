@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS
+from ..ingest.integrity import DESCRIBED_EDGES, EDGE_COLUMNS, as_strings
 from ..schema.catalog import TypeDef
 from ..store.writes import StagedTable
 from .dist_checks import POS, DistChecks, StagedFiles, committed_pin
@@ -48,11 +48,6 @@ class Edges:
     count: int
     first: pa.Table
     ids: pa.Array | None = None
-
-
-def _strings(a) -> pa.Array:
-    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
-    return a if a.type == pa.string() else pc.cast(a, pa.string())
 
 
 def digest(values: None | pa.Array | pa.ChunkedArray | pa.Table) -> str | None:
@@ -91,7 +86,7 @@ class Distributed:
 
     def _local(self, w: Builder, **columns) -> str:
         """A small view of string columns held by the driver (delete keys, deleted ids)."""
-        return self.dist.local(w, pa.table({c: _strings(a) for c, a in columns.items()}))
+        return self.dist.local(w, pa.table({c: as_strings(a) for c, a in columns.items()}))
 
     def _run(self, kind: str, key: str, inputs: tuple, compute):
         """``compute``'s answer, memoised under ``(kind, key) + inputs``: everything it reads."""
@@ -174,7 +169,7 @@ class Distributed:
                 )
                 found, missing = self.dist.run(w)
                 return found.column("id").combine_chunks(), missing["n"][0].as_py()
-            wanted = pc.unique(_strings(keys.column("id")))
+            wanted = pc.unique(as_strings(keys.column("id")))
             committed = self._committed(w, key, ["id"])
             found = self._ids(
                 w,

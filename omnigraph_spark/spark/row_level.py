@@ -30,8 +30,9 @@ from ..graph import Graph
 from ..ingest.checks import raise_key_conflict
 from ..ingest.integrity import delete_keys, member
 from ..schema.catalog import TypeDef
+from ..store.id_probe import CommittedIds
 from ..store.tables import read_staged_columns
-from ..store.writes import StagedTable, WriteTarget, quote_sql_string
+from ..store.writes import StagedTable, WriteTarget
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +69,10 @@ def pin(graph: Graph, typedef: TypeDef, branch: str) -> dict[str, int]:
     return {"version": snap.version, "table_version": snap.table(typedef.table_key).version}
 
 
-#: up to this many ids are looked up with a Lance filter (the `id` index); more scan the column
-FILTER_IDS = 10_000
-
-
-def _committed(ds, cols: Sequence[str], ids: pa.Array) -> pa.Table:
-    """The committed rows (``cols``) whose id is in ``ids``, in the scanned version ``ds``."""
-    if not len(ids):
-        return pa.table({c: pa.array([], pa.string()) for c in cols})
-    if len(ids) <= FILTER_IDS:
-        values = pc.unique(ids).to_pylist()
-        return ds.to_table(columns=list(cols), filter="id IN (" + ", ".join(quote_sql_string(v) for v in values) + ")")
-    t = ds.to_table(columns=list(cols))
-    return t.filter(member(t.column("id"), ids))
+def _committed(ds, cols: Sequence[str], ids: pa.Array, storage_options: dict[str, str] | None) -> pa.Table:
+    """The committed rows (``cols``) whose id is in ``ids``, in the scanned version ``ds``: found
+    through the table's ``id`` index (I27), so reads and memory follow ``ids``, not the table."""
+    return CommittedIds(ds, "id", storage_options).locate(ids, cols).select(list(cols))
 
 
 def _key_change(typedef: TypeDef, command: str, column: str, row_id: str, old: Any, new: Any) -> KeyChangeError:
@@ -117,11 +109,11 @@ def staged(
     if rows.num_rows:
         ds = graph.open_table(key, snap)
         inserted = pc.filter(rows.column("id"), pc.invert(is_update))
-        taken = _committed(ds, ["id"], inserted).column("id")
+        taken = _committed(ds, ["id"], inserted, graph.storage_options).column("id")
         if len(taken):
             raise_key_conflict(typedef, pc.unique(taken), f"already committed on branch '{branch}'")
         if typedef.is_edge and len(updated):
-            committed = _committed(ds, cols, updated)
+            committed = _committed(ds, cols, updated, graph.storage_options)
             changed = rows.filter(is_update).join(committed, "id", right_suffix="_was")
             for c in ("src", "dst"):
                 differs = pc.fill_null(pc.not_equal(changed.column(c), changed.column(f"{c}_was")), True)

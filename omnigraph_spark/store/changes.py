@@ -9,7 +9,7 @@ table between ``p0`` and ``p1``, found from fragment metadata, never from the wh
 - a fragment in ``p0`` and not in ``p1`` lost its live rows at ``p0``;
 - a fragment in both with the same data files lost the rows its deletion file at ``p1`` names
   and its deletion file at ``p0`` does not (Lance never rewrites a deletion file in place, so the
-  two files are the two versions' deleted offsets: :mod:`.deletions`); the planning reads those
+  two files are the two versions' deleted offsets: :mod:`.deletion_files`); the planning reads those
   files, never the fragment's rows;
 - deleted rows whose ``id`` is also inserted are update pre/post images, the others deletes and
   inserts.
@@ -210,7 +210,7 @@ def _fragment(ds: lance.LanceDataset, fragment_id: int) -> lance.LanceFragment:
 def _newly_deleted(lin: _Lineage, base: Pin, head: Pin, fragment_id: int) -> np.ndarray | None:
     """The rows of one fragment live at ``base`` and deleted at ``head``, as positions among the
     fragment's live rows at ``base``; None when a row deleted at ``base`` is live again at
-    ``head``. Reads the fragment's two deletion files only (:mod:`.deletions`)."""
+    ``head``. Reads the fragment's two deletion files only (:mod:`.deletion_files`)."""
     before, after = (
         _deletion_files.deleted_offsets(
             lin.at(p.branch, p.version), lin.location(p.branch, p.version), fragment_id, lin.storage()

@@ -1,6 +1,6 @@
 """The commit of a SQL UPDATE / MERGE without Spark (:mod:`omnigraph_spark.spark.row_level`): the
-checks against the scanned snapshot, on both ways of finding committed rows (a Lance filter on
-the ids, a scan of the column), and the load it hands to the commit. tests/spark/test_sql.py
+checks against the scanned snapshot, on both ways the `id` index probe finds committed rows
+(its pages, a scan of the column a batch at a time), and the load it hands to the commit. tests/spark/test_sql.py
 runs the statements end to end."""
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ import pytest
 from omnigraph_spark.errors import KeyChangeError, KeyConflictError
 from omnigraph_spark.spark import row_level
 from omnigraph_spark.spark.validate import make_validator
-from omnigraph_spark.store import writes
+from omnigraph_spark.store import id_probe, writes
 from tests.store.helpers import people, rows_of, stage_rows, write_rows
 
 
-@pytest.fixture(params=["filter", "scan"])
+@pytest.fixture(params=["pages", "scan"])
 def lookup(request, monkeypatch):
-    if request.param == "scan":
-        monkeypatch.setattr(row_level, "FILTER_IDS", 0)
+    monkeypatch.setattr(id_probe, "PAGE_READ_COST", 0 if request.param == "pages" else 10**9)
     return request.param
 
 
