@@ -224,6 +224,20 @@ def tree_hwm(root: int) -> dict[str, Any]:
     }
 
 
+#: Python processes of a job told apart by a marker in their command line: the Python source's
+#: commit worker (the load-wide checks and the commit) and the child process it builds the
+#: engine's indexes in (I23)
+ROLES = {"commit_worker": "commit_data_source_write", "index_child": "omnigraph_spark.store.indexes"}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 class TreeSampler:
     """RSS of a contender's process tree every ``interval`` s, from the parent: the contender
     (driver Python), its java child (driver JVM) and the Python processes under the JVM."""
@@ -235,6 +249,7 @@ class TreeSampler:
             "driver_jvm_rss_mb": 0.0,
             "worker_max_rss_mb": 0.0,
             "workers_sum_rss_mb": 0.0,
+            **{f"{role}_rss_mb": 0.0 for role in ROLES},
         }
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
@@ -253,6 +268,10 @@ class TreeSampler:
                     "worker_max_rss_mb": max(py, default=0) * mb,
                     "workers_sum_rss_mb": sum(py) * mb,
                 }
+                for role, marker in ROLES.items():
+                    now[f"{role}_rss_mb"] = (
+                        max((t[p][1] for p in under if _is_python(t[p][2]) and marker in _cmdline(p)), default=0) * mb
+                    )
                 for k, v in now.items():
                     self.peak[k] = max(self.peak[k], v)
             except (OSError, KeyError):  # a process ended between two reads: next sample
