@@ -84,9 +84,10 @@ _ROWADDR_OFFSET_MASK = (1 << _ROWADDR_FRAGMENT_SHIFT) - 1
 #: a filtered scan stays late (the filter's columns first, the others taken for matching rows)
 #: while at most this share of the rows it scanned match; above, reading every column and
 #: filtering costs less, even counting the late part read before the switch. Where they cross
-#: depends on the columns' widths; on ten columns of ints, strings and lists, near 5 %
-#: (benchmarks/python_read_bench.py)
-LATE_MAX_SHARE = 0.05
+#: depends on the columns' widths; on the ten columns of ints, strings and lists of
+#: benchmarks/python_read_bench.py, between 2 % and 3 % (pylance's own CPU, early scans in
+#: batches of :func:`read_batch_rows`)
+LATE_MAX_SHARE = 0.025
 
 SUPPORTS_PUSHDOWN = hasattr(DataSourceReader, "pushFilters")
 #: pyspark with a scan-scoped planned read (upstream moved it with the pushLimit change)

@@ -89,6 +89,7 @@ def _read(ds, fids, amount_below: int, rng=None) -> pa.Table:
     [
         (0, [True] * 3),  # nothing matches
         (1, [True] * 3),  # 1 %, in every block: late throughout
+        (4, [True, False, False]),  # 3.6 %: above LATE_MAX_SHARE, switched to early
         (30, [True, False, False]),  # 30 %: the first batch switches the partition to early
         (1000, [True, False, False]),  # every non-null row
     ],
