@@ -70,15 +70,24 @@ MIN_ROWS_PER_PARTITION = 65_536
 #: whole fragments the same way (:func:`default_max_rows`)
 MAX_PARTITION_BYTES = 128 * 1024 * 1024
 OPEN_COST_BYTES = 4 * 1024 * 1024
+#: rows per batch of a late (filtered) scan: Lance fills each with matching rows, and the first
+#: full one is the evidence that decides late or early (:func:`_filtered_batches`)
 READ_BATCH_SIZE = 8192
+#: a scan that reads every column (no filter, or a filter read early) takes batches of about this
+#: many stored bytes, between READ_BATCH_SIZE and MAX_READ_BATCH_ROWS rows: each batch crosses to
+#: the JVM as one Arrow message, and fewer, larger ones cost Spark less per row, while wide rows
+#: (vectors, long strings) keep a batch's memory near this size times the encoding's ratio
+READ_BATCH_BYTES = 8 * 1024 * 1024
+MAX_READ_BATCH_ROWS = 65_536
 _ROWADDR_FRAGMENT_SHIFT = 32  # Lance row address = fragment_id << 32 | physical offset
 _ROWADDR_OFFSET_MASK = (1 << _ROWADDR_FRAGMENT_SHIFT) - 1
 #: a filtered scan stays late (the filter's columns first, the others taken for matching rows)
 #: while at most this share of the rows it scanned match; above, reading every column and
 #: filtering costs less, even counting the late part read before the switch. Where they cross
-#: depends on the columns' widths; on ten columns of ints, strings and lists, near 5 %
-#: (benchmarks/python_read_bench.py)
-LATE_MAX_SHARE = 0.05
+#: depends on the columns' widths; on the ten columns of ints, strings and lists of
+#: benchmarks/python_read_bench.py, between 2 % and 3 % (pylance's own CPU, early scans in
+#: batches of :func:`read_batch_rows`)
+LATE_MAX_SHARE = 0.025
 
 SUPPORTS_PUSHDOWN = hasattr(DataSourceReader, "pushFilters")
 #: pyspark with a scan-scoped planned read (upstream moved it with the pushLimit change)
@@ -147,6 +156,7 @@ class ReadPlan:
     version: int
     columns: tuple[str, ...]  # stored columns to scan (those present at the pinned version)
     storage_options: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)  # credentials
+    batch_rows: int = READ_BATCH_SIZE  # rows per batch of a scan that reads every column (read_batch_rows)
 
 
 class OmnigraphPartition(InputPartition):
@@ -173,6 +183,30 @@ def fragment_rows(ds) -> list[tuple[int, int, int]]:
     return [(f.fragment_id, f.count_rows(), f.metadata.physical_rows) for f in ds.get_fragments()]
 
 
+def _stored_bytes(ds, fragments: Sequence[tuple[int, int, int]]) -> tuple[int, int] | None:
+    """(data files' bytes, physical rows) of ``ds``, or None when a size is unknown or it is empty."""
+    sizes = [d.file_size_bytes for f in ds.get_fragments() for d in f.metadata.files]
+    physical = sum(p for _, _, p in fragments)
+    if not physical or not sizes or not all(sizes):
+        return None
+    return sum(sizes), physical
+
+
+def read_batch_rows(ds, fragments: Sequence[tuple[int, int, int]], columns: int | None = None) -> int:
+    """Rows per batch of a scan that reads every column: :data:`READ_BATCH_BYTES` of the table's
+    stored bytes per physical row (the share of ``columns`` of its stored columns, when given),
+    within [:data:`READ_BATCH_SIZE`, :data:`MAX_READ_BATCH_ROWS`]. A table whose manifest lacks a
+    data file's size: :data:`READ_BATCH_SIZE`."""
+    stored = _stored_bytes(ds, fragments)
+    if stored is None:
+        return READ_BATCH_SIZE
+    total, physical = stored
+    if columns is not None:
+        total = total * columns // max(1, len(ds.schema.names))
+    per_row = max(1, -(-total // physical))
+    return max(READ_BATCH_SIZE, min(MAX_READ_BATCH_ROWS, READ_BATCH_BYTES // per_row))
+
+
 def default_max_rows(ds, fragments: Sequence[tuple[int, int, int]], parallelism: int) -> int:
     """A read task's row cap when ``maxRowsPerPartition`` is not given: Spark's split size for
     file sources, ``min(128 MB, max(4 MB, data bytes / parallelism))``, in rows of this table
@@ -181,11 +215,10 @@ def default_max_rows(ds, fragments: Sequence[tuple[int, int, int]], parallelism:
     Spark gives Parquet files of the same size: 10M narrow rows on two cores read as three
     tasks, not ten (many small tasks cost a full scan more than they spread). A table whose
     manifest lacks a data file's size: one writer file's rows."""
-    sizes = [d.file_size_bytes for f in ds.get_fragments() for d in f.metadata.files]
-    physical = sum(p for _, _, p in fragments)
-    if not physical or not sizes or not all(sizes):
+    stored = _stored_bytes(ds, fragments)
+    if stored is None:
         return DEFAULT_MAX_ROWS_PER_PARTITION
-    total = sum(sizes)
+    total, physical = stored
     split = min(MAX_PARTITION_BYTES, max(OPEN_COST_BYTES, -(-total // max(1, parallelism))))
     return max(DEFAULT_MAX_ROWS_PER_PARTITION, split * physical // total)
 
@@ -216,9 +249,11 @@ def plan_partitions(
 
     Returns:
         A list of (fragment ids, row range or None). Consecutive fragments are merged while
-        their live rows fit in the target; a larger fragment is split into equal physical row
-        ranges. Fragments with no live rows are skipped. No fragments -> one empty task (so an
-        empty table reads as 0 rows).
+        their live rows fit in the target; a fragment of at least one and a half targets is
+        split into equal physical row ranges (the target rounded, so a fragment a few rows
+        above it stays one task: a second task costs a Python worker round trip and a
+        row-address filter), as is one above ``max_rows``. Fragments with no live rows are
+        skipped. No fragments -> one empty task (so an empty table reads as 0 rows).
     """
     target = task_rows(fragments, max_rows, parallelism, min_rows)
     out: list[tuple[tuple[int, ...], tuple[int, int] | None]] = []
@@ -227,7 +262,7 @@ def plan_partitions(
     for fid, live, physical in fragments:
         if live <= 0:
             continue
-        n = max(-(-live // max_rows), min(-(-live // target), max(1, live // min_rows)))
+        n = max(-(-live // max_rows), min(max(1, (2 * live + target) // (2 * target)), max(1, live // min_rows)))
         if n > 1:
             if group:
                 out.append((tuple(group), None))
@@ -305,14 +340,16 @@ class OmnigraphReader(DataSourceReader):
                 typedef.table_key,
                 table.version,
             )
+        self._fragments = fragment_rows(ds)
+        scanned = tuple(c for c in wanted if c in stored.names)
         self.plan = ReadPlan(
             table.base_path,
             table.lance_branch,
             table.version,
-            tuple(c for c in wanted if c in stored.names),
+            scanned,
             tuple(sorted((opts.storage_options or {}).items())) or None,
+            read_batch_rows(ds, self._fragments, len(scanned)),
         )
-        self._fragments = fragment_rows(ds)
         self.max_rows = opts.max_rows_per_partition or default_max_rows(ds, self._fragments, self.parallelism)
         log.info(
             "omnigraph read %s on %s: manifest v%d (commit %s), table version %d, %d fragments",
@@ -373,14 +410,14 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
     )
     columns = list(plan.columns)
     if partition.filter:
-        batches = _filtered_batches(ds, partition, columns)
+        batches = _filtered_batches(ds, partition, columns, plan.batch_rows)
     else:
         frags = [ds.get_fragment(i) for i in partition.fragment_ids]
         scanner = ds.scanner(
             columns=columns,
             filter=range_filter(partition.fragment_ids[0], partition.row_range) if partition.row_range else None,
             fragments=frags,  # type: ignore[arg-type]  # the planned ids exist at the pinned version
-            batch_size=READ_BATCH_SIZE,
+            batch_size=plan.batch_rows,
             scan_in_order=True,
         )
         batches = scanner.to_batches()
@@ -390,7 +427,9 @@ def _read_batches(plan: ReadPlan, partition: OmnigraphPartition, target: pa.Sche
                 yield _types.convert_batch(batch, target)
 
 
-def _filtered_batches(ds, partition: OmnigraphPartition, columns: list[str]) -> Iterator[pa.RecordBatch]:
+def _filtered_batches(
+    ds, partition: OmnigraphPartition, columns: list[str], early_batch_rows: int = READ_BATCH_SIZE
+) -> Iterator[pa.RecordBatch]:
     """Executor: the rows of the partition's fragments that pass its pushed filter, in row
     address order, materialised by what the filter's measured selectivity makes cheaper.
 
@@ -401,7 +440,8 @@ def _filtered_batches(ds, partition: OmnigraphPartition, columns: list[str]) -> 
     the last row returned) and the partition's later fragments are scanned early, every column
     read and the filter applied to it, which then costs less than taking most rows block by
     block. The evidence is the row address of that batch's last match, so no extra pass
-    measures anything. Rows, order and values are the same either way; only the cost differs."""
+    measures anything. Rows, order and values are the same either way; only the cost differs.
+    Early scans take batches of ``early_batch_rows`` (:func:`read_batch_rows`)."""
     late, decided = True, False
     for fid in partition.fragment_ids:
         frag = ds.get_fragment(fid)
@@ -440,7 +480,7 @@ def _filtered_batches(ds, partition: OmnigraphPartition, columns: list[str]) -> 
             columns=columns,
             filter=" AND ".join(conds),
             fragments=[frag],
-            batch_size=READ_BATCH_SIZE,
+            batch_size=early_batch_rows,
             scan_in_order=True,
             late_materialization=False,
         ).to_batches()

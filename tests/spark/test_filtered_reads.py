@@ -89,17 +89,19 @@ def _read(ds, fids, amount_below: int, rng=None) -> pa.Table:
     [
         (0, [True] * 3),  # nothing matches
         (1, [True] * 3),  # 1 %, in every block: late throughout
+        (4, [True, False, False]),  # 3.6 %: above LATE_MAX_SHARE, switched to early
         (30, [True, False, False]),  # 30 %: the first batch switches the partition to early
         (1000, [True, False, False]),  # every non-null row
     ],
 )
 def test_filtered_batches_equal_filtering_every_row(dataset, monkeypatch, below, modes):
     monkeypatch.setattr(R, "READ_BATCH_SIZE", 64)  # a full batch of evidence within a small fragment
+    # early scans in batches of 5,000 rows (read_batch_rows), late ones of 64
     fids = [f.fragment_id for f in dataset.get_fragments()]
     rec = Recorder(dataset)
     part = OmnigraphPartition(0, tuple(fids), None, f"(`amount` < {below})")
     got = pa.Table.from_batches(
-        [b.select(dataset.schema.names) for b in R._filtered_batches(rec, part, dataset.schema.names)],
+        [b.select(dataset.schema.names) for b in R._filtered_batches(rec, part, dataset.schema.names, 5000)],
         schema=dataset.schema,
     )
     want = _oracle(dataset, fids, below)
@@ -151,10 +153,11 @@ SPARK_ROWS = 30_000
 
 @pytest.mark.spark
 def test_pushed_filters_read_exactly_what_spark_filters(spark, tmp_path):
-    """End to end through format("omnigraph"): each pushed filter (late throughout, switched to
-    early, matching nothing, matching every row) returns the rows Spark's own filter keeps on an
-    unfiltered read, every column with its nulls and types, and with ``columns`` the same rows
-    of fewer columns; a filter the source cannot take is applied by Spark."""
+    """End to end through format("omnigraph"), on two fragments with deletion files: each
+    pushed filter (0 %, 1 %, 10 % and 50 % of the rows; late throughout or switched to early;
+    every row) returns the rows Spark's own filter keeps on an unfiltered read, every column of
+    the bench schema with its nulls and types, and with ``columns`` the same rows of fewer
+    columns; a filter the source cannot take is applied by Spark."""
     g = Graph.init(str(tmp_path / "g"), PG)
     write_rows(g, "node:Acct", [{"id": f"a{i}", "name": f"a{i}"} for i in range(10)])
     target = writes.prepare_target(g, "main", "edge:Pay", "append")
@@ -171,6 +174,11 @@ def test_pushed_filters_read_exactly_what_spark_filters(spark, tmp_path):
         batch = pa.table({f.name: cols[f.name].cast(f.type) for f in target.schema}, schema=target.schema)
         staged.append(writes.stage(target, batch.to_batches()))
     writes.commit_load(g, "main", staged)
+    # deletion files in both fragments: every 13th edge, through the Python source's delete
+    gone = spark.createDataFrame([(f"r{j:06d}",) for j in range(0, 2 * SPARK_ROWS, 13)], "id string")
+    gone.write.format("omnigraph").option("type", "Pay").option("writeMode", "delete").option("engine", "python").mode(
+        "append"
+    ).save(g.root)
     amount, memo = F.col("amount"), F.col("memo")
 
     def load(pushdown: str, **opts):
@@ -185,6 +193,7 @@ def test_pushed_filters_read_exactly_what_spark_filters(spark, tmp_path):
 
     cases = {
         "one_percent": amount < 1,
+        "ten_percent": amount < 10,
         "half": amount < 50,  # a full batch of matches in each fragment: read early after it
         "none": amount < 0,
         "every_row": F.col("id") >= "",
@@ -204,9 +213,10 @@ def test_pushed_filters_read_exactly_what_spark_filters(spark, tmp_path):
         narrow = load("true", columns="id,amount,memo,tags").filter(cond)
         assert sorted(narrow.collect()) == sorted((r["id"], r["amount"], r["memo"], r["tags"]) for r in want), label
         counts[label] = len(want)
-    assert counts["none"] == 0 and counts["every_row"] == 2 * SPARK_ROWS
-    assert 0 < counts["one_percent"] < counts["half"] < 2 * SPARK_ROWS
+    live = 2 * SPARK_ROWS - len(range(0, 2 * SPARK_ROWS, 13))
+    assert counts["none"] == 0 and counts["every_row"] == live
+    assert 0 < counts["one_percent"] < counts["ten_percent"] < counts["half"] < live
     # a float filter stays with Spark (docs/guarantees.md), which applies it to every row read
     fee = load("true").filter(F.col("fee") > 100.0)
     assert has_filter_node(plan(fee))
-    assert fee.count() == sum(1 for j in range(2 * SPARK_ROWS) if j % 10 and j / 7 > 100.0)
+    assert fee.count() == sum(1 for j in range(2 * SPARK_ROWS) if j % 10 and j % 13 and j / 7 > 100.0)

@@ -49,6 +49,18 @@ def test_task_rows_fills_the_cores_but_keeps_tasks_large():
     assert R.task_rows([], 1_000_000, 2) == R.MIN_ROWS_PER_PARTITION
 
 
+def test_a_fragment_a_little_above_the_target_stays_one_task():
+    """Two writer files for two cores read as two tasks, though the first is a few rows above
+    half the table (2M rows: 1,048,576 + 951,424); a fragment of one and a half targets or more
+    is split, and maxRowsPerPartition still caps every task."""
+    full = R.DEFAULT_MAX_ROWS_PER_PARTITION
+    two = [(0, full, full), (1, 2_000_000 - full, 2_000_000 - full)]
+    assert R.plan_partitions(two, full, 2) == [((0,), None), ((1,), None)]
+    uneven = [(0, 1_500_000, 1_500_000), (1, 500_000, 500_000)]
+    assert R.plan_partitions(uneven, 2_000_000, 2) == [((0,), (0, 750_000)), ((0,), (750_000, 1_500_000)), ((1,), None)]
+    assert [rng for _, rng in R.plan_partitions(two, 600_000, 2)][:2] == [(0, full // 2), (full // 2, full)]
+
+
 def test_full_size_files_are_read_whole():
     """Reading part of a file costs more than its share (a row-address filter), so files of
     the writer's default size are never cut by the default cap; only too few files for the
@@ -72,6 +84,7 @@ class _Files:
         from types import SimpleNamespace as NS
 
         self.frags = [NS(metadata=NS(files=[NS(file_size_bytes=s)])) for s in sizes]
+        self.schema = NS(names=["id", "a", "b", "c"])
 
     def get_fragments(self):
         return self.frags
@@ -91,6 +104,22 @@ def test_the_default_cap_groups_whole_fragments_as_spark_splits_files():
     assert R.default_max_rows(_Files([30 << 20, None]), ten[:2], 2) == full  # a size unknown
     assert R.default_max_rows(_Files([30 << 20, 0]), ten[:2], 2) == full
     assert R.default_max_rows(_Files([]), [], 2) == full
+
+
+def test_scans_of_every_column_take_batches_of_about_eight_megabytes():
+    """Rows per batch of a scan reading every column: READ_BATCH_BYTES of stored bytes per
+    row, within [READ_BATCH_SIZE, MAX_READ_BATCH_ROWS]; the share of the columns read when
+    fewer; READ_BATCH_SIZE when a file's size is unknown."""
+    full = R.DEFAULT_MAX_ROWS_PER_PARTITION
+    narrow = _Files([50 * full])  # 50 bytes a row
+    assert R.read_batch_rows(narrow, [(0, full, full)]) == R.MAX_READ_BATCH_ROWS
+    wide = _Files([6_000 * full])  # a 1536-dimension vector a row
+    assert R.read_batch_rows(wide, [(0, full, full)]) == R.READ_BATCH_SIZE
+    mid = _Files([400 * full])
+    assert R.read_batch_rows(mid, [(0, full, full)]) == R.READ_BATCH_BYTES // 400
+    assert R.read_batch_rows(mid, [(0, full, full)], columns=2) == min(R.MAX_READ_BATCH_ROWS, R.READ_BATCH_BYTES // 200)
+    assert R.read_batch_rows(_Files([None]), [(0, full, full)]) == R.READ_BATCH_SIZE
+    assert R.read_batch_rows(_Files([]), []) == R.READ_BATCH_SIZE
 
 
 def test_row_ranges_cover_a_fragment_with_deletions_exactly_once(tmp_path):
