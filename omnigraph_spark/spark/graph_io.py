@@ -234,8 +234,9 @@ def write_graph(
 
     def run() -> list[StagedTable]:
         out: list[StagedTable] = []
-        # the snapshot the edge tasks prove endpoints against (I15; jvm_write.endpoint_sources)
-        snap = graph.snapshot(opts.branch) if not deleting and any(k.startswith("edge:") for k in order) else None
+        # the snapshot the staging tasks prove against (I15, I17): endpoints, fresh ids
+        proves = plans or (not deleting and any(k.startswith("edge:") for k in order))
+        snap = graph.snapshot(opts.branch) if proves else None
         for key in order:
             td, df = resolved[key]
             target = targets[key]
@@ -248,7 +249,7 @@ def write_graph(
                 got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
             else:
                 ends = (
-                    _jvm_write.endpoint_sources(td, snap, out, _endpoint_index.MAX_INDEXED_IDS)  # type: ignore[arg-type]  # snap is taken when there are edges
+                    _jvm_write.endpoint_sources(td, snap, out, _endpoint_index.MAX_INDEXED_IDS)  # type: ignore[arg-type]  # snap is taken when there are edges to stage
                     if td.is_edge
                     else None
                 )
