@@ -247,7 +247,11 @@ class OmnigraphWriter(DataSourceArrowWriter):
     of an edge type probe every ``src``/``dst`` against the node ids ``ends_against`` names and
     hand the driver an endpoint proof (I15, :mod:`~omnigraph_spark.store.endpoint_index`)."""
 
-    def __init__(self, options: Mapping[str, str], schema: StructType | None, overwrite: bool) -> None:
+    def __init__(
+        self, options: Mapping[str, str], schema: StructType | None, overwrite: bool, prove_ends: bool = True
+    ) -> None:
+        """``prove_ends``: whether an edge type's tasks prove endpoints (a stream's micro-batch
+        does not: see :class:`~.stream.OmnigraphStreamWriter`)."""
         try:
             self.opts = WriteOptions.from_options(options, overwrite=overwrite)
             if self.opts.engine == "jvm":  # the JVM provider would have taken it: the shim is not loaded
@@ -289,7 +293,7 @@ class OmnigraphWriter(DataSourceArrowWriter):
             _jvm_write.endpoint_sources(
                 self.typedef, graph.snapshot(self.opts.branch), [], _endpoint_index.MAX_INDEXED_IDS
             )
-            if self.typedef.is_edge and self.opts.write_mode != "delete"
+            if prove_ends and self.typedef.is_edge and self.opts.write_mode != "delete"
             else None
         )
         log.info(
