@@ -823,3 +823,21 @@ def test_python_source_endpoint_proof_through_spark(spark, tmp_path):
     err = unwrap_error(e.value)
     assert err is not None and err.code == "DANGLING_EDGE" and "src 'ghost' not found in Person" in str(err)
     assert edge_rows(spark, g.root) == sorted(ring())
+
+
+def test_a_streams_micro_batches_leave_endpoints_to_the_commit(spark, tmp_path):
+    """The batch writer of an edge type names the id sources its tasks prove against (I15); a
+    stream's micro-batch writer names none (its commit probes the committed id index, I24), and
+    neither does a node type's or a delete's."""
+    from omnigraph_spark.spark.stream import OmnigraphRowStreamWriter
+    from omnigraph_spark.spark.validate import id_source
+
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(spark), g.root, "Person", engine="python")
+    edge = {"path": g.root, "type": "Knows", "engine": "python"}
+    snap = Graph.open(g.root).snapshot()
+    person = id_source(snap, {}, "node:Person")
+    assert writer.OmnigraphWriter(edge, None, False).ends_against == (person, person)
+    assert OmnigraphRowStreamWriter(edge, None, False).batch.ends_against is None
+    assert writer.OmnigraphWriter({**edge, "type": "Person"}, None, False).ends_against is None
+    assert writer.OmnigraphWriter({**edge, "writeMode": "delete"}, None, False).ends_against is None
