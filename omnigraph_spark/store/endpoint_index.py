@@ -6,7 +6,8 @@ endpoint check for either path (``spark/validate.py::_ends_proven``). The index 
 :class:`~.writes.IdSource` (the committed node table at its pinned version, plus the node files
 the load staged) is the ids' 64-bit fingerprints (:mod:`~omnigraph_spark.ingest.fingerprints`,
 the hash both runtimes compute) in ascending order with the ids in the same order. A probe
-finds a value's fingerprint by binary search and then compares the bytes of the id found; a
+finds a value's fingerprint in the bucket of its top bits and then compares the bytes of the
+id found; a
 value whose fingerprint is absent, or whose bytes differ from the id found (a collision), is
 counted unproven, never proven, so the driver then checks exactly and words any error.
 
@@ -37,7 +38,8 @@ from .writes import EndsProof, IdSource
 log = logging.getLogger(__name__)
 
 #: the most ids a Python task indexes for one end of an edge type. An id costs 8 bytes of
-#: fingerprint, 4 of offset and its own bytes: about 0.5 GB for 16M ids of 20 bytes, twice that
+#: fingerprint, 4 of offset, at most 4 of bucket directory and its own bytes (about twice its
+#: bytes while the index is sorted): about 0.6 GB for 16M ids of 20 bytes, twice that
 #: at most for an edge type between two node types, within the memory a Python worker beside a
 #: JVM executor is given. A node type with more ids: the task proves nothing and the driver
 #: checks endpoints (``spark/jvm_write.py::endpoint_sources`` decides before staging)
