@@ -24,8 +24,9 @@ No SparkSession anywhere, as in the Spark Python worker that runs a Python DataS
   also at 0 (the validator's parts in memory).
 * ``memory``: ``--nodes`` Item nodes and three times as many Link edges (``@card(0..1000)``,
   minted edge ids) are written as Parquet input files, staged by ``OmnigraphWriter.write`` in one
-  process (``--tasks`` tasks) and committed by ``OmnigraphWriter.commit`` in a fresh process
-  whose peak RSS (``ru_maxrss``) is the committing worker's; nodes first, then edges. With
+  process (``--tasks`` tasks, one after the other, as one Python worker runs them: its peak
+  RSS is ``*_stage_peak_rss_mb``) and committed by ``OmnigraphWriter.commit`` in a fresh
+  process whose peak RSS (``VmHWM``) is the committing worker's; nodes first, then edges. With
   ``--check-rows`` the option distributedCheckRows is set (the rows from which checks run out
   of core; the connector's default otherwise), with ``--in-memory`` the commits run once more
   at distributedCheckRows=0 (every check in memory).
@@ -357,8 +358,9 @@ def run_memory(args, work: Path) -> dict:
         for type_, path in (("Item", nodes_path), ("Link", edges_path)):
             msgs = str(work / f"{type_}.pickle")
             t0 = time.monotonic()
-            _child(["stage", uri, type_, str(path), str(args.tasks), msgs])
+            staged = _child(["stage", uri, type_, str(path), str(args.tasks), msgs])
             res[f"{type_}_stage_s"] = round(time.monotonic() - t0, 1)
+            res[f"{type_}_stage_peak_rss_mb"] = staged["peak_rss_mb"]
             got = _child(["commit", uri, type_, str(path), msgs, check_rows])
             res[f"{type_}_commit_s"] = got["commit_s"]
             res[f"{type_}_commit_peak_rss_mb"] = got["peak_rss_mb"]

@@ -32,10 +32,11 @@ from ..graph import Graph
 from ..ingest import parse_record, records_to_batch
 from ..ingest.integrity import delete_columns, delete_keys
 from ..schema.catalog import Catalog, TypeDef
+from ..store import endpoint_index as _endpoint_index
 from ..store import side_files
 from ..store.layout import MAIN
 from ..store.quarantine import Quarantine, Rejected, rejected_ends
-from ..store.writes import LoadResult, StagedTable, WriteTarget, abort, prepare_target, stage
+from ..store.writes import IdSource, LoadResult, StagedTable, WriteTarget, abort, prepare_target, stage
 from . import jvm_write as _jvm_write
 from .bad_rows import Refusal, is_row_data_error, refused_error
 from .error_tags import tag_error, unwrap_error
@@ -233,7 +234,9 @@ def write_graph(
 
     def run() -> list[StagedTable]:
         out: list[StagedTable] = []
-        snap = graph.snapshot(opts.branch) if plans else None
+        # the snapshot the staging tasks prove against (I15, I17): endpoints, fresh ids
+        proves = plans or (not deleting and any(k.startswith("edge:") for k in order))
+        snap = graph.snapshot(opts.branch) if proves else None
         for key in order:
             td, df = resolved[key]
             target = targets[key]
@@ -245,10 +248,15 @@ def write_graph(
                 fresh = _jvm_write.fresh_source(td, target, plan, snap)  # type: ignore[arg-type]  # snap is taken when there are plans
                 got = _jvm_write.stage_jvm(df, td, target, plan, journal.directory, ends, fresh)
             else:
+                ends = (
+                    _jvm_write.endpoint_sources(td, snap, out, _endpoint_index.MAX_INDEXED_IDS)  # type: ignore[arg-type]  # snap is taken when there are edges to stage
+                    if td.is_edge
+                    else None
+                )
                 got = _collect(
                     df,
                     _python_stager(
-                        td, target, journal, quarantine, rejected_ends(td, rejected) if td.is_edge else None
+                        td, target, journal, quarantine, rejected_ends(td, rejected) if td.is_edge else None, ends
                     ),
                     rejected,
                 )
@@ -304,16 +312,19 @@ def _python_stager(
     journal: Journal,
     quarantine: Quarantine | None = None,
     ends: Mapping[str, Mapping[str, str]] | None = None,
+    ends_against: tuple[IdSource, IdSource] | None = None,
 ):
     """The mapInArrow function staging one DataFrame in Python workers (RowConverter); with
     ``quarantine``, bad rows (and edges to ``ends``, nodes rejected so far) are quarantined.
-    Each task leaves its key fingerprints in the journal, as the JVM tasks do (I15)."""
+    Each task leaves its key fingerprints in the journal and, for an edge type, proves its
+    endpoints against ``ends_against``, as the JVM tasks do (I15)."""
 
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pid, attempt = task_ids()
         sink = quarantine.open_sink(td, f"p{pid}-a{attempt}") if quarantine is not None else None
         keys_to = side_files.key_hashes_location(journal.directory, td.table_key, pid, attempt)
-        st = stage_task(target, td, batches, f"{td.name} partition {pid}", sink, ends, key_hashes_to=keys_to)
+        where = f"{td.name} partition {pid}"
+        st = stage_task(target, td, batches, where, sink, ends, key_hashes_to=keys_to, ends_against=ends_against)
         if isinstance(st, StagedTable):  # a Refusal staged nothing: nothing to journal
             journal.record(f"{td.kind}-{td.name}-p{pid}-a{attempt}", [st])
             if sink is not None:

@@ -461,12 +461,13 @@ def fresh_source(typedef: TypeDef, target: WriteTarget, plan: JvmStagePlan, snap
 
 
 def endpoint_sources(
-    typedef: TypeDef, snap: Snapshot, staged: Sequence[StagedTable]
+    typedef: TypeDef, snap: Snapshot, staged: Sequence[StagedTable], max_ids: int = MAX_INDEXED_IDS
 ) -> tuple[IdSource, IdSource] | None:
     """Driver, before staging an edge table: the id sources its tasks check endpoints against
     (the validator's own rule, :func:`~.validate.id_source`, on the snapshot the job starts from
-    and the node tables staged so far), or None when the node tables are too large to index in
-    an executor (the driver checks them as before)."""
+    and the node tables staged so far), or None when a node table has more than ``max_ids`` ids
+    (default: what a JVM executor's index can hold; a Python task's is
+    ``store.endpoint_index.MAX_INDEXED_IDS``): the driver checks them as before."""
     merged = {
         k: StagedTable.merge([s for s in staged if s.table_key == k])  # one StagedTable per task
         for k in {s.table_key for s in staged}
@@ -476,13 +477,13 @@ def endpoint_sources(
         key = f"node:{node_type}"
         source = id_source(snap, merged, key)
         rows = (snap.table(key).row_count if source.table else 0) + (merged[key].rows if key in merged else 0)
-        if rows > MAX_INDEXED_IDS:
+        if rows > max_ids:
             log.info(
                 "%s: %s has %d ids (> %d): endpoints checked on the driver",
                 typedef.table_key,
                 key,
                 rows,
-                MAX_INDEXED_IDS,
+                max_ids,
             )
             return None
         out.append(source)

@@ -26,8 +26,10 @@ from ..ingest import integrity as _integrity
 from ..ingest.fingerprints import fingerprint_column, fingerprints
 from ..schema.catalog import TypeDef
 from ..store import side_files
+from ..store.endpoint_index import EndsCheck
 from ..store.quarantine import RejectSink
 from ..store.writes import (
+    IdSource,
     StagedTable,
     WriteTarget,
     abort,
@@ -55,6 +57,7 @@ def convert_and_stage(
     rejects: RejectSink | None = None,
     rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
     key_hashes_to: str | None = None,
+    ends_against: tuple[IdSource, IdSource] | None = None,
 ) -> StagedTable:
     """Executor: stream user batches through RowConverter into ``stage`` (bounded memory).
 
@@ -68,9 +71,15 @@ def convert_and_stage(
     ``key_hashes_to``: a side file location (``side_files.location``) for the fingerprints of
     the staged values of the type's :func:`~..ingest.fingerprints.fingerprint_column`, the
     driver's uniqueness proof (I15); the result then names it in ``key_hashes`` (none when the
-    type has no such column, or the file could not be written: the driver checks exactly)."""
+    type has no such column, or the file could not be written: the driver checks exactly).
+
+    ``ends_against``: for an edge type, the id sources (from, to) of its endpoint proof (I15,
+    :class:`~omnigraph_spark.store.endpoint_index.EndsCheck`): every staged ``src``/``dst`` is
+    probed against them and the result names the dangling count and the most edges per source
+    in ``ends`` (none when the ids could not be indexed: the driver checks exactly)."""
     conv = RowConverter(typedef, target.schema)
     key_column = fingerprint_column(typedef, target.schema) if key_hashes_to else None
+    ends = EndsCheck(ends_against, target.storage_options) if typedef.is_edge and ends_against else None
     hashes: list[np.ndarray] = []
     state: dict[str, Any] = {"offset": 0, "error": None}  # the rows before this batch; the refusal
 
@@ -118,6 +127,8 @@ def convert_and_stage(
         for out in converted():
             if key_column is not None:
                 hashes.append(fingerprints(out.column(key_column)))
+            if ends is not None:
+                ends.probe(out)
             yield out
 
     try:
@@ -133,6 +144,8 @@ def convert_and_stage(
         log.info("%s: %s; stopped and removed %d staged files", where, str(original).splitlines()[0][:300], n)
         raise original
     staged = dataclasses.replace(staged, minted_ids=conv.given_ids == 0)
+    if ends is not None:
+        staged = dataclasses.replace(staged, ends=ends.proof())
     if key_column is not None and key_hashes_to is not None:
         staged = _with_key_hashes(staged, key_column, hashes, key_hashes_to, target, where)
     return staged
@@ -204,13 +217,14 @@ def stage_task(
     rejects: RejectSink | None = None,
     rejected_ends: Mapping[str, Mapping[str, str]] | None = None,
     key_hashes_to: str | None = None,
+    ends_against: tuple[IdSource, IdSource] | None = None,
 ) -> StagedTable | Refusal:
     """Executor: :func:`convert_and_stage`, with a data error returned as a :class:`Refusal`
     (the task succeeds, so Spark neither logs nor retries it) instead of raised. Any other
     error raises, tagged, so Spark retries the task. A refused or failed task's quarantined
     rows (``rejects``) are deleted."""
     try:
-        return convert_and_stage(target, typedef, batches, where, rejects, rejected_ends, key_hashes_to)
+        return convert_and_stage(target, typedef, batches, where, rejects, rejected_ends, key_hashes_to, ends_against)
     except OmnigraphError as e:
         if rejects is not None:
             rejects.abandon()

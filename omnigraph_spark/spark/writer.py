@@ -36,6 +36,7 @@ from ..ingest import RowConverter
 from ..ingest import integrity as _integrity
 from ..ingest.fingerprints import fingerprint_column
 from ..schema.catalog import TypeDef
+from ..store import endpoint_index as _endpoint_index
 from ..store import quarantine as _quarantine
 from ..store import side_files
 from ..store.fs import RootStorage
@@ -50,6 +51,7 @@ from ..store.writes import (
     merge_by_key,
     prepare_target,
 )
+from . import jvm_write as _jvm_write
 from .bad_rows import Refusal, refused_error
 from .dist_checks import DistChecks
 from .error_tags import tag_error
@@ -241,9 +243,15 @@ class OmnigraphWriter(DataSourceArrowWriter):
     fingerprints of the values it staged into the load's own directory under the graph root's
     staging area (``side_dir``, the place and format of the JVM tasks' fingerprints), so the
     driver proves the load's keys distinct without reading them (I15); the driver deletes the
-    directory once the load is committed or refused (a dead driver's: ``cleanup``)."""
+    directory once the load is committed or refused (a dead driver's: ``cleanup``). The tasks
+    of an edge type probe every ``src``/``dst`` against the node ids ``ends_against`` names and
+    hand the driver an endpoint proof (I15, :mod:`~omnigraph_spark.store.endpoint_index`)."""
 
-    def __init__(self, options: Mapping[str, str], schema: StructType | None, overwrite: bool) -> None:
+    def __init__(
+        self, options: Mapping[str, str], schema: StructType | None, overwrite: bool, prove_ends: bool = True
+    ) -> None:
+        """``prove_ends``: whether an edge type's tasks prove endpoints (a stream's micro-batch
+        does not: see :class:`~.stream.OmnigraphStreamWriter`)."""
         try:
             self.opts = WriteOptions.from_options(options, overwrite=overwrite)
             if self.opts.engine == "jvm":  # the JVM provider would have taken it: the shim is not loaded
@@ -279,6 +287,15 @@ class OmnigraphWriter(DataSourceArrowWriter):
             self.opts.write_mode != "delete" and fingerprint_column(self.typedef, self.target.schema) is not None
         )
         self.side_dir = join(RootPaths(graph.root).staging_dir, uuid.uuid4().hex) if fingerprinted else None
+        # an edge type's tasks prove its endpoints against the node ids of the snapshot the write
+        # starts from (I15); the commit uses the proof only if its own snapshot offers the same ids
+        self.ends_against = (
+            _jvm_write.endpoint_sources(
+                self.typedef, graph.snapshot(self.opts.branch), [], _endpoint_index.MAX_INDEXED_IDS
+            )
+            if prove_ends and self.typedef.is_edge and self.opts.write_mode != "delete"
+            else None
+        )
         log.info(
             "omnigraph write planned: %s on %s (%s), base version %d",
             self.typedef.table_key,
@@ -298,7 +315,13 @@ class OmnigraphWriter(DataSourceArrowWriter):
         if self.side_dir is not None:
             keys_to = side_files.key_hashes_location(self.side_dir, self.target.table_key, pid, attempt)
         got = stage_task(
-            self.target, self.typedef, iterator, f"{self.typedef.name} partition {pid}", sink, key_hashes_to=keys_to
+            self.target,
+            self.typedef,
+            iterator,
+            f"{self.typedef.name} partition {pid}",
+            sink,
+            key_hashes_to=keys_to,
+            ends_against=self.ends_against,
         )
         if isinstance(got, Refusal):
             log.info("partition %d attempt %d refused its rows: [%s] %s", pid, attempt, got.code, got.message)

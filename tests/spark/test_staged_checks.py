@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 
+import numpy as np
 import pytest
 
 from omnigraph_spark import Graph, read_table, write_graph, write_table
@@ -673,3 +674,170 @@ def test_write_table_python_tasks_prove_distinct_keys(jvm, tmp_path, calls):
     assert calls["unique"] == 0
     assert sorted(r.name for r in read_table(jvm, g.root, "Person").collect()) == sorted(NAMES)
     assert list(tmp_path.rglob("*.bin")) == []
+
+
+# -- the Python tasks' endpoint proof (store/endpoint_index.py) --------------------------------
+
+
+@pytest.fixture
+def no_endpoint_check(monkeypatch):
+    """The driver's exact endpoint check, on either of its paths, fails the test if it runs."""
+
+    def fail(*a, **kw):
+        raise AssertionError("the driver checked endpoints the staging tasks proved")
+
+    monkeypatch.setattr(validate, "check_endpoints", fail)
+    monkeypatch.setattr(validate, "_endpoints_bounded", fail)
+
+
+def _python_edge_load(root, parts, type_name="Knows"):
+    """The Python DataSource writer of an edge type run in this process: one write() per part."""
+    import pyarrow as pa
+
+    w = writer.OmnigraphWriter({"path": root, "type": type_name, "engine": "python"}, None, False)
+    msgs = [
+        w.write(iter([pa.record_batch({"src": pa.array([s for s, _ in p]), "dst": pa.array([d for _, d in p])})]))
+        for p in parts
+    ]
+    return w, msgs
+
+
+def test_I15_python_tasks_prove_endpoints_and_the_driver_skips_its_check(
+    spark, tmp_path, calls, no_endpoint_check, caplog
+):
+    """write_table with engine=python: the Python tasks probe every endpoint (hostile ids)
+    against the committed Person ids and bound the edges per source; the driver checks neither
+    endpoints nor @card, and the edges land. The Python DataSource's tasks do the same."""
+    caplog.set_level(logging.INFO, logger="omnigraph_spark.spark.validate")
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(spark), g.root, "Person", engine="python")
+    write_table(knows(spark, ring(), parts=3), g.root, "Knows", engine="python")
+    assert calls["card"] == 0
+    w, msgs = _python_edge_load(g.root, [ring()[:4], ring()[4:]])
+    proofs = [m.staged[0].ends for m in msgs]
+    assert [(p.dangling, p.src_bound) for p in proofs] == [(0, 1), (0, 1)]
+    w.commit(msgs)
+    assert calls["card"] == 1  # the first load's recorded bound (3) + the tasks' (2) > max: counted
+    assert any("edge:Knows endpoints: proven while staging" in r.getMessage() for r in caplog.records)
+    assert edge_rows(spark, g.root) == sorted(ring() + ring())
+
+
+def test_python_tasks_dangling_edge_gets_the_exact_checks_error(spark, tmp_path, calls, monkeypatch):
+    """A dangling endpoint found by a Python task: the driver's exact check runs and raises the
+    error it raises without the proof; nothing is written."""
+    msgs = {}
+    for proof in (True, False):
+        if not proof:
+            monkeypatch.setattr(graph_io._jvm_write, "endpoint_sources", lambda *a, **kw: None)
+        g = Graph.init(str(tmp_path / f"p{proof}"), SCHEMA)
+        write_table(people(spark), g.root, "Person", engine="python")
+        pairs = ring() + [("ann", "nobody"), ("ghost", "bob")]
+        with pytest.raises(DanglingEdgeError) as e:
+            write_table(knows(spark, pairs, parts=2), g.root, "Knows", engine="python")
+        msgs[proof] = str(e.value)
+        assert len(Graph.open(g.root).log()) == 2
+        assert edge_rows(spark, g.root) == []
+    assert msgs[True] == msgs[False]
+    assert "dst 'nobody' not found in Person" in msgs[True] and "[1 dangling src, 1 dangling dst]" in msgs[True]
+    assert calls["endpoints"] == 2
+
+
+def test_python_tasks_index_nodes_staged_in_the_same_load(spark, tmp_path, calls):
+    """write_graph with engine=python: the edge tasks index the load's own staged node files
+    (and the committed ones), so the driver skips its check; an overwrite of the node type drops
+    the committed ids, and the dangling edge is the exact check's error."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_graph(g.root, {"Person": people(spark, NAMES[:5]), "Knows": knows(spark, ring(NAMES[:5]))}, engine="python")
+    assert calls["endpoints"] == 0
+    write_graph(
+        g.root, {"Person": people(spark, NAMES[5:]), "Knows": knows(spark, [(NAMES[5], NAMES[0])])}, engine="python"
+    )  # NAMES[0] is committed, NAMES[5] staged: both are in the index
+    assert calls["endpoints"] == 0
+    before = edge_rows(spark, g.root)
+    with pytest.raises(DanglingEdgeError, match=r"src 'ann' not found in Person"):
+        write_graph(
+            g.root,
+            {"Person": people(spark, NAMES[1:]), "Knows": knows(spark, [("ann", "bob")])},
+            mode="overwrite",
+            engine="python",
+        )
+    assert calls["endpoints"] == 1
+    assert edge_rows(spark, g.root) == before
+
+
+def test_python_tasks_proof_is_rechecked_when_the_node_table_moves(spark, tmp_path, calls):
+    """The proof holds only for the node version the tasks indexed: nodes added between staging
+    and commit -> the driver checks and commits; the nodes replaced -> it checks and refuses."""
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(spark), g.root, "Person", engine="python")
+    w, msgs = _python_edge_load(g.root, [[("ann", "bob")]])
+    assert msgs[0].staged[0].ends.dangling == 0
+    write_table(people(spark, ["someone"]), g.root, "Person", engine="python")
+    w.commit(msgs)
+    assert calls["endpoints"] == 1
+    w, msgs = _python_edge_load(g.root, [[("ann", "bob")]])
+    write_table(
+        people(spark, ["ann"]), g.root, "Person", mode="overwrite", engine="python", options={"cascade": "true"}
+    )
+    with pytest.raises(DanglingEdgeError, match="dst 'bob' not found in Person"):
+        w.commit(msgs)
+    assert calls["endpoints"] == 2
+    assert edge_rows(spark, g.root) == []
+
+
+def test_python_tasks_colliding_hashes_are_unproven_not_wrong(spark, tmp_path, calls, monkeypatch):
+    """Every id hashing alike (the hash patched to a constant): the tasks count the ends they
+    cannot tell apart by bytes as unproven, the driver checks exactly and the edges land; a
+    dangling edge among them is still refused."""
+    from omnigraph_spark.store import endpoint_index
+
+    monkeypatch.setattr(endpoint_index, "fingerprints", lambda values: np.full(len(values), 7, np.uint64))
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(spark), g.root, "Person", engine="python")
+    w, msgs = _python_edge_load(g.root, [ring()])
+    assert msgs[0].staged[0].ends.dangling > 0
+    w.commit(msgs)
+    assert calls["endpoints"] == 1
+    assert edge_rows(spark, g.root) == sorted(ring())
+    w, msgs = _python_edge_load(g.root, [[("ann", "nobody")]])
+    with pytest.raises(DanglingEdgeError, match="dst 'nobody' not found in Person"):
+        w.commit(msgs)
+    assert edge_rows(spark, g.root) == sorted(ring())
+
+
+def test_python_source_endpoint_proof_through_spark(spark, tmp_path):
+    """df.write.format("omnigraph") with engine=python: edges over three tasks onto committed
+    nodes land, a dangling one is the exact check's DANGLING_EDGE naming it."""
+    from omnigraph_spark.spark import unwrap_error
+
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(spark), g.root, "Person", engine="python")
+
+    def save(df):
+        df.write.format("omnigraph").option("type", "Knows").option("engine", "python").mode("append").save(g.root)
+
+    save(knows(spark, ring(), parts=3))
+    assert edge_rows(spark, g.root) == sorted(ring())
+    with pytest.raises(Exception) as e:
+        save(knows(spark, [("ann", "bob"), ("ghost", "bob")], parts=2))
+    err = unwrap_error(e.value)
+    assert err is not None and err.code == "DANGLING_EDGE" and "src 'ghost' not found in Person" in str(err)
+    assert edge_rows(spark, g.root) == sorted(ring())
+
+
+def test_a_streams_micro_batches_leave_endpoints_to_the_commit(spark, tmp_path):
+    """The batch writer of an edge type names the id sources its tasks prove against (I15); a
+    stream's micro-batch writer names none (its commit probes the committed id index, I24), and
+    neither does a node type's or a delete's."""
+    from omnigraph_spark.spark.stream import OmnigraphRowStreamWriter
+    from omnigraph_spark.spark.validate import id_source
+
+    g = Graph.init(str(tmp_path / "g"), SCHEMA)
+    write_table(people(spark), g.root, "Person", engine="python")
+    edge = {"path": g.root, "type": "Knows", "engine": "python"}
+    snap = Graph.open(g.root).snapshot()
+    person = id_source(snap, {}, "node:Person")
+    assert writer.OmnigraphWriter(edge, None, False).ends_against == (person, person)
+    assert OmnigraphRowStreamWriter(edge, None, False).batch.ends_against is None
+    assert writer.OmnigraphWriter({**edge, "type": "Person"}, None, False).ends_against is None
+    assert writer.OmnigraphWriter({**edge, "writeMode": "delete"}, None, False).ends_against is None
