@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 import lance
@@ -128,6 +128,9 @@ class IndexJob:
     work: tuple[IndexWork, ...]
     storage_options: dict[str, str] | None = field(default=None, repr=False)  # credentials
     split: bool = True
+    #: the part sizes (``PART_ROWS``, ``SPLIT_ROWS`` where None), fixed by the parent for its child
+    part_rows: int | None = None
+    split_rows: int | None = None
 
     def open(self) -> lance.LanceDataset:
         return open_dataset(self.uri, branch=self.branch, version=self.version, storage_options=self.storage_options)
@@ -146,6 +149,8 @@ class IndexJob:
             "work": [w.to_json() for w in self.work],
             "storage_options": self.storage_options,
             "split": self.split,
+            "part_rows": self.part_rows,
+            "split_rows": self.split_rows,
         }
 
     @classmethod
@@ -157,6 +162,8 @@ class IndexJob:
             tuple(IndexWork.from_json(w) for w in o["work"]),
             o["storage_options"],
             bool(o.get("split", True)),
+            o.get("part_rows"),
+            o.get("split_rows"),
         )
 
 
@@ -393,8 +400,8 @@ def _parts(job: IndexJob, ds: lance.LanceDataset, pool: BuildPool) -> list[_Part
         if w.spec.kind == VECTOR or not job.split:
             groups = [w.fragments]
         else:
-            spread = pool.workers if w.spec.kind == INVERTED and w.rows >= SPLIT_ROWS else 1
-            groups = split_fragments(rows, PART_ROWS, spread)
+            spread = pool.workers if w.spec.kind == INVERTED and w.rows >= (job.split_rows or SPLIT_ROWS) else 1
+            groups = split_fragments(rows, job.part_rows or PART_ROWS, spread)
         parts += [_Part(i, g, sum(physical.get(f, 0) for f in g)) for g in groups]
     return sorted(parts, key=lambda p: (job.work[p.item].spec.kind != INVERTED, -p.rows, p.item, p.fragments))
 
@@ -538,10 +545,11 @@ def build(job: IndexJob) -> IndexBuild:
     # a whole build (split off) keeps Lance's own sizing: the default pool, at least two threads
     threads = pool.lance_threads if job.split else max(2, lance_cpu_threads())
     env = dict(os.environ, LANCE_CPU_THREADS=str(threads))
+    sized = replace(job, part_rows=job.part_rows or PART_ROWS, split_rows=job.split_rows or SPLIT_ROWS)
     start = time.monotonic()
     p = subprocess.run(
         [sys.executable, "-m", __name__],
-        input=json.dumps(job.to_json()),
+        input=json.dumps(sized.to_json()),
         capture_output=True,
         text=True,
         env=env,
