@@ -22,11 +22,13 @@ Sections (``--sections``, default all):
   they name are not written: a snapshot open reads only the manifest).
 * ``indexes``: the index step of a load (invariant I23) on tables of ``--index-nodes`` Item
   nodes (``id`` and a ``@key`` string ``item-%010d``) and three times as many edges (ULID
-  ``id``, ``src``, ``dst``), written as Lance datasets in fragments of 1M rows: the node
+  ``id``, ``src``, ``dst``), written as Lance datasets in fragments of
+  ``--index-fragment-rows`` rows (default 1M, a load's largest data file): the node
   table's BTree + INVERTED and the edge table's three BTrees built from scratch, each table
   alone and both at once (as a ``write_graph`` load does), in parts (``IndexJob.split``, the
   connector's build) and whole (one part per index, Lance's default parameters) in turn,
-  ``--repeats`` times. Per build: wall seconds and the child process's peak RSS (VmHWM).
+  ``--repeats`` times, the order of the two alternating. Per build: wall seconds, the child
+  processes' CPU seconds and each child's peak RSS (VmHWM).
 
     .venv/bin/python -m benchmarks.store_scale --out benchmarks/out/store-scale.json
     .venv/bin/python -m benchmarks.store_scale --sections publish --fragments 10000,20000 --tables 10
@@ -372,35 +374,33 @@ def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> 
     return out
 
 
-def _index_tables(work: Path, nodes: int) -> dict[str, str]:
-    """A node and an edge table (Lance datasets, fragments of 1M rows) for ``bench_indexes``."""
+def _index_tables(work: Path, nodes: int, per_fragment: int) -> dict[str, str]:
+    """A node and an edge table (Lance datasets, fragments of ``per_fragment`` rows) for
+    ``bench_indexes``."""
     import lance
     import numpy as np
     import pyarrow as pa
 
     from omnigraph_spark.ingest.convert import fresh_ids
-    from omnigraph_spark.store.tables import DEFAULT_MAX_ROWS_PER_FILE
 
     def keys(i) -> pa.Array:
         return pa.array(np.char.add("item-", np.char.zfill(i.astype(str), 10)))
 
     def node_batches():
-        for lo in range(0, nodes, DEFAULT_MAX_ROWS_PER_FILE):
-            k = keys(np.arange(lo, min(nodes, lo + DEFAULT_MAX_ROWS_PER_FILE)))
+        for lo in range(0, nodes, per_fragment):
+            k = keys(np.arange(lo, min(nodes, lo + per_fragment)))
             yield pa.record_batch({"id": k, "name": k})
 
     def edge_batches():
-        for lo in range(0, 3 * nodes, DEFAULT_MAX_ROWS_PER_FILE):
-            i = np.arange(lo, min(3 * nodes, lo + DEFAULT_MAX_ROWS_PER_FILE))
+        for lo in range(0, 3 * nodes, per_fragment):
+            i = np.arange(lo, min(3 * nodes, lo + per_fragment))
             yield pa.record_batch({"id": fresh_ids(len(i)), "src": keys(i // 3), "dst": keys((i * 7919 + 1) % nodes)})
 
     out = {}
     for name, gen in (("nodes", node_batches), ("edges", edge_batches)):
         first = next(gen())
         uri = str(work / f"index-{nodes}-{name}")
-        lance.write_dataset(
-            pa.RecordBatchReader.from_batches(first.schema, gen()), uri, max_rows_per_file=DEFAULT_MAX_ROWS_PER_FILE
-        )
+        lance.write_dataset(pa.RecordBatchReader.from_batches(first.schema, gen()), uri, max_rows_per_file=per_fragment)
         out[name] = uri
     return out
 
@@ -418,7 +418,8 @@ def _index_job(uri: str, split: bool):
     return indexes.IndexJob(uri, None, ds.version, tuple(indexes.plan(ds, specs)), split=split)
 
 
-def bench_indexes(work: Path, sizes: Sequence[int], repeats: int) -> list[dict[str, Any]]:
+def bench_indexes(work: Path, sizes: Sequence[int], per_fragment: int, repeats: int) -> list[dict[str, Any]]:
+    import resource
     from concurrent.futures import ThreadPoolExecutor
 
     from omnigraph_spark.store import indexes
@@ -426,8 +427,13 @@ def bench_indexes(work: Path, sizes: Sequence[int], repeats: int) -> list[dict[s
     out = []
     for nodes in sizes:
         t0 = time.perf_counter()
-        uris = _index_tables(work, nodes)
-        row: dict[str, Any] = {"nodes": nodes, "edges": 3 * nodes, "write_s": round(time.perf_counter() - t0, 1)}
+        uris = _index_tables(work, nodes, per_fragment)
+        row: dict[str, Any] = {
+            "nodes": nodes,
+            "edges": 3 * nodes,
+            "fragment_rows": per_fragment,
+            "write_s": round(time.perf_counter() - t0, 1),
+        }
         runs: dict[str, list[dict[str, Any]]] = {}
         for r in range(repeats):
             # alternate the order of the two builds between repeats
@@ -438,12 +444,16 @@ def bench_indexes(work: Path, sizes: Sequence[int], repeats: int) -> list[dict[s
                         for t in (("nodes", "edges") if which == "both" else (which,))
                     ]
                     l0 = _load()
+                    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     t0 = time.perf_counter()
                     with ThreadPoolExecutor(len(jobs)) as ex:
                         built = list(ex.map(indexes.build, jobs))
                     wall = time.perf_counter() - t0
+                    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     got = {
                         "wall_s": round(wall, 2),
+                        # the child processes' CPU seconds: steadier than wall time on a shared machine
+                        "child_cpu_s": round(c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime, 2),
                         "child_peak_mb": [b.child_peak_mb for b in built],
                         "segments": sum(len(b.segments) for b in built),
                         "load": [l0, _load()],
@@ -454,6 +464,9 @@ def bench_indexes(work: Path, sizes: Sequence[int], repeats: int) -> list[dict[s
                         shutil.rmtree(Path(u) / "_indices", ignore_errors=True)  # uncommitted segments
         row["runs"] = runs
         row["median_wall_s"] = {k: round(statistics.median(x["wall_s"] for x in v), 2) for k, v in runs.items()}
+        row["median_child_cpu_s"] = {
+            k: round(statistics.median(x["child_cpu_s"] for x in v), 2) for k, v in runs.items()
+        }
         row["max_child_peak_mb"] = {
             k: max(max(p for p in x["child_peak_mb"] if p is not None) for x in v) for k, v in runs.items()
         }
@@ -552,16 +565,17 @@ def markdown(r: dict[str, Any]) -> str:
             "",
             "## The index step of a load: in parts vs whole",
             "",
-            "| nodes + edges | build | nodes (s) | edges (s) | both at once (s) | child peak MB: nodes, edges, both |",
-            "|---|---|---|---|---|---|",
+            (
+                "| nodes + edges | build | wall (s): nodes, edges, both | child CPU (s): nodes, edges, both "
+                "| child peak MB: nodes, edges, both |"
+            ),
+            "|---|---|---|---|---|",
         ]
         for p in r["indexes"]:
-            w, m = p["median_wall_s"], p["max_child_peak_mb"]
+            w, c, m = p["median_wall_s"], p["median_child_cpu_s"], p["max_child_peak_mb"]
             for mode in ("whole", "parts"):
-                lines.append(
-                    f"| {p['nodes']:,} + {p['edges']:,} | {mode} | {w[mode + '_nodes']} | {w[mode + '_edges']} "
-                    f"| {w[mode + '_both']} | {m[mode + '_nodes']} / {m[mode + '_edges']} / {m[mode + '_both']} |"
-                )
+                cells = [", ".join(str(x[f"{mode}_{t}"]) for t in ("nodes", "edges", "both")) for x in (w, c, m)]
+                lines.append(f"| {p['nodes']:,} + {p['edges']:,} | {mode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -576,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--table-counts", default="1,10,100", help="tables: graphs of these many tables")
     p.add_argument("--manifest-rows", default="1000,10000,100000", help="rows: compacted __manifest sizes")
     p.add_argument("--index-nodes", default="1000000,2500000", help="indexes: node rows (edges: three times)")
+    p.add_argument("--index-fragment-rows", type=int, default=1 << 20, help="indexes: rows per fragment")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     p.add_argument("--out", default=None)
@@ -606,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             elif s == "rows":
                 res["rows"] = bench_rows(work, ints(a.manifest_rows), a.tables, a.repeats)
             elif s == "indexes":
-                res["indexes"] = bench_indexes(work, ints(a.index_nodes), a.repeats)
+                res["indexes"] = bench_indexes(work, ints(a.index_nodes), a.index_fragment_rows, a.repeats)
             elif s == "tables":
                 res["tables"] = bench_tables(work, ints(a.table_counts), a.repeats)
             else:
