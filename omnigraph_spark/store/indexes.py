@@ -15,9 +15,19 @@ fragment (invariant I23): ``plan`` finds what is missing or stale, ``segments_fo
 as uncommitted segments (a missing index from scratch, a stale one extended by a delta over the
 unindexed fragments, never merging deltas), and ``store/writes.py`` runs both between the
 load's data commits and its one manifest publish, under the load's sidecar, and commits the
-segments. ``consolidation`` makes each index one segment again, for ``optimize``. Large builds, and INVERTED builds that
-could reach the deadlock, run in a child process whose Lance CPU pool has at least two threads
-(:func:`needs_child`); small ones run in the calling process.
+segments. ``consolidation`` makes each index one segment again, for ``optimize``.
+
+Each BTree and INVERTED segment is built in parts (:func:`build_segments`): runs of whole
+fragments of at most ``PART_ROWS`` rows (an INVERTED build, which Lance runs on about one
+core, in at least one part per worker), each a fragment-level build under the segment's one
+uuid, several at once, then one ``merge_index_metadata``: the same segment a whole build makes
+(its name, fields, ``index_version`` and ``index_details``), built on every core, its memory
+bounded by the parts in flight rather than by the table. Since concurrent INVERTED builds
+reach the same deadlock when they hold every thread of the pool, the pools are sized by
+:class:`BuildPool`. Large builds, and INVERTED builds that could reach the deadlock, run in a
+child process whose Lance CPU pool has a thread more than its part builds
+(:func:`needs_child`, :func:`child_pool`); small ones run in the calling process
+(:func:`inline_pool`).
 """
 
 from __future__ import annotations
