@@ -17,12 +17,14 @@ unindexed fragments, never merging deltas), and ``store/writes.py`` runs both be
 load's data commits and its one manifest publish, under the load's sidecar, and commits the
 segments. ``consolidation`` makes each index one segment again, for ``optimize``.
 
-Each BTree and INVERTED segment is built in parts (:func:`build_segments`): runs of whole
-fragments of at most ``PART_ROWS`` rows (an INVERTED build, which Lance runs on about one
-core, in at least one part per worker), each a fragment-level build under the segment's one
-uuid, several at once, then one ``merge_index_metadata``: the same segment a whole build makes
-(its name, fields, ``index_version`` and ``index_details``), built on every core, its memory
-bounded by the parts in flight rather than by the table. Since concurrent INVERTED builds
+Each BTree segment is built in parts (:func:`build_segments`): runs of whole fragments of at
+most ``PART_ROWS`` rows, each a fragment-level build under the segment's one uuid, several at
+once and beside the table's other indexes, then one ``merge_index_metadata``: the same segment
+a whole build makes (its name, fields, ``index_version`` and ``index_details``), its memory
+bounded by the parts in flight rather than by the table. An INVERTED segment is one part: its
+parts would be partitions of the index, and the 0.7.2 engine's optimize panics on a
+multi-partition INVERTED index once rows are deleted from it (Lance 7.0's
+``InnerBuilder::merge_from``). Since concurrent INVERTED builds (two text indexes of one table)
 reach the same deadlock when they hold every thread of the pool, the pools are sized by
 :class:`BuildPool`. Large builds, and INVERTED builds that could reach the deadlock, run in a
 child process whose Lance CPU pool has a thread more than its part builds
@@ -45,7 +47,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import lance
 import numpy as np
@@ -75,17 +77,11 @@ INLINE_TEXT_BYTES = 256 * 1024
 INLINE_MEASURE_ROWS = 50_000
 #: index work over this many rows in all runs in a child process whatever its kind
 CHILD_ROWS = 1_000_000
-#: the most rows of one part of a BTree or INVERTED build (a run of whole fragments; a larger
-#: fragment is a part of its own): a part's working set is what a build holds in memory
+#: the most rows of one part of a BTree build (a run of whole fragments; a larger fragment is a
+#: part of its own): a part's working set is what a build holds in memory
 PART_ROWS = 1 << 20
-#: an INVERTED build over this many rows or more is split into a part per worker at least
-SPLIT_ROWS = 1 << 18
 #: part builds a process runs at once, at most (one per CPU below that)
 MAX_PART_BUILDS = 4
-#: build-time parameters of each INVERTED part (Lance persists neither: the index is the one
-#: the engine's default build describes): one tokenizing worker, since the parts are the
-#: parallelism, and a bound on its posting lists in memory (MiB) before it writes a partition
-INVERTED_PART_PARAMS = {"num_workers": 1, "memory_limit": 256}
 
 
 @dataclass(frozen=True)
@@ -138,9 +134,8 @@ class IndexJob:
     work: tuple[IndexWork, ...]
     storage_options: dict[str, str] | None = field(default=None, repr=False)  # credentials
     split: bool = True
-    #: the part sizes (``PART_ROWS``, ``SPLIT_ROWS`` where None), fixed by the parent for its child
+    #: the most rows of a BTree part (``PART_ROWS`` where None), fixed by the parent for its child
     part_rows: int | None = None
-    split_rows: int | None = None
 
     def open(self) -> lance.LanceDataset:
         return open_dataset(self.uri, branch=self.branch, version=self.version, storage_options=self.storage_options)
@@ -160,7 +155,6 @@ class IndexJob:
             "storage_options": self.storage_options,
             "split": self.split,
             "part_rows": self.part_rows,
-            "split_rows": self.split_rows,
         }
 
     @classmethod
@@ -173,7 +167,6 @@ class IndexJob:
             o["storage_options"],
             bool(o.get("split", True)),
             o.get("part_rows"),
-            o.get("split_rows"),
         )
 
 
@@ -400,18 +393,19 @@ class _Part:
 
 
 def _parts(job: IndexJob, ds: lance.LanceDataset, pool: BuildPool) -> list[_Part]:
-    """The parts of every item of ``job``, largest INVERTED ones first (the longest builds
-    start first). A vector index is one part (Lance merges no partial IVF segment here); with
-    ``job.split`` off every index is one part."""
+    """The parts of every item of ``job``, INVERTED ones first (the longest builds start
+    first), then the largest. Only a BTree is split; with ``job.split`` off it is one part too."""
     physical = {f.fragment_id: f.metadata.physical_rows for f in ds.get_fragments()}
     parts = []
     for i, w in enumerate(job.work):
         rows = [(f, physical.get(f, 0)) for f in w.fragments]
-        if w.spec.kind == VECTOR or not job.split:
+        if w.spec.kind != BTREE or not job.split:
+            # An INVERTED index is one part: its parts would be partitions of the segment, and
+            # the 0.7.2 engine's optimize (Lance 7.0's InnerBuilder::merge_from) panics on a
+            # multi-partition index once rows are deleted from it
             groups = [w.fragments]
         else:
-            spread = pool.workers if w.spec.kind == INVERTED and w.rows >= (job.split_rows or SPLIT_ROWS) else 1
-            groups = split_fragments(rows, job.part_rows or PART_ROWS, spread)
+            groups = split_fragments(rows, job.part_rows or PART_ROWS, 1)
         parts += [_Part(i, g, sum(physical.get(f, 0) for f in g)) for g in groups]
     return sorted(parts, key=lambda p: (job.work[p.item].spec.kind != INVERTED, -p.rows, p.item, p.fragments))
 
@@ -420,11 +414,12 @@ def build_segments(job: IndexJob, pool: BuildPool) -> list[Index]:
     """Build every item of ``job`` as an uncommitted index segment over its fragments (nothing
     lands: the caller commits them together, or leaves orphan files that ``cleanup`` removes).
 
-    Each BTree or INVERTED item is built as parts (:func:`split_fragments`: runs of whole
-    fragments of at most ``PART_ROWS`` rows, and for INVERTED at least one per worker) that
-    share the segment's uuid, ``pool.workers`` parts at once on one dataset handle each, then
-    merged into one segment (``merge_index_metadata``), so a created index is one segment and
-    a delta one segment over its fragments, as a whole build makes them. Each segment is named
+    Each BTree item is built as parts (:func:`split_fragments`: runs of whole fragments of at
+    most ``PART_ROWS`` rows) that share the segment's uuid, each INVERTED or vector item as one
+    part, ``pool.workers`` parts at once on one dataset handle each; then each BTree or
+    INVERTED item's files are merged into one segment (``merge_index_metadata``), so a created
+    index is one segment and a delta one segment over its fragments, as a whole build makes
+    them. Each segment is named
     as the engine names its index, so a created one is the index and an extending one a delta
     of it."""
     work = job.work
@@ -443,7 +438,6 @@ def build_segments(job: IndexJob, pool: BuildPool) -> list[Index]:
         if w.spec.kind == VECTOR:
             vectors[p.item] = _vector_segment(ds, w)
             return
-        params: dict[str, Any] = dict(INVERTED_PART_PARAMS) if w.spec.kind == INVERTED and job.split else {}
         with gate if w.spec.kind == INVERTED else contextlib.nullcontext():
             ds.create_scalar_index(
                 w.spec.column,
@@ -451,7 +445,6 @@ def build_segments(job: IndexJob, pool: BuildPool) -> list[Index]:
                 name=w.spec.name,
                 fragment_ids=list(p.fragments),
                 index_uuid=uids[p.item],
-                **params,
             )
 
     def finish(i: int) -> Index:
@@ -555,7 +548,7 @@ def build(job: IndexJob) -> IndexBuild:
     # a whole build (split off) keeps Lance's own sizing: the default pool, at least two threads
     threads = pool.lance_threads if job.split else max(2, lance_cpu_threads())
     env = dict(os.environ, LANCE_CPU_THREADS=str(threads))
-    sized = replace(job, part_rows=job.part_rows or PART_ROWS, split_rows=job.split_rows or SPLIT_ROWS)
+    sized = replace(job, part_rows=job.part_rows or PART_ROWS)
     start = time.monotonic()
     p = subprocess.run(
         [sys.executable, "-m", __name__],
@@ -574,10 +567,11 @@ def build(job: IndexJob) -> IndexBuild:
     out = json.loads(p.stdout)
     seconds = time.monotonic() - start
     log.info(
-        "built %s on %s in a child process (Lance CPU pool of %s threads): %.1f s, peak %s MB",
+        "built %s on %s in a child process (Lance CPU pool of %s threads): %s parts, %.1f s, peak %s MB",
         [w.spec.name for w in job.work],
         job.uri,
         threads,
+        out["parts"],
         seconds,
         out["peak_mb"],
     )
@@ -600,8 +594,11 @@ def _main() -> None:
     """The child process: a job as JSON on stdin, the built segments and the process's peak
     memory as JSON on stdout."""
     job = IndexJob.from_json(json.loads(sys.stdin.read()))
-    segments = build_segments(job, child_pool(os.cpu_count() or 1, lance_cpu_threads()))
-    sys.stdout.write(json.dumps({"segments": [_segment_to_json(s) for s in segments], "peak_mb": _peak_mb()}))
+    pool = child_pool(os.cpu_count() or 1, lance_cpu_threads())
+    segments = build_segments(job, pool)
+    parts = len(_parts(job, job.open(), pool))
+    out = {"segments": [_segment_to_json(s) for s in segments], "parts": parts, "peak_mb": _peak_mb()}
+    sys.stdout.write(json.dumps(out))
 
 
 if __name__ == "__main__":
