@@ -47,7 +47,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import lance
 import numpy as np
@@ -136,6 +136,8 @@ class IndexJob:
     split: bool = True
     #: the most rows of a BTree part (``PART_ROWS`` where None), fixed by the parent for its child
     part_rows: int | None = None
+    #: an INVERTED build's workers, fixed by the parent for its child (``BuildPool.text_workers``)
+    text_workers: int | None = None
 
     def open(self) -> lance.LanceDataset:
         return open_dataset(self.uri, branch=self.branch, version=self.version, storage_options=self.storage_options)
@@ -155,6 +157,7 @@ class IndexJob:
             "storage_options": self.storage_options,
             "split": self.split,
             "part_rows": self.part_rows,
+            "text_workers": self.text_workers,
         }
 
     @classmethod
@@ -167,6 +170,7 @@ class IndexJob:
             o["storage_options"],
             bool(o.get("split", True)),
             o.get("part_rows"),
+            o.get("text_workers"),
         )
 
 
@@ -307,6 +311,10 @@ class BuildPool:
     workers: int
     inverted: int
     lance_threads: int
+    #: tokenizing workers of an INVERTED build: Lance's default (one per pool thread) of the pool
+    #: the caller would have had, not of a pool made larger for the parts (more workers only
+    #: cost CPU and memory here)
+    text_workers: int
 
 
 def child_pool(cpus: int, lance_threads: int) -> BuildPool:
@@ -315,7 +323,7 @@ def child_pool(cpus: int, lance_threads: int) -> BuildPool:
     its part's working set in memory), every one of them free to be INVERTED, on a Lance pool
     at least one thread larger than that."""
     workers = max(1, min(cpus, MAX_PART_BUILDS))
-    return BuildPool(workers, workers, max(lance_threads, workers + 1))
+    return BuildPool(workers, workers, max(lance_threads, workers + 1), max(2, lance_threads))
 
 
 def inline_pool(cpus: int, lance_threads: int) -> BuildPool:
@@ -323,7 +331,7 @@ def inline_pool(cpus: int, lance_threads: int) -> BuildPool:
     per CPU up to ``MAX_PART_BUILDS``, of which INVERTED at most one fewer than the pool's
     threads (one where it has a single thread)."""
     workers = max(1, min(cpus, MAX_PART_BUILDS))
-    return BuildPool(workers, max(1, min(workers, lance_threads - 1)), lance_threads)
+    return BuildPool(workers, max(1, min(workers, lance_threads - 1)), lance_threads, lance_threads)
 
 
 def split_fragments(rows: list[tuple[int, int]], part_rows: int, at_least: int) -> list[tuple[int, ...]]:
@@ -438,6 +446,8 @@ def build_segments(job: IndexJob, pool: BuildPool) -> list[Index]:
         if w.spec.kind == VECTOR:
             vectors[p.item] = _vector_segment(ds, w)
             return
+        # num_workers is a build-time parameter: Lance persists nothing of it
+        text: dict[str, Any] = {"num_workers": pool.text_workers} if w.spec.kind == INVERTED and job.split else {}
         with gate if w.spec.kind == INVERTED else contextlib.nullcontext():
             ds.create_scalar_index(
                 w.spec.column,
@@ -445,6 +455,7 @@ def build_segments(job: IndexJob, pool: BuildPool) -> list[Index]:
                 name=w.spec.name,
                 fragment_ids=list(p.fragments),
                 index_uuid=uids[p.item],
+                **text,
             )
 
     def finish(i: int) -> Index:
@@ -548,7 +559,7 @@ def build(job: IndexJob) -> IndexBuild:
     # a whole build (split off) keeps Lance's own sizing: the default pool, at least two threads
     threads = pool.lance_threads if job.split else max(2, lance_cpu_threads())
     env = dict(os.environ, LANCE_CPU_THREADS=str(threads))
-    sized = replace(job, part_rows=job.part_rows or PART_ROWS)
+    sized = replace(job, part_rows=job.part_rows or PART_ROWS, text_workers=pool.text_workers)
     start = time.monotonic()
     p = subprocess.run(
         [sys.executable, "-m", __name__],
@@ -595,6 +606,7 @@ def _main() -> None:
     memory as JSON on stdout."""
     job = IndexJob.from_json(json.loads(sys.stdin.read()))
     pool = child_pool(os.cpu_count() or 1, lance_cpu_threads())
+    pool = replace(pool, text_workers=job.text_workers or pool.text_workers)
     segments = build_segments(job, pool)
     parts = len(_parts(job, job.open(), pool))
     out = {"segments": [_segment_to_json(s) for s in segments], "parts": parts, "peak_mb": _peak_mb()}

@@ -249,11 +249,11 @@ def test_the_pools_never_run_as_many_inverted_builds_as_lance_threads():
     """Lance 7.0 deadlocks when concurrent INVERTED builds hold every thread of its CPU pool
     (store/indexes.py::BuildPool): the child's pool always has a thread more than its builds,
     and a build in the calling process runs fewer INVERTED parts than its pool's threads."""
-    assert indexes.child_pool(2, 1) == indexes.BuildPool(workers=2, inverted=2, lance_threads=3)
-    assert indexes.child_pool(1, 1) == indexes.BuildPool(workers=1, inverted=1, lance_threads=2)
-    assert indexes.child_pool(64, 62) == indexes.BuildPool(workers=4, inverted=4, lance_threads=62)
-    assert indexes.inline_pool(2, 1) == indexes.BuildPool(workers=2, inverted=1, lance_threads=1)
-    assert indexes.inline_pool(8, 3) == indexes.BuildPool(workers=4, inverted=2, lance_threads=3)
+    assert indexes.child_pool(2, 1) == indexes.BuildPool(workers=2, inverted=2, lance_threads=3, text_workers=2)
+    assert indexes.child_pool(1, 1) == indexes.BuildPool(workers=1, inverted=1, lance_threads=2, text_workers=2)
+    assert indexes.child_pool(64, 62) == indexes.BuildPool(workers=4, inverted=4, lance_threads=62, text_workers=62)
+    assert indexes.inline_pool(2, 1) == indexes.BuildPool(workers=2, inverted=1, lance_threads=1, text_workers=1)
+    assert indexes.inline_pool(8, 3) == indexes.BuildPool(workers=4, inverted=2, lance_threads=3, text_workers=3)
     for cpus in range(1, 65):
         for threads in range(1, 17):
             child = indexes.child_pool(cpus, threads)
