@@ -20,9 +20,19 @@ Sections (``--sections``, default all):
   (``--manifest-rows``, e.g. the 20,000 version rows of 10,000 two-table commits): the rows are
   published at once, as one fragment, as version rows of ``--tables`` tables (the Lance versions
   they name are not written: a snapshot open reads only the manifest).
+* ``indexes``: the index step of a load (invariant I23) on tables of ``--index-nodes`` Item
+  nodes (``id`` and a ``@key`` string ``item-%010d``) and three times as many edges (ULID
+  ``id``, ``src``, ``dst``), written as Lance datasets in fragments of
+  ``--index-fragment-rows`` rows (default 1M, a load's largest data file): the node
+  table's BTree + INVERTED and the edge table's three BTrees built from scratch, each table
+  alone and both at once (as a ``write_graph`` load does), in parts (``IndexJob.split``, the
+  connector's build) and whole (one part per index, Lance's default parameters) in turn,
+  ``--repeats`` times, the order of the two alternating. Per build: wall seconds, the child
+  processes' CPU seconds and each child's peak RSS (VmHWM).
 
     .venv/bin/python -m benchmarks.store_scale --out benchmarks/out/store-scale.json
     .venv/bin/python -m benchmarks.store_scale --sections publish --fragments 10000,20000 --tables 10
+    .venv/bin/python -m benchmarks.store_scale --sections indexes --index-nodes 1000000,2500000 --repeats 2
 
 Results go to ``--out`` as JSON and a ``.md`` beside it; the machine may be shared, so the
 load average is recorded at each section's start and end.
@@ -364,6 +374,108 @@ def bench_rows(work: Path, counts: Sequence[int], tables: int, repeats: int) -> 
     return out
 
 
+def _index_tables(work: Path, nodes: int, per_fragment: int) -> dict[str, str]:
+    """A node and an edge table (Lance datasets, fragments of ``per_fragment`` rows) for
+    ``bench_indexes``."""
+    import lance
+    import numpy as np
+    import pyarrow as pa
+
+    from omnigraph_spark.ingest.convert import fresh_ids
+
+    def keys(i) -> pa.Array:
+        return pa.array(np.char.add("item-", np.char.zfill(i.astype(str), 10)))
+
+    def node_batches():
+        for lo in range(0, nodes, per_fragment):
+            k = keys(np.arange(lo, min(nodes, lo + per_fragment)))
+            yield pa.record_batch({"id": k, "name": k})
+
+    def edge_batches():
+        for lo in range(0, 3 * nodes, per_fragment):
+            i = np.arange(lo, min(3 * nodes, lo + per_fragment))
+            yield pa.record_batch({"id": fresh_ids(len(i)), "src": keys(i // 3), "dst": keys((i * 7919 + 1) % nodes)})
+
+    out = {}
+    for name, gen in (("nodes", node_batches), ("edges", edge_batches)):
+        first = next(gen())
+        uri = str(work / f"index-{nodes}-{name}")
+        lance.write_dataset(pa.RecordBatchReader.from_batches(first.schema, gen()), uri, max_rows_per_file=per_fragment)
+        out[name] = uri
+    return out
+
+
+def _index_job(uri: str, split: bool):
+    import lance
+
+    from omnigraph_spark.store import indexes
+
+    specs = {
+        "nodes": (indexes.IndexSpec("id", indexes.BTREE), indexes.IndexSpec("name", indexes.INVERTED)),
+        "edges": tuple(indexes.IndexSpec(c, indexes.BTREE) for c in ("id", "src", "dst")),
+    }["nodes" if uri.endswith("nodes") else "edges"]
+    ds = lance.dataset(uri)
+    return indexes.IndexJob(uri, None, ds.version, tuple(indexes.plan(ds, specs)), split=split)
+
+
+def bench_indexes(work: Path, sizes: Sequence[int], per_fragment: int, repeats: int) -> list[dict[str, Any]]:
+    import resource
+    from concurrent.futures import ThreadPoolExecutor
+
+    from omnigraph_spark.store import indexes
+
+    out = []
+    for nodes in sizes:
+        t0 = time.perf_counter()
+        uris = _index_tables(work, nodes, per_fragment)
+        row: dict[str, Any] = {
+            "nodes": nodes,
+            "edges": 3 * nodes,
+            "fragment_rows": per_fragment,
+            "write_s": round(time.perf_counter() - t0, 1),
+        }
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for r in range(repeats):
+            # alternate the order of the two builds between repeats
+            for mode in ("parts", "whole") if r % 2 == 0 else ("whole", "parts"):
+                for which in ("nodes", "edges", "both"):
+                    jobs = [
+                        _index_job(uris[t], mode == "parts")
+                        for t in (("nodes", "edges") if which == "both" else (which,))
+                    ]
+                    l0 = _load()
+                    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    t0 = time.perf_counter()
+                    with ThreadPoolExecutor(len(jobs)) as ex:
+                        built = list(ex.map(indexes.build, jobs))
+                    wall = time.perf_counter() - t0
+                    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    got = {
+                        "wall_s": round(wall, 2),
+                        # the child processes' CPU seconds: steadier than wall time on a shared machine
+                        "child_cpu_s": round(c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime, 2),
+                        "child_peak_mb": [b.child_peak_mb for b in built],
+                        "segments": sum(len(b.segments) for b in built),
+                        "load": [l0, _load()],
+                    }
+                    runs.setdefault(f"{mode}_{which}", []).append(got)
+                    log.info("indexes %d nodes, %s %s: %s", nodes, mode, which, got)
+                    for u in uris.values():
+                        shutil.rmtree(Path(u) / "_indices", ignore_errors=True)  # uncommitted segments
+        row["runs"] = runs
+        row["median_wall_s"] = {k: round(statistics.median(x["wall_s"] for x in v), 2) for k, v in runs.items()}
+        row["median_child_cpu_s"] = {
+            k: round(statistics.median(x["child_cpu_s"] for x in v), 2) for k, v in runs.items()
+        }
+        row["max_child_peak_mb"] = {
+            k: max(max(p for p in x["child_peak_mb"] if p is not None) for x in v) for k, v in runs.items()
+        }
+        out.append(row)
+        for u in uris.values():
+            shutil.rmtree(u, ignore_errors=True)
+    return out
+
+
 def markdown(r: dict[str, Any]) -> str:
     lines = [
         f"# Store scale constants ({r['date']})",
@@ -448,6 +560,22 @@ def markdown(r: dict[str, Any]) -> str:
                 f"| {p['manifest_rows']:,} | {p['manifest_fragments']} | {p['data_bytes_per_row']} "
                 f"| {p['open_snapshot_s']} |"
             )
+    if r.get("indexes"):
+        lines += [
+            "",
+            "## The index step of a load: in parts vs whole",
+            "",
+            (
+                "| nodes + edges | build | wall (s): nodes, edges, both | child CPU (s): nodes, edges, both "
+                "| child peak MB: nodes, edges, both |"
+            ),
+            "|---|---|---|---|---|",
+        ]
+        for p in r["indexes"]:
+            w, c, m = p["median_wall_s"], p["median_child_cpu_s"], p["max_child_peak_mb"]
+            for mode in ("whole", "parts"):
+                cells = [", ".join(str(x[f"{mode}_{t}"]) for t in ("nodes", "edges", "both")) for x in (w, c, m)]
+                lines.append(f"| {p['nodes']:,} + {p['edges']:,} | {mode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -461,6 +589,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--checkpoints", default="10,100,300,1000", help="history: measure after these commits")
     p.add_argument("--table-counts", default="1,10,100", help="tables: graphs of these many tables")
     p.add_argument("--manifest-rows", default="1000,10000,100000", help="rows: compacted __manifest sizes")
+    p.add_argument("--index-nodes", default="1000000,2500000", help="indexes: node rows (edges: three times)")
+    p.add_argument("--index-fragment-rows", type=int, default=1 << 20, help="indexes: rows per fragment")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     p.add_argument("--out", default=None)
@@ -490,6 +620,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 res["history"] = bench_history(work, a.commits, ints(a.checkpoints), a.tables, a.repeats)
             elif s == "rows":
                 res["rows"] = bench_rows(work, ints(a.manifest_rows), a.tables, a.repeats)
+            elif s == "indexes":
+                res["indexes"] = bench_indexes(work, ints(a.index_nodes), a.index_fragment_rows, a.repeats)
             elif s == "tables":
                 res["tables"] = bench_tables(work, ints(a.table_counts), a.repeats)
             else:

@@ -15,24 +15,39 @@ fragment (invariant I23): ``plan`` finds what is missing or stale, ``segments_fo
 as uncommitted segments (a missing index from scratch, a stale one extended by a delta over the
 unindexed fragments, never merging deltas), and ``store/writes.py`` runs both between the
 load's data commits and its one manifest publish, under the load's sidecar, and commits the
-segments. ``consolidation`` makes each index one segment again, for ``optimize``. Large builds, and INVERTED builds that
-could reach the deadlock, run in a child process whose Lance CPU pool has at least two threads
-(:func:`needs_child`); small ones run in the calling process.
+segments. ``consolidation`` makes each index one segment again, for ``optimize``.
+
+Each BTree segment is built in parts (:func:`build_segments`): runs of whole fragments of at
+most ``PART_ROWS`` rows, each a fragment-level build under the segment's one uuid, several at
+once and beside the table's other indexes, then one ``merge_index_metadata``: the same segment
+a whole build makes (its name, fields, ``index_version`` and ``index_details``), its memory
+bounded by the parts in flight rather than by the table. An INVERTED segment is one part: its
+parts would be partitions of the index, and the 0.7.2 engine's optimize panics on a
+multi-partition INVERTED index once rows are deleted from it (Lance 7.0's
+``InnerBuilder::merge_from``). Since concurrent INVERTED builds (two text indexes of one table)
+reach the same deadlock when they hold every thread of the pool, the pools are sized by
+:class:`BuildPool`. Large builds, and INVERTED builds that could reach the deadlock, run in a
+child process whose Lance CPU pool has a thread more than its part builds
+(:func:`needs_child`, :func:`child_pool`); small ones run in the calling process
+(:func:`inline_pool`).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Literal, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, cast
 
 import lance
 import numpy as np
@@ -62,6 +77,11 @@ INLINE_TEXT_BYTES = 256 * 1024
 INLINE_MEASURE_ROWS = 50_000
 #: index work over this many rows in all runs in a child process whatever its kind
 CHILD_ROWS = 1_000_000
+#: the most rows of one part of a BTree build (a run of whole fragments; a larger fragment is a
+#: part of its own): a part's working set is what a build holds in memory
+PART_ROWS = 1 << 20
+#: part builds a process runs at once, at most (one per CPU below that)
+MAX_PART_BUILDS = 4
 
 
 @dataclass(frozen=True)
@@ -104,13 +124,20 @@ class IndexWork:
 @dataclass(frozen=True)
 class IndexJob:
     """The index work of one table: ``work`` on the table at ``uri`` (its Lance ``branch``, at
-    ``version``). A value: the child process receives it as JSON."""
+    ``version``). A value: the child process receives it as JSON. ``split`` off builds each
+    index whole, in one part with Lance's default build parameters (what benchmarks compare
+    the parts against)."""
 
     uri: str
     branch: str | None
     version: int
     work: tuple[IndexWork, ...]
     storage_options: dict[str, str] | None = field(default=None, repr=False)  # credentials
+    split: bool = True
+    #: the most rows of a BTree part (``PART_ROWS`` where None), fixed by the parent for its child
+    part_rows: int | None = None
+    #: an INVERTED build's workers, fixed by the parent for its child (``BuildPool.text_workers``)
+    text_workers: int | None = None
 
     def open(self) -> lance.LanceDataset:
         return open_dataset(self.uri, branch=self.branch, version=self.version, storage_options=self.storage_options)
@@ -128,6 +155,9 @@ class IndexJob:
             "version": self.version,
             "work": [w.to_json() for w in self.work],
             "storage_options": self.storage_options,
+            "split": self.split,
+            "part_rows": self.part_rows,
+            "text_workers": self.text_workers,
         }
 
     @classmethod
@@ -138,6 +168,9 @@ class IndexJob:
             int(o["version"]),
             tuple(IndexWork.from_json(w) for w in o["work"]),
             o["storage_options"],
+            bool(o.get("split", True)),
+            o.get("part_rows"),
+            o.get("text_workers"),
         )
 
 
@@ -264,6 +297,65 @@ def _scalar(kind: str) -> Literal["BTREE", "INVERTED"]:
 
 
 @dataclass(frozen=True)
+class BuildPool:
+    """How a process builds index parts: ``workers`` part builds at once, at most ``inverted``
+    of them INVERTED, on a Lance CPU pool of ``lance_threads`` threads.
+
+    Lance 7.0's INVERTED build holds a CPU-pool thread in its posting-list producer while it
+    blocks on a one-slot queue that a task on the same pool drains: with as many concurrent
+    INVERTED builds as pool threads, every thread can be held and no build finishes. So
+    ``inverted`` stays below ``lance_threads``, except where the pool has a single thread (one
+    INVERTED build at a time, safe only for the small builds :func:`needs_child` keeps in the
+    calling process)."""
+
+    workers: int
+    inverted: int
+    lance_threads: int
+    #: tokenizing workers of an INVERTED build: Lance's default (one per pool thread) of the pool
+    #: the caller would have had, not of a pool made larger for the parts (more workers only
+    #: cost CPU and memory here)
+    text_workers: int
+
+
+def child_pool(cpus: int, lance_threads: int) -> BuildPool:
+    """The pool of the child process on a machine of ``cpus`` CPUs whose parent's Lance pool
+    has ``lance_threads`` threads: a part build per CPU, up to ``MAX_PART_BUILDS`` (each holds
+    its part's working set in memory), every one of them free to be INVERTED, on a Lance pool
+    at least one thread larger than that."""
+    workers = max(1, min(cpus, MAX_PART_BUILDS))
+    return BuildPool(workers, workers, max(lance_threads, workers + 1), max(2, lance_threads))
+
+
+def inline_pool(cpus: int, lance_threads: int) -> BuildPool:
+    """The pool of a build in the calling process, whose Lance pool is what it is: a part build
+    per CPU up to ``MAX_PART_BUILDS``, of which INVERTED at most one fewer than the pool's
+    threads (one where it has a single thread)."""
+    workers = max(1, min(cpus, MAX_PART_BUILDS))
+    return BuildPool(workers, max(1, min(workers, lance_threads - 1)), lance_threads, lance_threads)
+
+
+def split_fragments(rows: list[tuple[int, int]], part_rows: int, at_least: int) -> list[tuple[int, ...]]:
+    """``rows`` ((fragment id, rows) in fragment order) as runs of consecutive whole fragments,
+    the parts of one index build: ``at_least`` runs (or one per fragment where there are
+    fewer) of about equal rows, more where that keeps each run within ``part_rows`` rows (a
+    larger fragment is a run of its own)."""
+    total = sum(n for _, n in rows)
+    want = min(len(rows), max(1, at_least, -(-total // max(1, part_rows))))
+    groups: list[list[int]] = []
+    run = done = 0
+    for f, n in rows:
+        # each fragment joins the run its middle row falls in, or a new one past part_rows
+        slot = min(want - 1, int((done + n / 2) * want / total)) if total else 0
+        if not groups or slot >= len(groups) or run + n > part_rows:
+            groups.append([])
+            run = 0
+        groups[-1].append(f)
+        run += n
+        done += n
+    return [tuple(g) for g in groups]
+
+
+@dataclass(frozen=True)
 class _Template:
     """What Lance writes for an index of one kind with the default parameters (the engine's):
     the ``index_version`` and ``index_details`` a segment is committed with, and the
@@ -299,56 +391,118 @@ def _field_id(ds: lance.LanceDataset, column: str) -> int:
     raise StorageError(f"table '{ds.uri}' has no column '{column}' to index", path=ds.uri)
 
 
-def build_segments(job: IndexJob) -> list[Index]:
-    """Build every item of ``job`` as an uncommitted index segment over its fragments
-    (nothing lands: the caller commits them together, or leaves orphan files that ``cleanup``
-    removes), one thread and one dataset handle per item, up to the CPU count. Each segment is
-    named as the engine names its index, so a created one is the index and an extending one a
-    delta of it."""
+@dataclass(frozen=True)
+class _Part:
+    """One part of an index build: item ``item`` of the job over ``fragments``."""
+
+    item: int
+    fragments: tuple[int, ...]
+    rows: int
+
+
+def _parts(job: IndexJob, ds: lance.LanceDataset, pool: BuildPool) -> list[_Part]:
+    """The parts of every item of ``job``, INVERTED ones first (the longest builds start
+    first), then the largest. Only a BTree is split; with ``job.split`` off it is one part too."""
+    physical = {f.fragment_id: f.metadata.physical_rows for f in ds.get_fragments()}
+    parts = []
+    for i, w in enumerate(job.work):
+        rows = [(f, physical.get(f, 0)) for f in w.fragments]
+        if w.spec.kind != BTREE or not job.split:
+            # An INVERTED index is one part: its parts would be partitions of the segment, and
+            # the 0.7.2 engine's optimize (Lance 7.0's InnerBuilder::merge_from) panics on a
+            # multi-partition index once rows are deleted from it
+            groups = [w.fragments]
+        else:
+            groups = split_fragments(rows, job.part_rows or PART_ROWS, 1)
+        parts += [_Part(i, g, sum(physical.get(f, 0) for f in g)) for g in groups]
+    return sorted(parts, key=lambda p: (job.work[p.item].spec.kind != INVERTED, -p.rows, p.item, p.fragments))
+
+
+def build_segments(job: IndexJob, pool: BuildPool) -> list[Index]:
+    """Build every item of ``job`` as an uncommitted index segment over its fragments (nothing
+    lands: the caller commits them together, or leaves orphan files that ``cleanup`` removes).
+
+    Each BTree item is built as parts (:func:`split_fragments`: runs of whole fragments of at
+    most ``PART_ROWS`` rows) that share the segment's uuid, each INVERTED or vector item as one
+    part, ``pool.workers`` parts at once on one dataset handle each; then each BTree or
+    INVERTED item's files are merged into one segment (``merge_index_metadata``), so a created
+    index is one segment and a delta one segment over its fragments, as a whole build makes
+    them. Each segment is named
+    as the engine names its index, so a created one is the index and an extending one a delta
+    of it."""
     work = job.work
+    if not work:
+        return []
     templates = {k: _template(k) for k in sorted({w.spec.kind for w in work} - {VECTOR})}
+    storage = RootStorage(job.home, job.storage_options)
+    uids = [str(uuid.uuid4()) for _ in work]
+    parts = _parts(job, job.open(), pool)
+    gate = threading.BoundedSemaphore(pool.inverted)  # BuildPool says why
+    vectors: dict[int, Index] = {}
 
-    def one(w: IndexWork) -> Index:
+    def build(p: _Part) -> None:
+        w = work[p.item]
         ds = job.open()
-        return _build_one(ds, w, templates.get(w.spec.kind), RootStorage(job.home, job.storage_options), job.home)
+        if w.spec.kind == VECTOR:
+            vectors[p.item] = _vector_segment(ds, w)
+            return
+        # num_workers is a build-time parameter: Lance persists nothing of it
+        text: dict[str, Any] = {"num_workers": pool.text_workers} if w.spec.kind == INVERTED and job.split else {}
+        with gate if w.spec.kind == INVERTED else contextlib.nullcontext():
+            ds.create_scalar_index(
+                w.spec.column,
+                _scalar(w.spec.kind),
+                name=w.spec.name,
+                fragment_ids=list(p.fragments),
+                index_uuid=uids[p.item],
+                **text,
+            )
 
-    if len(work) < 2:
-        return [one(w) for w in work]
-    with ThreadPoolExecutor(max_workers=min(len(work), os.cpu_count() or 1), thread_name_prefix="index") as pool:
-        return list(pool.map(one, work))
-
-
-def _build_one(ds: lance.LanceDataset, w: IndexWork, tmpl: _Template | None, storage: RootStorage, home: str) -> Index:
-    frags = list(w.fragments)
-    if w.spec.kind == VECTOR:
-        dim = ds.schema.field(w.spec.column).type.list_size
-        # one partition (the engine's IVF_FLAT(1, L2)): its centroid is never compared
-        return ds.create_index_uncommitted(
-            w.spec.column,
-            "IVF_FLAT",
+    def finish(i: int) -> Index:
+        w = work[i]
+        if w.spec.kind == VECTOR:
+            return vectors[i]
+        tmpl = templates[w.spec.kind]
+        ds = job.open()
+        index_dir = f"{job.home}/_indices/{uids[i]}"  # a branch's own tree: ds.uri names the base
+        if tmpl.empty_metadata is not None and not storage.list_dir(index_dir):
+            storage.write_bytes(f"{index_dir}/metadata.lance", tmpl.empty_metadata)  # no token in these rows
+        else:
+            ds.merge_index_metadata(uids[i], _scalar(w.spec.kind))
+        return Index(
+            uuid=uids[i],
             name=w.spec.name,
-            metric="L2",
-            num_partitions=1,
-            fragment_ids=frags,
-            ivf_centroids=np.zeros((1, dim), dtype=np.float32),
+            fields=[_field_id(ds, w.spec.column)],
+            dataset_version=ds.version,
+            fragment_ids=set(w.fragments),
+            index_version=tmpl.index_version,
+            index_details=tmpl.index_details,
         )
-    assert tmpl is not None
-    uid = str(uuid.uuid4())
-    kind = _scalar(w.spec.kind)
-    ds.create_scalar_index(w.spec.column, kind, name=w.spec.name, fragment_ids=frags, index_uuid=uid)
-    index_dir = f"{home}/_indices/{uid}"  # a branch's own tree: ds.uri names the base
-    if tmpl.empty_metadata is not None and not storage.list_dir(index_dir):
-        storage.write_bytes(f"{index_dir}/metadata.lance", tmpl.empty_metadata)  # no token in these rows
-    else:
-        ds.merge_index_metadata(uid, kind)
-    return Index(
-        uuid=uid,
+
+    log.info(
+        "building %s on %s: %d parts, %d at once (Lance CPU pool of %d threads)",
+        [w.spec.name for w in work],
+        job.uri,
+        len(parts),
+        pool.workers,
+        pool.lance_threads,
+    )
+    with ThreadPoolExecutor(max_workers=min(len(parts), pool.workers), thread_name_prefix="index") as ex:
+        list(ex.map(build, parts))
+        return list(ex.map(finish, range(len(work))))
+
+
+def _vector_segment(ds: lance.LanceDataset, w: IndexWork) -> Index:
+    dim = ds.schema.field(w.spec.column).type.list_size
+    # one partition (the engine's IVF_FLAT(1, L2)): its centroid is never compared
+    return ds.create_index_uncommitted(
+        w.spec.column,
+        "IVF_FLAT",
         name=w.spec.name,
-        fields=[_field_id(ds, w.spec.column)],
-        dataset_version=ds.version,
-        fragment_ids=set(frags),
-        index_version=tmpl.index_version,
-        index_details=tmpl.index_details,
+        metric="L2",
+        num_partitions=1,
+        fragment_ids=list(w.fragments),
+        ivf_centroids=np.zeros((1, dim), dtype=np.float32),
     )
 
 
@@ -379,22 +533,37 @@ def _segment_from_json(o: dict) -> Index:
     )
 
 
+@dataclass(frozen=True)
+class IndexBuild:
+    """What building one job gave: its segments, and where it ran in a child process, that
+    process's peak resident memory (``VmHWM``, MB) and wall seconds."""
+
+    segments: list[Index]
+    child_peak_mb: float | None = None
+    child_seconds: float | None = None
+
+
 def segments_for(job: IndexJob) -> list[Index]:
-    """Build ``job`` in this process, or in a child process with a Lance CPU pool of two
-    threads or more where the work is large or an INVERTED build could otherwise deadlock
+    """Build ``job`` (:func:`build`) and give its segments."""
+    return build(job).segments
+
+
+def build(job: IndexJob) -> IndexBuild:
+    """Build ``job`` in this process, or in a child process whose Lance CPU pool is sized by
+    :func:`child_pool` where the work is large or an INVERTED build could otherwise deadlock
     (:func:`needs_child`)."""
+    cpus = os.cpu_count() or 1
     if not needs_child(job.open(), list(job.work)):
-        return build_segments(job)
-    env = dict(os.environ, LANCE_CPU_THREADS=str(max(2, lance_cpu_threads())))
-    log.info(
-        "building %s on %s in a child process (Lance CPU pool of %s threads)",
-        [w.spec.name for w in job.work],
-        job.uri,
-        env["LANCE_CPU_THREADS"],
-    )
+        return IndexBuild(build_segments(job, inline_pool(cpus, lance_cpu_threads())))
+    pool = child_pool(cpus, lance_cpu_threads())
+    # a whole build (split off) keeps Lance's own sizing: the default pool, at least two threads
+    threads = pool.lance_threads if job.split else max(2, lance_cpu_threads())
+    env = dict(os.environ, LANCE_CPU_THREADS=str(threads))
+    sized = replace(job, part_rows=job.part_rows or PART_ROWS, text_workers=pool.text_workers)
+    start = time.monotonic()
     p = subprocess.run(
         [sys.executable, "-m", __name__],
-        input=json.dumps(job.to_json()),
+        input=json.dumps(sized.to_json()),
         capture_output=True,
         text=True,
         env=env,
@@ -406,13 +575,42 @@ def segments_for(job: IndexJob) -> list[Index]:
             f"(exit {p.returncode}): {p.stderr.strip()[-2000:]}",
             path=job.uri,
         )
-    return [_segment_from_json(o) for o in json.loads(p.stdout)]
+    out = json.loads(p.stdout)
+    seconds = time.monotonic() - start
+    log.info(
+        "built %s on %s in a child process (Lance CPU pool of %s threads): %s parts, %.1f s, peak %s MB",
+        [w.spec.name for w in job.work],
+        job.uri,
+        threads,
+        out["parts"],
+        seconds,
+        out["peak_mb"],
+    )
+    return IndexBuild([_segment_from_json(o) for o in out["segments"]], out["peak_mb"], seconds)
+
+
+def _peak_mb() -> float | None:
+    """This process's peak resident memory (``VmHWM``) in MB, where /proc has it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def _main() -> None:
-    """The child process: a job as JSON on stdin, the built segments as JSON on stdout."""
-    segments = build_segments(IndexJob.from_json(json.loads(sys.stdin.read())))
-    sys.stdout.write(json.dumps([_segment_to_json(s) for s in segments]))
+    """The child process: a job as JSON on stdin, the built segments and the process's peak
+    memory as JSON on stdout."""
+    job = IndexJob.from_json(json.loads(sys.stdin.read()))
+    pool = child_pool(os.cpu_count() or 1, lance_cpu_threads())
+    pool = replace(pool, text_workers=job.text_workers or pool.text_workers)
+    segments = build_segments(job, pool)
+    parts = len(_parts(job, job.open(), pool))
+    out = {"segments": [_segment_to_json(s) for s in segments], "parts": parts, "peak_mb": _peak_mb()}
+    sys.stdout.write(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ import logging
 import os
 
 import lance
+import pyarrow as pa
 import pytest
 
 from omnigraph_spark import Graph
-from omnigraph_spark.store import indexes
+from omnigraph_spark.store import indexes, writes
 from omnigraph_spark.store.indexes import BTREE, INVERTED, VECTOR, IndexSpec
 
 from .helpers import people, rows_of, write_rows
@@ -93,15 +94,34 @@ def test_edges_vectors_and_a_column_without_tokens(tmp_path):  # I23
 
 def test_a_large_inverted_build_runs_in_a_child_process(test_graph, monkeypatch, caplog):  # I23
     """Where Lance's CPU pool has one thread, an INVERTED build past the inline bound runs in a
-    child process with a pool of two: the same segments, the same answers."""
+    child process whose pool has a thread more than its part builds: the same segments, the
+    same answers."""
     monkeypatch.setenv("LANCE_CPU_THREADS", "1")
     monkeypatch.setattr(indexes, "INLINE_TEXT_BYTES", 0)
     with caplog.at_level(logging.INFO, logger="omnigraph_spark.store.indexes"):
         write_rows(test_graph, "node:Person", people("alice", "bob"))
-    assert "in a child process (Lance CPU pool of 2 threads)" in caplog.text
+    threads = indexes.child_pool(os.cpu_count() or 1, 1).lance_threads
+    assert threads >= 2 and f"in a child process (Lance CPU pool of {threads} threads)" in caplog.text
     ds = test_graph.open_table("node:Person")
     assert described(ds) == {"id_idx": [{0}], "name_idx": [{0}]}
     assert ds.to_table(full_text_query="bob", columns=["id"])["id"].to_pylist() == ["bob"]
+
+    # the child builds the parts the parent sized: the BTree in parts, the INVERTED index whole
+    monkeypatch.setattr(indexes, "PART_ROWS", 1)
+    caplog.clear()
+    g = Graph.open(test_graph.root)
+    target = writes.prepare_target(g, "main", "node:Person", "append", max_rows_per_file=1)
+    rows = pa.Table.from_pylist(people("carol", "dave", "erin", "frank"), schema=target.schema)
+    rows = rows.to_batches(max_chunksize=1)
+    with caplog.at_level(logging.INFO, logger="omnigraph_spark.store.indexes"):
+        writes.commit_load(g, "main", [writes.stage(target, rows)])
+    assert ": 5 parts," in caplog.text  # four of the id BTree, one of the INVERTED index
+    ds = test_graph.open_table("node:Person")
+    assert described(ds) == {"id_idx": [{0}, {1, 2, 3, 4}], "name_idx": [{0}, {1, 2, 3, 4}]}
+    seg = next(s for d in ds.describe_indices() if d.name == "name_idx" for s in d.segments if 4 in s.fragment_ids)
+    assert "part_1_docs.lance" not in os.listdir(f"{ds.uri}/_indices/{seg.uuid}")  # one partition
+    for n in ("alice", "carol", "frank"):
+        assert ds.to_table(full_text_query=n, columns=["id"])["id"].to_pylist() == [n]
 
 
 def test_the_child_process_is_needed_only_where_the_pool_has_one_thread(monkeypatch):
@@ -208,3 +228,131 @@ def test_a_load_on_a_branch_puts_its_segments_in_the_branchs_tree(test_graph):  
         assert os.listdir(f"{base}/tree/dev/_indices/{uid}")
     main = test_graph.open_table("node:Person")
     assert main.to_table(full_text_query="carol", columns=["id"]).num_rows == 0
+
+
+def test_split_fragments_makes_runs_of_whole_fragments_within_the_part_rows():
+    frags = [(i, 100) for i in range(10)]
+    assert indexes.split_fragments(frags, 1000, 1) == [tuple(range(10))]  # fits: one part
+    assert indexes.split_fragments(frags, 1000, 2) == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9)]
+    assert indexes.split_fragments(frags, 300, 1) == [(0, 1), (2, 3, 4), (5, 6), (7, 8, 9)]  # 4 parts, balanced
+    assert indexes.split_fragments(frags, 1000, 50) == [(i,) for i in range(10)]  # one per fragment at most
+    # a fragment over part_rows is a part of its own; no part is empty, every fragment in one part
+    mixed = [(3, 50), (4, 900), (7, 50), (8, 50), (9, 2000), (11, 10)]
+    parts = indexes.split_fragments(mixed, 200, 1)
+    assert [f for p in parts for f in p] == [3, 4, 7, 8, 9, 11] and all(parts)
+    rows = dict(mixed)
+    assert all(sum(rows[f] for f in p) <= 200 or len(p) == 1 for p in parts)
+    assert indexes.split_fragments([], 10, 2) == []
+
+
+def test_the_pools_never_run_as_many_inverted_builds_as_lance_threads():
+    """Lance 7.0 deadlocks when concurrent INVERTED builds hold every thread of its CPU pool
+    (store/indexes.py::BuildPool): the child's pool always has a thread more than its builds,
+    and a build in the calling process runs fewer INVERTED parts than its pool's threads."""
+    assert indexes.child_pool(2, 1) == indexes.BuildPool(workers=2, inverted=2, lance_threads=3, text_workers=2)
+    assert indexes.child_pool(1, 1) == indexes.BuildPool(workers=1, inverted=1, lance_threads=2, text_workers=2)
+    assert indexes.child_pool(64, 62) == indexes.BuildPool(workers=4, inverted=4, lance_threads=62, text_workers=62)
+    assert indexes.inline_pool(2, 1) == indexes.BuildPool(workers=2, inverted=1, lance_threads=1, text_workers=1)
+    assert indexes.inline_pool(8, 3) == indexes.BuildPool(workers=4, inverted=2, lance_threads=3, text_workers=3)
+    for cpus in range(1, 65):
+        for threads in range(1, 17):
+            child = indexes.child_pool(cpus, threads)
+            assert child.inverted == child.workers and child.inverted < child.lance_threads
+            assert 1 <= child.workers <= indexes.MAX_PART_BUILDS
+            inline = indexes.inline_pool(cpus, threads)
+            assert 1 <= inline.inverted <= inline.workers
+            assert inline.inverted < threads or inline.inverted == threads == 1
+
+
+PARTS_SCHEMA = """
+node Item {
+    sku: String @key
+    price: I64?
+}
+"""
+
+
+def items(lo: int, hi: int) -> list[dict]:
+    return [{"id": f"item-{i:06d}", "sku": f"sku {i % 97} item-{i:06d}", "price": i} for i in range(lo, hi)]
+
+
+def load_in_fragments(g, rows: list[dict], per_fragment: int):
+    from omnigraph_spark.store import writes
+
+    target = writes.prepare_target(g, "main", "node:Item", "append", max_rows_per_file=per_fragment)
+    staged = writes.stage(target, pa.Table.from_pylist(rows, schema=target.schema).to_batches(max_chunksize=257))
+    return writes.commit_load(g, "main", [staged])
+
+
+def answers(ds: lance.LanceDataset) -> dict:
+    """What the indexes answer: full-text searches on the key, BTree lookups of ids."""
+    out: dict = {}
+    for q in ("sku", "5", "96", "000042", "001999", "002100", "absent"):
+        t = ds.to_table(full_text_query={"query": q, "columns": ["sku"]}, columns=["id"], limit=None)
+        out[f"fts:{q}"] = sorted(t["id"].to_pylist())
+    for f in ("id = 'item-000042'", "id = 'item-002100'", "id IN ('item-000001', 'item-001500', 'nope')"):
+        assert "ScalarIndexQuery" in ds.scanner(filter=f).explain_plan(), f
+        out[f] = sorted(ds.to_table(filter=f, columns=["id"])["id"].to_pylist())
+    out["range"] = ds.count_rows(filter="id >= 'item-000100' AND id < 'item-000300'")
+    return out
+
+
+def segment_shape(ds: lance.LanceDataset, version: int) -> list[tuple]:
+    """Name, fields, index_version, index_details and fragments of each segment a version committed."""
+    tx = ds.read_transaction(version)
+    assert isinstance(tx.operation, lance.LanceOperation.CreateIndex)
+    return sorted(
+        (s.name, tuple(s.fields), s.index_version, s.index_details, tuple(sorted(s.fragment_ids)))
+        for s in tx.operation.new_indices
+    )
+
+
+def test_I23_an_index_built_in_parts_answers_as_one_built_whole(tmp_path, monkeypatch, caplog):
+    """A table whose BTree index was built in parts (runs of fragments sharing one segment
+    uuid, merged once) answers id lookups, and its INVERTED index (one part: one partition)
+    full-text searches, exactly as one whose indexes were built whole, its segments committed
+    with the same name, fields, index_version and index_details; a load's delta is one segment
+    over its fragments however many parts built it; optimize's consolidation makes one segment
+    again."""
+    whole, split = Graph.init(str(tmp_path / "whole"), PARTS_SCHEMA), Graph.init(str(tmp_path / "split"), PARTS_SCHEMA)
+    rows, more = items(0, 2000), items(2000, 2600)
+
+    def load(g, parts: bool, r: list[dict]):
+        monkeypatch.setattr(indexes, "PART_ROWS", 450 if parts else 1 << 40)
+        with caplog.at_level(logging.INFO, logger="omnigraph_spark.store.indexes"):
+            caplog.clear()
+            res = load_in_fragments(g, r, 200)
+        return res, caplog.text
+
+    r_whole, log_whole = load(whole, False, rows)
+    r_split, log_split = load(split, True, rows)
+    assert "2 parts" in log_whole and "2 parts" not in log_split  # two indexes, one part each
+    assert "6 parts" in log_split, log_split  # five of the id BTree, one of the INVERTED index
+    ws, ss = whole.open_table("node:Item"), split.open_table("node:Item")
+    assert len(ss.get_fragments()) == 10
+    assert described(ss) == described(ws) == {"id_idx": [set(range(10))], "sku_idx": [set(range(10))]}
+    assert segment_shape(ss, ss.version) == segment_shape(ws, ws.version)
+    seg = next(s for d in ss.describe_indices() if d.name == "sku_idx" for s in d.segments)
+    files = os.listdir(f"{ss.uri}/_indices/{seg.uuid}")
+    assert "part_1_docs.lance" not in files, files  # one partition (store/indexes.py says why)
+    assert answers(ss) == answers(ws)
+    assert answers(ss)["fts:5"] == sorted(r["id"] for r in rows if r["sku"].split()[1] == "5")
+
+    # a delta built in parts is still one segment over the fragments it adds
+    load(whole, False, more)
+    load(split, True, more)
+    ws, ss = whole.open_table("node:Item"), split.open_table("node:Item")
+    new = set(range(10, 13))
+    assert described(ss) == described(ws) == {"id_idx": [set(range(10)), new], "sku_idx": [set(range(10)), new]}
+    assert segment_shape(ss, ss.version) == segment_shape(ws, ws.version)
+    assert answers(ss) == answers(ws)
+    assert answers(ss)["fts:002100"] == ["item-002100"] and answers(ss)["fts:000042"] == ["item-000042"]
+
+    # optimize consolidates each index into one segment, then compacts
+    for g in (whole, split):
+        g.optimize()
+    ws, ss = whole.open_table("node:Item"), split.open_table("node:Item")
+    only = {f.fragment_id for f in ss.get_fragments()}
+    assert described(ss) == {"id_idx": [only], "sku_idx": [only]}
+    assert answers(ss) == answers(ws)
+    assert sorted(r["id"] for r in rows_of(split, "node:Item")) == [r["id"] for r in rows + more]
