@@ -556,6 +556,19 @@ def build(job: IndexJob) -> IndexBuild:
     if not needs_child(job.open(), list(job.work)):
         return IndexBuild(build_segments(job, inline_pool(cpus, lance_cpu_threads())))
     pool = child_pool(cpus, lance_cpu_threads())
+    if not job.split:
+        return _in_child(job, pool)
+    try:
+        return _in_child(job, pool)
+    except StorageError as e:
+        # Lance can refuse a part that a whole build of the same rows sorts (its external sort
+        # may run out of its memory pool): the indexes are built whole rather than not at all
+        log.warning("building %s in parts failed (%s); building each index whole", job.uri, str(e)[-300:])
+        return _in_child(replace(job, split=False), pool)
+
+
+def _in_child(job: IndexJob, pool: BuildPool) -> IndexBuild:
+    """Build ``job`` in a child process (``python -m omnigraph_spark.store.indexes``)."""
     # a whole build (split off) keeps Lance's own sizing: the default pool, at least two threads
     threads = pool.lance_threads if job.split else max(2, lance_cpu_threads())
     env = dict(os.environ, LANCE_CPU_THREADS=str(threads))

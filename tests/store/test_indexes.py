@@ -171,6 +171,28 @@ def test_a_large_build_runs_in_a_child_process_whatever_its_kind(test_graph, mon
     assert set(described(test_graph.open_table("edge:Knows"))) == {"id_idx", "src_idx", "dst_idx"}
 
 
+def test_I23_a_build_in_parts_that_lance_refuses_is_built_whole(test_graph, monkeypatch, caplog):
+    """A child build in parts that fails (Lance's external sort can run out of its memory pool
+    on a part that a whole build sorts) is built again whole: the load still gets every index."""
+    monkeypatch.setattr(indexes, "CHILD_ROWS", 1)
+    real = indexes._in_child
+    tried = []
+
+    def parts_refused(job, pool):
+        tried.append(job.split)
+        if job.split:
+            raise indexes.StorageError("Not enough memory to continue external sort", path=job.uri)
+        return real(job, pool)
+
+    monkeypatch.setattr(indexes, "_in_child", parts_refused)
+    write_rows(test_graph, "node:Person", people("alice"))
+    with caplog.at_level(logging.WARNING, logger="omnigraph_spark.store.indexes"):
+        write_rows(test_graph, "edge:Knows", [{"id": "k1", "src": "alice", "dst": "alice", "since": None}])
+    assert tried[-2:] == [True, False]
+    assert "in parts failed" in caplog.text
+    assert set(described(test_graph.open_table("edge:Knows"))) == {"id_idx", "src_idx", "dst_idx"}
+
+
 def test_an_index_failure_never_fails_or_repeats_the_load(test_graph, monkeypatch, caplog):  # I23
     """Indexes are derived state: a build that fails, or an index commit Lance refuses, leaves
     the load committed once at its data commit, with a warning; the next load builds them."""
