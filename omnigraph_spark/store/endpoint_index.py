@@ -92,9 +92,10 @@ class IdIndex:
             active = rest[pos[rest] < end[rest]]
         return pos, found
 
-    def absent(self, values: pa.Array) -> np.ndarray:
+    def absent(self, values: pa.Array, hashes: np.ndarray | None = None) -> np.ndarray:
         """A boolean mask of ``values``: True where the value is not proven an id (not found,
-        null, or only a fingerprint collision)."""
+        null, or only a fingerprint collision). ``hashes``: the fingerprints of ``values``'
+        non-null values in their order, where the caller has them already."""
         values = as_strings(values)
         out = np.ones(len(values), dtype=bool)
         if not len(values) or not len(self.hashes):
@@ -104,7 +105,7 @@ class IdIndex:
             valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
             where = np.flatnonzero(valid)
             values = values.filter(pa.array(valid))
-        pos, found = self._find(fingerprints(values))
+        pos, found = self._find(fingerprints(values) if hashes is None else hashes)
         if found.all():
             same = pc.equal(self.ids.take(pa.array(pos)), values)
             out[where[same.to_numpy(zero_copy_only=False)]] = False
@@ -230,9 +231,10 @@ class EndsCheck:
         src_ids, dst_ids = self._ends()
         if src_ids is None or dst_ids is None:
             return
-        src, dst = batch.column("src"), batch.column("dst")
-        self.dangling += int(np.count_nonzero(src_ids.absent(src) | dst_ids.absent(dst)))
-        self._src_hashes.append(fingerprints(as_strings(src)))
+        src, dst = as_strings(batch.column("src")), batch.column("dst")
+        src_hashes = fingerprints(src)  # the bound counts by them too
+        self.dangling += int(np.count_nonzero(src_ids.absent(src, src_hashes) | dst_ids.absent(dst)))
+        self._src_hashes.append(src_hashes)
 
     def src_bound(self) -> int:
         """The most edges with one ``src`` fingerprint in the task (0 for none)."""

@@ -56,6 +56,18 @@ def test_I15_a_fingerprint_collision_is_unproven_never_proven(test_graph, monkey
     assert proof.src_bound == len(NAMES)  # every source shares one hash: counted together, never less
 
 
+def test_a_probe_with_the_callers_fingerprints_answers_as_one_that_hashes(test_graph):
+    """The task hashes each batch's sources once (its per-source bound counts by them too):
+    given those fingerprints, nulls among the values included, a probe answers the same."""
+    write_rows(test_graph, "node:Person", people(*NAMES))
+    index = endpoint_index.build(_source(test_graph))
+    assert index is not None
+    values = pa.array([None, *NAMES, None, *NEAR])
+    mask = index.absent(values)
+    assert mask.tolist() == index.absent(values, endpoint_index.fingerprints(values)).tolist()
+    assert mask[0] and mask[len(NAMES) + 1] and not mask[1 : len(NAMES) + 1].any()
+
+
 def test_the_task_counts_dangling_rows_and_bounds_edges_per_source(test_graph):
     write_rows(test_graph, "node:Person", people(*NAMES))
     src = _source(test_graph)
