@@ -268,10 +268,9 @@ class TreeSampler:
                     "worker_max_rss_mb": max(py, default=0) * mb,
                     "workers_sum_rss_mb": sum(py) * mb,
                 }
+                cmd = {p: _cmdline(p) for p in under if _is_python(t[p][2])}  # one read per process
                 for role, marker in ROLES.items():
-                    now[f"{role}_rss_mb"] = (
-                        max((t[p][1] for p in under if _is_python(t[p][2]) and marker in _cmdline(p)), default=0) * mb
-                    )
+                    now[f"{role}_rss_mb"] = max((t[p][1] for p, c in cmd.items() if marker in c), default=0) * mb
                 for k, v in now.items():
                     self.peak[k] = max(self.peak[k], v)
             except (OSError, KeyError):  # a process ended between two reads: next sample

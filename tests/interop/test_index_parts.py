@@ -22,13 +22,9 @@ from omnigraph_spark import Graph
 from omnigraph_spark.store import indexes, writes
 
 from .helpers import export_rows, our_rows
-from .test_scale import QUERIES, SCHEMA
+from .test_scale import QUERIES, SCHEMA, engine_merge_and_append, sku
 
 ITEMS = 3000
-
-
-def sku(i: int) -> str:
-    return f"i{i:07d}"
 
 
 def load(g: Graph, lo: int, hi: int, per_fragment: int) -> None:
@@ -79,21 +75,7 @@ def test_I23_the_engine_searches_and_writes_a_graph_indexed_in_parts(engine, tmp
         assert search(sku(i)) == [(sku(i), i * 3)]
 
     # the engine writes on top: a merge, an append, mutations with a cascading delete
-    merge = tmp_path / "merge.jsonl"
-    merge.write_text(
-        "".join(json.dumps({"type": "Item", "data": {"sku": sku(i), "price": -i}}) + "\n" for i in range(5))
-        + "".join(json.dumps({"type": "Item", "data": {"sku": f"n{i:07d}", "price": i}}) + "\n" for i in range(5))
-    )
-    engine.run("load", "--data", merge, "--mode", "merge", root, "--json", timeout=600)
-    append = tmp_path / "append.jsonl"
-    append.write_text(
-        "".join(json.dumps({"type": "Item", "data": {"sku": f"a{i:07d}", "price": 100 + i}}) + "\n" for i in range(3))
-        + "".join(
-            json.dumps({"edge": "Links", "from": f"a{i:07d}", "to": sku(i), "data": {"weight": 7}}) + "\n"
-            for i in range(3)
-        )
-    )
-    engine.run("load", "--data", append, "--mode", "append", root, "--json", timeout=600)
+    engine_merge_and_append(engine, root, tmp_path)
     run("set_price", sku=sku(7), price=42)
     run("drop_item", sku=sku(10))
     # the engine's search gives a row its own merge or update rewrote twice, whether our index

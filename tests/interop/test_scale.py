@@ -76,6 +76,27 @@ def digest(rows) -> str:
     return f"{n}:{acc:016x}"
 
 
+def engine_merge_and_append(engine, root: str, tmp_path) -> None:
+    """The engine's loads on top of ours: a merge (five existing keys get price ``-i``, five new
+    keys ``n000000i`` come in at ``i``), then an append (items ``a000000i`` at ``100 + i`` and a
+    link from each to ``sku(i)``, for i < 3)."""
+    merge = tmp_path / "merge.jsonl"
+    merge.write_text(
+        "".join(json.dumps({"type": "Item", "data": {"sku": sku(i), "price": -i}}) + "\n" for i in range(5))
+        + "".join(json.dumps({"type": "Item", "data": {"sku": f"n{i:07d}", "price": i}}) + "\n" for i in range(5))
+    )
+    engine.run("load", "--data", merge, "--mode", "merge", root, "--json", timeout=600)
+    append = tmp_path / "append.jsonl"
+    append.write_text(
+        "".join(json.dumps({"type": "Item", "data": {"sku": f"a{i:07d}", "price": 100 + i}}) + "\n" for i in range(3))
+        + "".join(
+            json.dumps({"edge": "Links", "from": f"a{i:07d}", "to": sku(i), "data": {"weight": 7}}) + "\n"
+            for i in range(3)
+        )
+    )
+    engine.run("load", "--data", append, "--mode", "append", root, "--json", timeout=600)
+
+
 def load(spark, root: str, engine_name: str) -> None:
     items = spark.range(N).selectExpr("format_string('i%07d', CAST(id AS INT)) AS sku", "id * 3 AS price")
     links = (
@@ -135,23 +156,7 @@ def test_engine_merges_mutates_searches_and_exports_a_large_graph_we_loaded(
             ).stdout
         )
 
-    # the engine's merge: five existing keys get a new price, five new keys come in
-    merge = tmp_path / "merge.jsonl"
-    merge.write_text(
-        "".join(json.dumps({"type": "Item", "data": {"sku": sku(i), "price": -i}}) + "\n" for i in range(5))
-        + "".join(json.dumps({"type": "Item", "data": {"sku": f"n{i:07d}", "price": i}}) + "\n" for i in range(5))
-    )
-    engine.run("load", "--data", merge, "--mode", "merge", root, "--json", timeout=600)
-    # its append: new items, and links from them into the items we loaded
-    append = tmp_path / "append.jsonl"
-    append.write_text(
-        "".join(json.dumps({"type": "Item", "data": {"sku": f"a{i:07d}", "price": 100 + i}}) + "\n" for i in range(3))
-        + "".join(
-            json.dumps({"edge": "Links", "from": f"a{i:07d}", "to": sku(i), "data": {"weight": 7}}) + "\n"
-            for i in range(3)
-        )
-    )
-    engine.run("load", "--data", append, "--mode", "append", root, "--json", timeout=600)
+    engine_merge_and_append(engine, root, tmp_path)
     run("set_price", sku=sku(7), price=42)
     run("add_item", sku="n9999999", price=7)
     run("drop_item", sku=sku(10))  # cascades to its 2 outgoing and its incoming links

@@ -345,26 +345,33 @@ def test_the_index_is_read_in_parts_and_honours_deleted_nodes(jvm, tmp_path, cal
     assert edge_rows(jvm, g.root) == sorted(ring(live))
 
 
-def test_nodes_staged_in_the_same_load_are_indexed_from_their_files(jvm, tmp_path, calls):
-    """write_graph of nodes + edges: the tasks index the load's own staged node files, so the
-    driver skips the probe here too; an overwrite of the node type drops the committed ids."""
+def nodes_staged_in_the_same_load(spark, tmp_path, calls, engine: str) -> None:
+    """write_graph of nodes + edges on ``engine``: the edge tasks index the load's own staged
+    node files and the committed ones, so the driver skips its check; an overwrite of the node
+    type drops the committed ids, and the dangling edge is the driver's exact error."""
     g = Graph.init(str(tmp_path / "g"), SCHEMA)
-    write_graph(g.root, {"Person": people(jvm, NAMES[:5]), "Knows": knows(jvm, ring(NAMES[:5]))}, engine="jvm")
+    write_graph(g.root, {"Person": people(spark, NAMES[:5]), "Knows": knows(spark, ring(NAMES[:5]))}, engine=engine)
     assert calls["endpoints"] == 0
     write_graph(
-        g.root, {"Person": people(jvm, NAMES[5:]), "Knows": knows(jvm, [(NAMES[5], NAMES[0])])}, engine="jvm"
+        g.root, {"Person": people(spark, NAMES[5:]), "Knows": knows(spark, [(NAMES[5], NAMES[0])])}, engine=engine
     )  # NAMES[0] is committed, NAMES[5] staged: both sources are in the index
     assert calls["endpoints"] == 0
-    before = edge_rows(jvm, g.root)
+    before = edge_rows(spark, g.root)
     with pytest.raises(DanglingEdgeError, match=r"src 'ann' not found in Person"):
         write_graph(
             g.root,
-            {"Person": people(jvm, NAMES[1:]), "Knows": knows(jvm, [("ann", "bob")])},
+            {"Person": people(spark, NAMES[1:]), "Knows": knows(spark, [("ann", "bob")])},
             mode="overwrite",
-            engine="jvm",
+            engine=engine,
         )
     assert calls["endpoints"] == 1  # the tasks found a dangling src: the driver words the error
-    assert edge_rows(jvm, g.root) == before
+    assert edge_rows(spark, g.root) == before
+
+
+def test_nodes_staged_in_the_same_load_are_indexed_from_their_files(jvm, tmp_path, calls):
+    """write_graph of nodes + edges: the tasks index the load's own staged node files, so the
+    driver skips the probe here too; an overwrite of the node type drops the committed ids."""
+    nodes_staged_in_the_same_load(jvm, tmp_path, calls, "jvm")
 
 
 def test_dangling_edges_get_the_python_paths_error(jvm, tmp_path, calls):
@@ -746,23 +753,7 @@ def test_python_tasks_index_nodes_staged_in_the_same_load(spark, tmp_path, calls
     """write_graph with engine=python: the edge tasks index the load's own staged node files
     (and the committed ones), so the driver skips its check; an overwrite of the node type drops
     the committed ids, and the dangling edge is the exact check's error."""
-    g = Graph.init(str(tmp_path / "g"), SCHEMA)
-    write_graph(g.root, {"Person": people(spark, NAMES[:5]), "Knows": knows(spark, ring(NAMES[:5]))}, engine="python")
-    assert calls["endpoints"] == 0
-    write_graph(
-        g.root, {"Person": people(spark, NAMES[5:]), "Knows": knows(spark, [(NAMES[5], NAMES[0])])}, engine="python"
-    )  # NAMES[0] is committed, NAMES[5] staged: both are in the index
-    assert calls["endpoints"] == 0
-    before = edge_rows(spark, g.root)
-    with pytest.raises(DanglingEdgeError, match=r"src 'ann' not found in Person"):
-        write_graph(
-            g.root,
-            {"Person": people(spark, NAMES[1:]), "Knows": knows(spark, [("ann", "bob")])},
-            mode="overwrite",
-            engine="python",
-        )
-    assert calls["endpoints"] == 1
-    assert edge_rows(spark, g.root) == before
+    nodes_staged_in_the_same_load(spark, tmp_path, calls, "python")
 
 
 def test_python_tasks_proof_is_rechecked_when_the_node_table_moves(spark, tmp_path, calls):
